@@ -1,0 +1,75 @@
+"""`gpuprov lab …`: the simulated rack."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from gpuprov.lab import kinds
+from gpuprov.lab.lab import Lab
+from gpuprov.lab.paths import LabPaths
+
+
+def _lab() -> Lab:
+    return Lab(LabPaths.default(), log=lambda msg: click.echo(msg, err=True))
+
+
+@click.group()
+def lab() -> None:
+    """The lab: a simulated rack of bare servers on this machine."""
+
+
+@lab.command()
+@click.option("--nodes", "count", type=int, default=3, show_default=True,
+              help="How many nodes (node01, node02, …).")
+@click.option("--kind", "kind_choices", multiple=True, metavar="[NODE=]KIND",
+              help="Hardware kind of one node (NODE=KIND) or of all (KIND); repeatable. "
+                   f"Kinds: {', '.join(kinds.names())}. Default: a mix, in that order: "
+                   f"{', '.join(kinds.DEFAULT_CYCLE)}.")
+def up(count: int, kind_choices: tuple[str, ...]) -> None:
+    """Start the lab (build the node image and mirror the first time). Idempotent."""
+    lab_ = _lab()
+    plan = lab_.up(count, list(kind_choices))
+    for node, kind in plan.items():
+        click.echo(f"{node}\t{kind}\tup")
+    click.echo(f"inventory: {lab_.paths.inventory}")
+
+
+@lab.command()
+def down() -> None:
+    """Remove every lab node (containers, namespaces, mounts). Caches stay."""
+    removed = _lab().down()
+    click.echo(f"removed {len(removed)} node(s)")
+
+
+@lab.command()
+def status() -> None:
+    """Show each node: kind, container state, systemd state."""
+    rows = _lab().status()
+    if not rows:
+        click.echo("the lab is down")
+        return
+    click.echo(f"{'NODE':<8} {'KIND':<14} {'CONTAINER':<10} SYSTEMD")
+    for row in rows:
+        click.echo(f"{row['node']:<8} {row['kind']:<14} {row['container']:<10} {row['systemd']}")
+
+
+@lab.command()
+def inventory() -> None:
+    """Print the path of the lab's generated Ansible inventory."""
+    lab_ = _lab()
+    if not lab_.recorded_nodes():
+        raise click.UsageError("the lab is not up: run `gpuprov lab up`")
+    click.echo(lab_.paths.inventory)
+
+
+@lab.command(context_settings={"ignore_unknown_options": True})
+@click.argument("node")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+def ssh(node: str, command: tuple[str, ...]) -> None:
+    """Open an SSH session to NODE (or run COMMAND there), with host keys checked."""
+    lab_ = _lab()
+    lab_.require_node(node)
+    argv = ["ssh", "-F", str(lab_.paths.ssh_config), node, *command]
+    os.execvp("ssh", argv)

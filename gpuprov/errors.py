@@ -1,0 +1,24 @@
+"""Errors that end a command with a one-line message.
+
+`InputError` is bad input or configuration: exit code 2, and by contract nothing was
+changed on any host. `EnvironmentProblem` is a missing prerequisite on the controller
+(no Docker engine, no debootstrap): also exit 2, since nothing ran.
+"""
+
+
+class GpuprovError(Exception):
+    exit_code = 2
+
+
+class InputError(GpuprovError):
+    """Bad input: unknown node, malformed file, impossible option."""
+
+
+class EnvironmentProblem(GpuprovError):
+    """A controller prerequisite is missing; the message says how to fix it."""
+
+
+class CommandFailed(GpuprovError):
+    """An external command the controller needed failed."""
+
+    exit_code = 1

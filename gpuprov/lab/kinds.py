@@ -1,0 +1,56 @@
+"""Hardware kinds a lab node can simulate, and each node's concrete description.
+
+A kind (data/lab/kinds/*.yml) says what the system is; a node's description adds what
+makes one machine itself: serials, UUIDs and bus ids, derived deterministically from
+the node's name so they are stable across `lab down`/`up`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from importlib import resources
+
+import yaml
+
+from gpuprov.errors import InputError
+
+DEFAULT_CYCLE = ("h100-sxm-8", "a100-sxm-8", "l40s-pcie-4")
+
+
+def _kind_files() -> dict[str, object]:
+    folder = resources.files("gpuprov").joinpath("data/lab/kinds")
+    return {f.name.removesuffix(".yml"): f for f in folder.iterdir() if f.name.endswith(".yml")}
+
+
+def names() -> list[str]:
+    return sorted(_kind_files())
+
+
+def load(kind: str) -> dict:
+    files = _kind_files()
+    if kind not in files:
+        raise InputError(f"unknown hardware kind {kind!r} (known: {', '.join(sorted(files))})")
+    return yaml.safe_load(files[kind].read_text())
+
+
+def default_for(index: int) -> str:
+    """The kind of the index-th node (1-based) when none is chosen: a mixed rack."""
+    return DEFAULT_CYCLE[(index - 1) % len(DEFAULT_CYCLE)]
+
+
+def describe(node: str, kind: str) -> dict:
+    """The hardware description written on the node."""
+    spec = load(kind)
+    seed = hashlib.sha256(f"{node}/{kind}".encode()).digest()
+    serial_base = int.from_bytes(seed[:5], "big") % 10**12
+    gpus = []
+    for index in range(spec["count"]):
+        gpu_uuid = uuid.UUID(bytes=hashlib.sha256(seed + bytes([index])).digest()[:16])
+        gpus.append({
+            "index": index,
+            "serial": f"1{serial_base + index:012d}",
+            "uuid": f"GPU-{gpu_uuid}",
+            "bus_id": f"00000000:{spec['bus_ids'][index]}:00.0",
+        })
+    return {"node": node, "kind": kind, **spec, "gpus": gpus, "faults": []}

@@ -1,0 +1,149 @@
+"""`gpuprov lab up/down/status`: bring the simulated rack to the asked-for shape."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import re
+import shutil
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from gpuprov.errors import InputError
+from gpuprov.lab import docker, image, kinds, mirror, nodes, sshkeys
+from gpuprov.lab.inventory import write_inventory
+from gpuprov.lab.paths import LabPaths
+from gpuprov.proc import run
+
+NODE_NAME = re.compile(r"^node(\d{2,})$")
+MAX_NODES = 32
+
+
+def node_names(count: int) -> list[str]:
+    if not 1 <= count <= MAX_NODES:
+        raise InputError(f"--nodes {count}: the lab holds 1 to {MAX_NODES} nodes")
+    return [f"node{i:02d}" for i in range(1, count + 1)]
+
+
+def plan_kinds(count: int, choices: list[str]) -> dict[str, str]:
+    """Node → kind. Choices are `KIND` (every node) or `NODE=KIND`; later ones win."""
+    names = node_names(count)
+    plan = {name: kinds.default_for(i) for i, name in enumerate(names, start=1)}
+    for choice in choices:
+        node, sep, kind = choice.rpartition("=")
+        kinds.load(kind)  # unknown kind: one-line error, exit 2
+        if not sep:
+            plan = dict.fromkeys(names, kind)
+        elif node not in plan:
+            raise InputError(f"--kind {choice}: no node {node!r} in a {count}-node lab")
+        else:
+            plan[node] = kind
+    return plan
+
+
+@dataclass
+class Lab:
+    paths: LabPaths
+    log: object = print
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        self.paths.state.mkdir(parents=True, exist_ok=True)
+        with open(self.paths.lock_file, "w") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            yield
+
+    def recorded_nodes(self) -> dict[str, str]:
+        try:
+            return json.loads(self.paths.state_file.read_text())["nodes"]
+        except FileNotFoundError:
+            return {}
+
+    def require_node(self, node: str) -> None:
+        known = self.recorded_nodes()
+        if not known:
+            raise InputError("the lab is not up: run `gpuprov lab up`")
+        if node not in known:
+            raise InputError(f"unknown node {node!r} (lab nodes: {', '.join(known)})")
+
+    def up(self, count: int = 3, kind_choices: list[str] | None = None) -> dict[str, str]:
+        plan = plan_kinds(count, kind_choices or [])
+        docker.ensure_engine()
+        with self._locked():
+            recipe = image.ImageRecipe.load()
+            tag = image.ensure_image(self.paths, recipe, self.log)
+            mirror_dir = mirror.ensure_mirror(self.paths, recipe, self.log)
+
+            surplus = set(self.recorded_nodes()) - set(plan)
+            for node in sorted(surplus):
+                self.log(f"{node}: not in the asked-for lab, removing")
+                docker.remove(docker.container_name(node))
+
+            sshkeys.write_client_config(self.paths, list(plan))
+            client_pub = sshkeys.client_key(self.paths).with_suffix(".pub")
+            keyring = mirror_dir / "keys" / mirror.KEYRING_NAME
+            to_wait = []
+            for node, kind in plan.items():
+                current = nodes.state(node)
+                if current and (current["kind"], current["image"]) != (kind, tag):
+                    self.log(f"{node}: recreating as {kind} ({tag})")
+                    docker.remove(docker.container_name(node))
+                    current = None
+                if current is None:
+                    spec = nodes.NodeSpec(node, kind, tag, kinds.describe(node, kind))
+                    config = nodes.config_tar(
+                        spec, sshkeys.host_key(self.paths, node), client_pub, keyring,
+                        recipe.suite,
+                    )
+                    nodes.create(spec, mirror_dir, config)
+                    self.log(f"{node}: created ({kind})")
+                if not (current and current["running"]):
+                    nodes.start(node)
+                to_wait.append(node)
+            with ThreadPoolExecutor(max_workers=8) as pool:
+                list(pool.map(nodes.wait_ready, to_wait))
+
+            self.paths.state_file.write_text(json.dumps({"nodes": plan, "image": tag}, indent=2))
+            write_inventory(self.paths, plan)
+            _stop_gpg_agent(self.paths)
+        return plan
+
+    def down(self) -> list[str]:
+        docker.ensure_engine()
+        with self._locked():
+            removed = docker.lab_containers()
+            for name in removed:
+                docker.remove(name)
+            for path in (self.paths.state_file, self.paths.ssh_config):
+                path.unlink(missing_ok=True)
+            shutil.rmtree(self.paths.inventory_dir, ignore_errors=True)
+            shutil.rmtree(self.paths.ssh_dir / "cp", ignore_errors=True)
+            _stop_gpg_agent(self.paths)
+        return removed
+
+    def status(self) -> list[dict]:
+        docker.ensure_engine()
+        rows = []
+        for node, kind in self.recorded_nodes().items():
+            current = nodes.state(node)
+            systemd = "-"
+            if current and current["running"]:
+                probe = docker.exec_in(docker.container_name(node),
+                                       "systemctl", "is-system-running", check=False)
+                systemd = probe.stdout.strip() or "unknown"
+            rows.append({
+                "node": node,
+                "kind": kind,
+                "container": "missing" if current is None
+                else ("running" if current["running"] else "stopped"),
+                "systemd": systemd,
+            })
+        return rows
+
+
+def _stop_gpg_agent(paths: LabPaths) -> None:
+    """gpg leaves an agent behind; the lab leaves nothing running."""
+    if paths.gnupg_home.exists() and shutil.which("gpgconf"):
+        run(["gpgconf", "--homedir", str(paths.gnupg_home), "--kill", "all"], check=False)

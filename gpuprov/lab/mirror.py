@@ -1,0 +1,155 @@
+"""The lab's mirror: everything nodes install, served offline as `file://` sources.
+
+Layout (bind-mounted read-only into every node at NODE_MIRROR_PATH):
+
+    keys/gpuprov-lab-archive.gpg    the signing key, as a `signed-by=` keyring
+    debian/                         signed subset of Debian 12 that the roles install
+    wheels/                         pip wheelhouse (the CPU build of torch and its needs)
+    files/                          file store with SHA256SUMS (source tarballs)
+
+Each part records the digest of what it was built from and is rebuilt only when that
+changes; a part is built beside the old one and swapped in whole.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import sys
+import tarfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import yaml
+
+from gpuprov.lab.image import ImageRecipe, rootfs_tarball
+from gpuprov.lab.paths import LabPaths
+from gpuprov.lab.repo import SigningKey, build_suite_repo
+from gpuprov.proc import run
+
+MIRROR_RESOURCE = "data/lab/mirror.yml"
+KEYRING_NAME = "gpuprov-lab-archive.gpg"
+DIGEST_FILE = ".built-from"
+ORIGIN = "gpuprov-lab"
+NODE_PYTHON = "3.11"  # Debian 12's python3, which the node image carries
+
+
+@dataclass(frozen=True)
+class MirrorRecipe:
+    debian_packages: tuple[str, ...]
+    wheels: tuple[str, ...]
+
+    @classmethod
+    def load(cls) -> MirrorRecipe:
+        data = yaml.safe_load(resources.files("gpuprov").joinpath(MIRROR_RESOURCE).read_text())
+        return cls(debian_packages=tuple(data["debian_packages"]), wheels=tuple(data["wheels"]))
+
+
+def _digest(*parts: object) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+
+
+def _ensure_part(target: Path, digest: str, build: Callable[[Path], None], log) -> bool:
+    """Build target from scratch unless it was built from this digest; True if rebuilt."""
+    marker = target / DIGEST_FILE
+    if marker.exists() and marker.read_text().strip() == digest:
+        return False
+    staging = target.with_name(target.name + ".new")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    log(f"mirror: building {target.name}/")
+    build(staging)
+    (staging / DIGEST_FILE).write_text(digest + "\n")
+    old = target.with_name(target.name + ".old")
+    shutil.rmtree(old, ignore_errors=True)
+    if target.exists():
+        target.rename(old)
+    staging.rename(target)
+    shutil.rmtree(old, ignore_errors=True)
+    return True
+
+
+def ensure_mirror(paths: LabPaths, image: ImageRecipe, log) -> Path:
+    recipe = MirrorRecipe.load()
+    key = SigningKey(paths.gnupg_home)
+    fpr = key.fingerprint()
+    mirror = paths.mirror
+    mirror.mkdir(parents=True, exist_ok=True)
+    key.export_keyring(mirror / "keys" / KEYRING_NAME)
+
+    _ensure_part(
+        mirror / "debian",
+        _digest("debian", recipe.debian_packages, image.digest, fpr),
+        lambda out: _build_debian(out, paths, image, recipe, key),
+        log,
+    )
+    _ensure_part(
+        mirror / "wheels",
+        _digest("wheels", recipe.wheels, NODE_PYTHON),
+        lambda out: _build_wheels(out, recipe),
+        log,
+    )
+    files = mirror / "files"
+    files.mkdir(exist_ok=True)
+    write_sha256sums(files)
+    return mirror
+
+
+def _build_debian(
+    out: Path, paths: LabPaths, image: ImageRecipe, recipe: MirrorRecipe, key: SigningKey
+) -> None:
+    """Download the packages (and the dependencies the bare image lacks) into a pool.
+
+    Resolution runs in a throw-away copy of the node's own root filesystem, so the pool
+    holds exactly what a bare node needs to install the list offline.
+    """
+    scratch = paths.build_dir / "mirror-fetch"
+    shutil.rmtree(scratch, ignore_errors=True)
+    scratch.mkdir(parents=True)
+    try:
+        with tarfile.open(rootfs_tarball(paths, image)) as tar:
+            tar.extractall(scratch, filter="fully_trusted")
+        shutil.copy("/etc/resolv.conf", scratch / "etc/resolv.conf")
+        (scratch / "etc/apt/sources.list").write_text(
+            f"deb {image.debian_mirror} {image.suite} main\n"
+        )
+        run(["chroot", str(scratch), "apt-get", "-q", "update"], timeout=900)
+        run(
+            ["chroot", str(scratch), "apt-get", "-q", "-y", "--download-only",
+             "--no-install-recommends", "install", *recipe.debian_packages],
+            timeout=1800,
+        )
+        pool = out / "pool" / "main"
+        pool.mkdir(parents=True)
+        for deb in (scratch / "var/cache/apt/archives").glob("*.deb"):
+            shutil.move(deb, pool / deb.name)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    build_suite_repo(out, image.suite, key, ORIGIN)
+
+
+def _build_wheels(out: Path, recipe: MirrorRecipe) -> None:
+    major, minor = NODE_PYTHON.split(".")
+    run(
+        [
+            sys.executable, "-m", "pip", "download", "-q", "--dest", str(out),
+            "--only-binary=:all:", "--python-version", NODE_PYTHON,
+            "--implementation", "cp", "--abi", f"cp{major}{minor}", "--abi", "abi3",
+            "--abi", "none",
+            "--platform", "manylinux_2_28_x86_64", "--platform", "manylinux_2_17_x86_64",
+            "--platform", "manylinux2014_x86_64", "--platform", "any",
+            *recipe.wheels,
+        ],
+        timeout=1800,
+    )
+
+
+def write_sha256sums(directory: Path) -> None:
+    lines = []
+    for item in sorted(directory.iterdir()):
+        if item.is_file() and item.name != "SHA256SUMS":
+            lines.append(f"{hashlib.sha256(item.read_bytes()).hexdigest()}  {item.name}\n")
+    (directory / "SHA256SUMS").write_text("".join(lines))

@@ -1,0 +1,73 @@
+"""Where the lab keeps its state (per lab) and its cache (kept across `lab down`)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+# Where nodes see the mirror: a read-only bind mount, reached as `file://` sources.
+NODE_MIRROR_PATH = "/srv/gpuprov-mirror"
+# Where nodes keep their simulated hardware description; no role manages this path.
+NODE_LAB_DIR = "/var/lib/gpuprov-lab"
+CONTAINER_PREFIX = "gpuprov-lab-"
+LABEL = "io.gpuprov.lab"
+
+
+@dataclass(frozen=True)
+class LabPaths:
+    state: Path
+    cache: Path
+
+    @classmethod
+    def default(cls) -> LabPaths:
+        home = Path.home()
+        state = os.environ.get("GPUPROV_LAB_DIR") or os.path.join(
+            os.environ.get("XDG_STATE_HOME") or home / ".local/state", "gpuprov/lab"
+        )
+        cache = os.environ.get("GPUPROV_CACHE_DIR") or os.path.join(
+            os.environ.get("XDG_CACHE_HOME") or home / ".cache", "gpuprov"
+        )
+        return cls(state=Path(state), cache=Path(cache))
+
+    # state: one lab's nodes, keys and inventory
+    @property
+    def state_file(self) -> Path:
+        return self.state / "lab.json"
+
+    @property
+    def lock_file(self) -> Path:
+        return self.state / "lab.lock"
+
+    @property
+    def ssh_dir(self) -> Path:
+        return self.state / "ssh"
+
+    @property
+    def ssh_config(self) -> Path:
+        return self.ssh_dir / "config"
+
+    @property
+    def inventory_dir(self) -> Path:
+        return self.state / "inventory"
+
+    @property
+    def inventory(self) -> Path:
+        return self.inventory_dir / "hosts.ini"
+
+    # cache: the node image and the mirror, expensive to rebuild
+    @property
+    def image_dir(self) -> Path:
+        return self.cache / "image"
+
+    @property
+    def mirror(self) -> Path:
+        return self.cache / "mirror"
+
+    @property
+    def gnupg_home(self) -> Path:
+        return self.cache / "gnupg"
+
+    @property
+    def build_dir(self) -> Path:
+        return self.cache / "build"

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Install everything gpuprov and its lab need, on a fresh Debian 12 or Ubuntu 22.04/24.04
+# machine, as root: system packages, the Docker engine (started if it is not running),
+# and a virtualenv in .venv with gpuprov and its development tools. Safe to re-run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "bootstrap: run as root (sudo $0)" >&2
+  exit 2
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+pkgs=(ca-certificates git python3 python3-venv python3-pip docker.io debootstrap
+      debian-archive-keyring openssh-client gnupg apt-utils iproute2 netcat-openbsd)
+
+# gpuprov needs Python >= 3.11; Ubuntu 22.04's python3 is 3.10, so take its python3.11.
+PY=python3
+if ! python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+  pkgs+=(python3.11 python3.11-venv)
+  PY=python3.11
+fi
+
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "bootstrap: installing ${missing[*]}"
+  apt-get update -q
+  apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+scripts/ensure-docker.sh
+
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -e '.[dev]'
+echo "bootstrap: ready ($(.venv/bin/gpuprov --version))"

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Set everything up on a fresh machine, then show the lab: three bare servers reached
+# over SSH with host keys checked, installing from the lab's signed offline mirror.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/bootstrap.sh
+export PATH="$PWD/.venv/bin:$PATH"
+
+gpuprov lab up
+inventory=$(gpuprov lab inventory)
+ansible -i "$inventory" all -m ansible.builtin.ping
+gpuprov lab status

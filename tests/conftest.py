@@ -1,0 +1,60 @@
+"""Shared fixtures: the CLI as a subprocess, and one lab for the whole session."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+
+
+def gpuprov(*args: str, check: bool = False, timeout: float = 1800, **kwargs):
+    """Run the installed `gpuprov` console script, as an operator would."""
+    exe = shutil.which("gpuprov", path=str(BIN)) or "gpuprov"
+    return subprocess.run(
+        [exe, *args], capture_output=True, text=True, check=check, timeout=timeout, **kwargs
+    )
+
+
+@dataclass(frozen=True)
+class RunningLab:
+    inventory: Path
+    ssh_config: Path
+    nodes: dict[str, str]  # node -> kind
+
+    def ssh(self, node: str, command: str, timeout: float = 120):
+        return subprocess.run(
+            ["ssh", "-F", str(self.ssh_config), node, command],
+            capture_output=True, text=True, timeout=timeout, check=False,
+        )
+
+    def ansible(self, pattern: str, module: str, args: str = "", timeout: float = 600):
+        env = {**os.environ, "ANSIBLE_DEPRECATION_WARNINGS": "False"}
+        argv = [str(BIN / "ansible"), "-i", str(self.inventory), pattern, "-m", module]
+        if args:
+            argv += ["-a", args]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+                              check=False, env=env)
+
+
+@pytest.fixture(scope="session")
+def lab() -> RunningLab:
+    """`gpuprov lab up` once per session; the last test (lab_teardown) takes it down."""
+    up = gpuprov("lab", "up")
+    assert up.returncode == 0, up.stderr
+    inventory = Path(gpuprov("lab", "inventory", check=True).stdout.strip())
+    nodes = dict(line.split("\t")[:2] for line in up.stdout.splitlines() if "\t" in line)
+    ssh_config = inventory.parent.parent / "ssh" / "config"
+    return RunningLab(inventory=inventory, ssh_config=ssh_config, nodes=nodes)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests that tear the shared lab down run after every other test."""
+    items.sort(key=lambda item: item.get_closest_marker("lab_teardown") is not None)
