@@ -11,6 +11,7 @@ import sys
 import click
 
 from gpuprov import __version__
+from gpuprov.cli.evaluate import evaluate, profiles
 from gpuprov.cli.lab import lab
 from gpuprov.errors import GpuprovError
 
@@ -22,6 +23,8 @@ def cli() -> None:
 
 
 cli.add_command(lab)
+cli.add_command(evaluate)
+cli.add_command(profiles)
 
 
 def main(argv: list[str] | None = None) -> None:

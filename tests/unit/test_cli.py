@@ -4,8 +4,8 @@ import pytest
 
 from tests.conftest import gpuprov
 
-COMMANDS = [[], ["lab"], ["lab", "up"], ["lab", "down"], ["lab", "status"],
-            ["lab", "inventory"], ["lab", "ssh"]]
+COMMANDS = [[], ["evaluate"], ["profiles"], ["lab"], ["lab", "up"], ["lab", "down"],
+            ["lab", "status"], ["lab", "inventory"], ["lab", "ssh"]]
 
 
 def test_version():

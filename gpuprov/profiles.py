@@ -1,0 +1,153 @@
+"""Hardware profiles: what an accepted node of a given system looks like.
+
+Shipped profiles live in gpuprov/data/profiles/; a profile is named by file stem, or
+given as a path to the user's own YAML. Every profile is validated on load, and an
+error names the file and the field.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import jsonschema
+import yaml
+
+from gpuprov.errors import InputError
+
+_NUM = {"type": "number", "exclusiveMinimum": 0}
+SCHEMA = {
+    "type": "object",
+    "required": ["name", "gpu", "pcie", "nvlink", "nvswitch", "ecc_required", "max_temp_c",
+                 "gpu_burn", "ddp"],
+    "additionalProperties": False,
+    "properties": {
+        "name": {"type": "string", "minLength": 1},
+        "description": {"type": "string"},
+        "gpu": {
+            "type": "object",
+            "required": ["name_pattern", "count", "memory_mib_min"],
+            "additionalProperties": False,
+            "properties": {
+                "name_pattern": {"type": "string", "minLength": 1},
+                "count": {"type": "integer", "minimum": 1},
+                "memory_mib_min": {"type": "integer", "minimum": 1},
+                "architecture": {"type": "string"},
+                "compute_capability": {"type": "string", "pattern": r"^\d+\.\d+$"},
+            },
+        },
+        "pcie": {
+            "type": "object", "required": ["gen", "width"], "additionalProperties": False,
+            "properties": {"gen": {"type": "integer", "minimum": 1, "maximum": 7},
+                           "width": {"enum": [1, 2, 4, 8, 16, 32]}},
+        },
+        "nvlink": {
+            "oneOf": [
+                {"type": "null"},
+                {
+                    "type": "object",
+                    "required": ["links_per_gpu", "link_speed_gbps"],
+                    "additionalProperties": False,
+                    "properties": {
+                        "all_pairs": {"type": "string", "pattern": r"^NV\d+$"},
+                        "matrix": {"type": "array", "items": {
+                            "type": "array", "items": {"type": "string"}}},
+                        "links_per_gpu": {"type": "integer", "minimum": 1},
+                        "link_speed_gbps": _NUM,
+                    },
+                    "oneOf": [{"required": ["all_pairs"]}, {"required": ["matrix"]}],
+                },
+            ]
+        },
+        "nvswitch": {"type": "boolean"},
+        "ecc_required": {"type": "boolean"},
+        "max_temp_c": {"type": "integer", "minimum": 30, "maximum": 120},
+        "gpu_burn": {
+            "type": "object", "required": ["gflops_min", "max_spread_pct", "soak_seconds"],
+            "additionalProperties": False,
+            "properties": {"gflops_min": _NUM,
+                           "max_spread_pct": {"type": "number", "minimum": 0, "maximum": 100},
+                           "soak_seconds": {"type": "integer", "minimum": 1}},
+        },
+        "ddp": {
+            "type": "object", "required": ["busbw_min_gbps"], "additionalProperties": False,
+            "properties": {"busbw_min_gbps": {"type": "number", "minimum": 0}},
+        },
+        "sources": {"type": "object", "additionalProperties": {"type": "string"}},
+    },
+}
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    source: str
+    data: dict
+
+    @property
+    def gpu_count(self) -> int:
+        return self.data["gpu"]["count"]
+
+    @property
+    def nvlink(self) -> dict | None:
+        return self.data["nvlink"]
+
+    def expected_link(self, a: int, b: int) -> str:
+        """The topo -m code expected between GPU a and GPU b."""
+        nvlink = self.nvlink
+        if nvlink is None:
+            return "PCIe"  # any non-NV code
+        if "matrix" in nvlink:
+            return nvlink["matrix"][a][b]
+        return nvlink["all_pairs"]
+
+    def name_matches(self, gpu_name: str | None) -> bool:
+        return bool(gpu_name and re.search(self.data["gpu"]["name_pattern"], gpu_name))
+
+    def __getitem__(self, key: str):
+        return self.data[key]
+
+
+def _shipped() -> dict[str, object]:
+    folder = resources.files("gpuprov").joinpath("data/profiles")
+    return {f.name.removesuffix(".yml"): f for f in folder.iterdir() if f.name.endswith(".yml")}
+
+
+def shipped_names() -> list[str]:
+    return sorted(_shipped())
+
+
+def load_profile(name_or_path: str) -> Profile:
+    shipped = _shipped()
+    if name_or_path in shipped:
+        text, source = shipped[name_or_path].read_text(), f"profile {name_or_path}"
+    else:
+        path = Path(name_or_path)
+        if not (path.suffix in (".yml", ".yaml") and path.is_file()):
+            raise InputError(f"unknown profile {name_or_path!r} "
+                             f"(shipped: {', '.join(shipped_names())}; or a path to a .yml)")
+        text, source = path.read_text(), str(path)
+    return parse_profile(text, source)
+
+
+def parse_profile(text: str, source: str) -> Profile:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark else ""
+        raise InputError(f"{source}:{where} not valid YAML") from exc
+    errors = sorted(jsonschema.Draft202012Validator(SCHEMA).iter_errors(data),
+                    key=lambda e: list(e.absolute_path))
+    if errors:
+        err = errors[0]
+        field = ".".join(str(p) for p in err.absolute_path) or "(top level)"
+        raise InputError(f"{source}: {field}: {err.message}")
+    nvlink = data["nvlink"]
+    if nvlink and "matrix" in nvlink:
+        count = data["gpu"]["count"]
+        if len(nvlink["matrix"]) != count or any(len(r) != count for r in nvlink["matrix"]):
+            raise InputError(f"{source}: nvlink.matrix: must be {count}x{count} (gpu.count)")
+    return Profile(data["name"], source, data)

@@ -1,0 +1,156 @@
+"""Evidence directories for tests: real captures where one exists, and the rest written
+in the tools' real formats (the same formats the lab's simulator prints).
+
+A healthy HGX H100 node is the base: the real 8x H100 `nvidia-smi -q` capture (driver
+565.57.01) and `nvcc` 12.5 capture, plus NV18 topology, 18 links per GPU, a clean
+gpu-burn run and DDP result. Tests swap single files for faulty captures.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+FIXTURES = Path(__file__).parent / "fixtures"
+H100_Q = FIXTURES / "nvidia-smi-q/h100-sxm-x8-565.57.01-q.txt"
+H100_BUS = ["18", "2A", "3A", "5D", "9A", "AB", "BA", "DB"]
+H100_UUID = "GPU-b42dd28e-ffdd-8720-1df0-98bd8cdc05b{}"
+
+
+def fixture(relative: str) -> str:
+    return (FIXTURES / relative).read_text()
+
+
+def topo_all_pairs(count: int, code: str) -> str:
+    head = "\t" + "\t".join(f"GPU{i}" for i in range(count)) + "\tCPU Affinity\tNUMA Affinity"
+    rows = []
+    for i in range(count):
+        cells = [" X " if i == j else code for j in range(count)]
+        numa = 0 if i < count // 2 else 1
+        cpus = "0-55,112-167" if numa == 0 else "56-111,168-223"
+        rows.append(f"GPU{i}\t" + "\t".join(cells) + f"\t{cpus}\t{numa}")
+    legend = ("\nLegend:\n\n  X    = Self\n  SYS  = Connection traversing PCIe as well as the SMP"
+              " interconnect between NUMA nodes (e.g., QPI/UPI)\n  NV#  = Connection traversing"
+              " a bonded set of # NVLinks\n")
+    return "\n".join([head, *rows]) + "\n" + legend
+
+
+def nvlink_status(count: int, links: int, speed: str, name: str = "NVIDIA H100 80GB HBM3") -> str:
+    out = []
+    for i in range(count):
+        out.append(f"GPU {i}: {name} (UUID: {H100_UUID.format(i)})")
+        out += [f"\t Link {k}: {speed}" for k in range(links)]
+    return "\n".join(out) + "\n"
+
+
+def nvlink_errors(count: int, links: int, crc: dict[int, int] | None = None) -> str:
+    crc = crc or {}
+    out = []
+    for i in range(count):
+        out.append(f"GPU {i}: NVIDIA H100 80GB HBM3 (UUID: {H100_UUID.format(i)})")
+        for k in range(links):
+            out += [f"\t Link {k}: Replay Errors: 0", f"\t Link {k}: Recovery Errors: 0",
+                    f"\t Link {k}: CRC Errors: {crc.get(i, 0) if k == 0 else 0}"]
+    return "\n".join(out) + "\n"
+
+
+def gpu_burn_log(gflops: list[int], errors: list[int] | None = None, seconds: int = 30,
+                 name: str = "NVIDIA H100 80GB HBM3") -> str:
+    n = len(gflops)
+    errors = errors or [0] * n
+    lines = [f"Burning for {seconds} seconds."]
+    lines += [f"GPU {i}: {name} (UUID: {H100_UUID.format(i)})" for i in range(n)]
+    lines += [f"Initialized device {i} with 81559 MB of memory (81000 MB available, using "
+              "72900 MB of it), using FLOATS" for i in range(n)]
+    lines.append("Results are 268435456 bytes each, thus performing 269 iterations")
+    progress = []
+    for step in range(1, 11):
+        procd = " - ".join(f"{step * 1000} ({g} Gflop/s)" for g in gflops)
+        errs = " - ".join(f"{e}  (WARNING!)" if e else "0 " for e in errors)
+        temps = " - ".join("61 C " for _ in gflops)
+        progress.append(f"\r{step * 10:.1f}%  proc'd: {procd}   errors: {errs}  temps: {temps}")
+    lines.append("".join(progress))
+    lines += ["Killing processes with SIGTERM (soft kill)", "done", "", f"Tested {n} GPUs:"]
+    lines += [f"\tGPU {i}: {'FAULTY' if errors[i] else 'OK'}" for i in range(n)]
+    return "\n".join(lines) + "\n"
+
+
+def packages(driver: str = "565.57.01", toolkit: str = "1.16.2") -> str:
+    rows = {
+        "nvidia-driver-565-open": f"{driver}-0ubuntu1",
+        "libnvidia-compute-565": f"{driver}-0ubuntu1",
+        "nvidia-fabricmanager-565": f"{driver}-1", "libnvidia-nscq-565": f"{driver}-1",
+        "cuda-toolkit-12-5": "12.5.1-1", "libcudnn9-cuda-12": "9.1.0.70-1",
+        "nvidia-container-toolkit": f"{toolkit}-1",
+        "nvidia-container-toolkit-base": f"{toolkit}-1",
+        "libnvidia-container-tools": f"{toolkit}-1", "libnvidia-container1": f"{toolkit}-1",
+        "docker.io": "20.10.24+dfsg1-1+deb12u1",
+    }
+    return "".join(f"{k}\t{v}\n" for k, v in rows.items())
+
+
+def systemctl(units: dict[str, str]) -> str:
+    blocks = []
+    for unit, state in units.items():
+        blocks.append(f"Id={unit}\nLoadState=loaded\nActiveState={state}\nSubState="
+                      f"{'running' if state == 'active' else 'dead'}\nUnitFileState=enabled\n")
+    return "\n".join(blocks)
+
+
+LOCK = {
+    "driver_version": "565.57.01", "driver_flavour": "open", "cuda_version": "12.5",
+    "cudnn_version": "9.1.0.70", "container_toolkit_version": "1.16.2", "docker_version": "",
+    "torch_version": "2.5.1", "torch_cuda_build": "cu124", "python_version": "3.11",
+}
+
+
+def healthy_h100(directory: Path) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    files = {
+        "meta.json": json.dumps({"node": "node07", "profile": "h100-sxm-8", "run_id": "test",
+                                 "started_at": "2026-11-21T10:00:00+00:00", "lock": LOCK}),
+        "nvidia-smi-q.txt": H100_Q.read_text(),
+        "nvidia-smi-q-after.txt": H100_Q.read_text(),
+        "nvidia-smi-topo.txt": topo_all_pairs(8, "NV18"),
+        "nvidia-smi-nvlink-status.txt": nvlink_status(8, 18, "26.562 GB/s"),
+        "nvidia-smi-nvlink-errors-before.txt": nvlink_errors(8, 18),
+        "nvidia-smi-nvlink-errors-after.txt": nvlink_errors(8, 18),
+        "nvcc-version.txt": fixture("nvcc/cuda-12.5.txt"),
+        "cudnn-version.h": "#define CUDNN_MAJOR 9\n#define CUDNN_MINOR 1\n"
+                           "#define CUDNN_PATCHLEVEL 0\n",
+        "torch-env.json": json.dumps({"torch_version": "2.5.1+cu124", "cuda_version": "12.4",
+                                      "cudnn_version": 90100, "nccl_version": "2.21.5",
+                                      "device_count": 8, "arch_list": ["sm_80", "sm_90"]}),
+        "gpu-burn.log": gpu_burn_log([52000, 51800, 52100, 51900, 52050, 51700, 52000, 51950]),
+        "ddp-smoke.json": json.dumps({"ok": True, "world_size": 8, "backend": "nccl",
+                                      "losses": [0.91, 0.52, 0.33],
+                                      "allreduce_busbw_gbps": 455.0}),
+        "dmesg.txt": "2026-11-21T09:00:01,000000+00:00 Linux version 5.15.0-112-generic\n",
+        "packages.txt": packages(),
+        "lsmod.txt": "Module                  Size  Used by\nnvidia_uvm           1437696  0\n"
+                     "nvidia              8814592  2 nvidia_uvm\n",
+        "lspci.txt": "".join(f"{b}:00.0 3D controller [0302]: NVIDIA Corporation GH100 [H100 SXM5"
+                             f" 80GB] [10de:2330] (rev a1)\n" for b in H100_BUS),
+        "systemctl.txt": systemctl({"nvidia-persistenced.service": "active",
+                                    "nvidia-fabricmanager.service": "active",
+                                    "docker.service": "active"}),
+    }
+    for name, text in files.items():
+        (directory / name).write_text(text)
+    return directory
+
+
+def replace(directory: Path, name: str, text: str | None) -> Path:
+    """Swap one evidence file (None removes it)."""
+    target = directory / name
+    if text is None:
+        target.unlink(missing_ok=True)
+    else:
+        target.write_text(text)
+    return directory
+
+
+def copy(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst)
+    return dst
