@@ -41,6 +41,16 @@ def skip(check_id: str, why: str) -> CheckResult:
     return CheckResult(check_id, Status.SKIP, why)
 
 
+def failed(ctx: Context, check_id: str, problems: list[tuple[int | None, str]],
+           values: dict) -> CheckResult:
+    """A fail listing the first problems; it names the GPU when every problem is on one."""
+    indices = {i for i, _ in problems}
+    gpu = ctx.gpu_ref(next(iter(indices))) if len(indices) == 1 and None not in indices else None
+    more = f" (+{len(problems) - 3} more)" if len(problems) > 3 else ""
+    summary = "; ".join(message for _, message in problems[:3]) + more
+    return CheckResult(check_id, Status.FAIL, summary, gpu=gpu, values=values)
+
+
 def single_gpu(ctx: Context, indices: list[int]) -> dict | None:
     """The GPU at fault, when exactly one is."""
     return ctx.gpu_ref(indices[0]) if len(set(indices)) == 1 else None

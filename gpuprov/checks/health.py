@@ -8,7 +8,7 @@ from importlib import resources
 
 import yaml
 
-from gpuprov.checks.context import Context, missing, single_gpu
+from gpuprov.checks.context import Context, failed, missing, single_gpu
 from gpuprov.checks.result import CheckResult, Status
 from gpuprov.evidence import DMESG, SMI_AFTER, SMI_BEFORE
 
@@ -57,8 +57,7 @@ def ecc(ctx: Context) -> CheckResult:
             warns.append(f"{g.label()}: {g.ecc_aggregate.uncorrectable} uncorrectable ECC errors "
                          "in its lifetime (none during this run)")
     if fails:
-        return CheckResult("ecc", Status.FAIL, "; ".join(f for _, f in fails[:3]),
-                           gpu=single_gpu(ctx, [i for i, _ in fails]), values=values)
+        return failed(ctx, "ecc", fails, values)
     if warns:
         return CheckResult("ecc", Status.WARN, warns[0], values=values)
     note = "" if after else f" ({SMI_AFTER} absent: no before/after delta)"

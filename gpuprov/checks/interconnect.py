@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpuprov.checks.context import Context, missing, single_gpu, skip
+from gpuprov.checks.context import Context, failed, missing, single_gpu, skip
 from gpuprov.checks.result import CheckResult, Status
 from gpuprov.evidence import (
     NVLINK_ERRORS_AFTER,
@@ -83,8 +83,7 @@ def nvlink_status(ctx: Context) -> CheckResult:
     absent = [i for i in range(ctx.profile.gpu_count) if i not in seen]
     problems += [(i, f"GPU {i}: not listed") for i in absent]
     if problems:
-        return CheckResult("nvlink_status", Status.FAIL, "; ".join(p for _, p in problems[:3]),
-                           gpu=single_gpu(ctx, [i for i, _ in problems]), values=values)
+        return failed(ctx, "nvlink_status", problems, values)
     return CheckResult("nvlink_status", Status.PASS,
                        f"{len(status.gpus)} GPUs x {spec['links_per_gpu']} links active",
                        values=values)
@@ -153,8 +152,7 @@ def pcie_link(ctx: Context) -> CheckResult:
             if delta > REPLAYS_PER_SOAK_MAX:
                 problems.append((g.index, f"{g.label()} {delta} PCIe replays during the soak"))
     if problems:
-        return CheckResult("pcie_link", Status.FAIL, "; ".join(p for _, p in problems[:3]),
-                           gpu=single_gpu(ctx, [i for i, _ in problems]), values=values)
+        return failed(ctx, "pcie_link", problems, values)
     if warnings:
         return CheckResult("pcie_link", Status.WARN, warnings[0], values=values)
     note = "" if after else f" ({SMI_AFTER} absent: replay delta not judged)"

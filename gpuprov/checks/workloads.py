@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import statistics
 
-from gpuprov.checks.context import Context, missing, single_gpu
+from gpuprov.checks.context import Context, failed, missing
 from gpuprov.checks.result import CheckResult, Status
 from gpuprov.evidence import DDP_JSON, GPU_BURN
 
@@ -63,10 +63,7 @@ def gpu_burn(ctx: Context) -> CheckResult:
                 fails.append((g.index, f"{label} {g.gflops:.0f} Gflop/s is {shortfall:.0f}% "
                                        f"below the node median {median:.0f}"))
     if fails:
-        indices = [i for i, _ in fails if i is not None]
-        gpu = single_gpu(ctx, indices) if indices and len(indices) == len(fails) else None
-        return CheckResult("gpu_burn", Status.FAIL, "; ".join(f for _, f in fails[:3]),
-                           gpu=gpu, values=values)
+        return failed(ctx, "gpu_burn", fails, values)
     return CheckResult("gpu_burn", Status.PASS,
                        f"{len(gpus)} GPUs OK for {run.seconds}s, median "
                        f"{values.get('median_gflops', 0):.0f} Gflop/s", values=values)
