@@ -8,7 +8,7 @@ export PATH="$PWD/.venv/bin:$PATH"
 
 scripts/ensure-docker.sh
 
-echo "== ruff";         ruff check gpuprov tests bench validation
+echo "== ruff";         ruff check .
 echo "== yamllint";     yamllint --strict .
 echo "== ansible-lint"; ansible-lint --offline --profile production
 echo "== pytest";       pytest "$@"
