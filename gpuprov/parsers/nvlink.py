@@ -41,12 +41,13 @@ class NvlinkStatus:
         return not any(g.speeds or g.all_inactive for g in self.gpus)
 
 
+def _lines(text: str) -> list[str]:
+    return [line.rstrip() for line in strip_ansi(text).splitlines() if line.strip()]
+
+
 def parse_nvlink_status(text: str, source: str) -> NvlinkStatus:
     gpus: list[GpuLinks] = []
-    for raw in strip_ansi(text).splitlines():
-        line = raw.rstrip()
-        if not line.strip():
-            continue
+    for line in _lines(text):
         gpu = _GPU.match(line)
         if gpu:
             gpus.append(GpuLinks(int(gpu.group("index")), gpu.group("name"), gpu.group("uuid")))
@@ -87,10 +88,7 @@ def parse_nvlink_errors(text: str, source: str) -> NvlinkErrors:
     counters: dict[int, dict[int, dict[str, int]]] = {}
     uuids: dict[int, str] = {}
     current: int | None = None
-    for raw in strip_ansi(text).splitlines():
-        line = raw.rstrip()
-        if not line.strip():
-            continue
+    for line in _lines(text):
         gpu = _GPU.match(line)
         if gpu:
             current = int(gpu.group("index"))
