@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 
-import yaml
+from gpuprov.resources import load_yaml
 
 
 def version_tuple(version: str) -> tuple[int, ...]:
@@ -15,7 +14,7 @@ def version_tuple(version: str) -> tuple[int, ...]:
 
 @cache
 def matrix() -> dict:
-    return yaml.safe_load(resources.files("gpuprov").joinpath("data/compat.yml").read_text())
+    return load_yaml("compat.yml")
 
 
 @dataclass(frozen=True)

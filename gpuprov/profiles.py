@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 import jsonschema
 import yaml
 
 from gpuprov.errors import InputError
+from gpuprov.resources import yaml_files
 
 _NUM = {"type": "number", "exclusiveMinimum": 0}
 SCHEMA = {
@@ -110,17 +110,12 @@ class Profile:
         return self.data[key]
 
 
-def _shipped() -> dict[str, object]:
-    folder = resources.files("gpuprov").joinpath("data/profiles")
-    return {f.name.removesuffix(".yml"): f for f in folder.iterdir() if f.name.endswith(".yml")}
-
-
 def shipped_names() -> list[str]:
-    return sorted(_shipped())
+    return sorted(yaml_files("profiles"))
 
 
 def load_profile(name_or_path: str) -> Profile:
-    shipped = _shipped()
+    shipped = yaml_files("profiles")
     if name_or_path in shipped:
         text, source = shipped[name_or_path].read_text(), f"profile {name_or_path}"
     else:

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from functools import cache
-from importlib import resources
-
-import yaml
 
 from gpuprov.checks.context import Context, failed, missing, single_gpu
 from gpuprov.checks.result import CheckResult, Status
 from gpuprov.evidence import DMESG, SMI_AFTER, SMI_BEFORE
+from gpuprov.resources import load_yaml
 
 
 def ecc(ctx: Context) -> CheckResult:
@@ -67,7 +65,7 @@ def ecc(ctx: Context) -> CheckResult:
 
 @cache
 def xid_catalog() -> dict:
-    return yaml.safe_load(resources.files("gpuprov").joinpath("data/xid.yml").read_text())
+    return load_yaml("xid.yml")
 
 
 def classify_xid(code: int) -> tuple[str, str]:

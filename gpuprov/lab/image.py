@@ -13,7 +13,6 @@ import os
 import shutil
 import tarfile
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 import yaml
@@ -22,8 +21,9 @@ from gpuprov.errors import EnvironmentProblem
 from gpuprov.lab import docker
 from gpuprov.lab.paths import LabPaths
 from gpuprov.proc import run
+from gpuprov.resources import data_file
 
-RECIPE_RESOURCE = "data/lab/node-image.yml"
+RECIPE_RESOURCE = "lab/node-image.yml"
 # Bump when the build steps below change in a way the recipe file does not show.
 BUILD_STEPS_VERSION = "1"
 
@@ -40,7 +40,7 @@ class ImageRecipe:
 
     @classmethod
     def load(cls) -> ImageRecipe:
-        raw = resources.files("gpuprov").joinpath(RECIPE_RESOURCE).read_bytes()
+        raw = data_file(RECIPE_RESOURCE).read_bytes()
         data = yaml.safe_load(raw)
         digest = hashlib.sha256(raw + BUILD_STEPS_VERSION.encode()).hexdigest()
         return cls(

@@ -9,26 +9,24 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from importlib import resources
 
 import yaml
 
 from gpuprov.errors import InputError
+from gpuprov.resources import yaml_files
 
 DEFAULT_CYCLE = ("h100-sxm-8", "a100-sxm-8", "l40s-pcie-4")
 
 
-def _kind_files() -> dict[str, object]:
-    folder = resources.files("gpuprov").joinpath("data/lab/kinds")
-    return {f.name.removesuffix(".yml"): f for f in folder.iterdir() if f.name.endswith(".yml")}
+KINDS_FOLDER = "lab/kinds"
 
 
 def names() -> list[str]:
-    return sorted(_kind_files())
+    return sorted(yaml_files(KINDS_FOLDER))
 
 
 def load(kind: str) -> dict:
-    files = _kind_files()
+    files = yaml_files(KINDS_FOLDER)
     if kind not in files:
         raise InputError(f"unknown hardware kind {kind!r} (known: {', '.join(sorted(files))})")
     return yaml.safe_load(files[kind].read_text())

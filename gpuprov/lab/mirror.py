@@ -20,17 +20,15 @@ import sys
 import tarfile
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
-
-import yaml
 
 from gpuprov.lab.image import ImageRecipe, rootfs_tarball
 from gpuprov.lab.paths import LabPaths
 from gpuprov.lab.repo import SigningKey, build_suite_repo
 from gpuprov.proc import run
+from gpuprov.resources import load_yaml
 
-MIRROR_RESOURCE = "data/lab/mirror.yml"
+MIRROR_RESOURCE = "lab/mirror.yml"
 KEYRING_NAME = "gpuprov-lab-archive.gpg"
 DIGEST_FILE = ".built-from"
 ORIGIN = "gpuprov-lab"
@@ -44,7 +42,7 @@ class MirrorRecipe:
 
     @classmethod
     def load(cls) -> MirrorRecipe:
-        data = yaml.safe_load(resources.files("gpuprov").joinpath(MIRROR_RESOURCE).read_text())
+        data = load_yaml(MIRROR_RESOURCE)
         return cls(debian_packages=tuple(data["debian_packages"]), wheels=tuple(data["wheels"]))
 
 

@@ -159,8 +159,7 @@ def _numa(index: int, count: int) -> int:
 
 def topo(hw: dict) -> str:
     """`nvidia-smi topo -m`: GPUs and NICs, tab-separated, with affinities and legend."""
-    gpus = [g for g in hw["gpus"]]
-    n = len(gpus)
+    n = len(hw["gpus"])
     nics = list(hw.get("nics") or [])
     links = (hw.get("nvlink") or {}).get("all_pairs")
     down = {tuple(sorted(p)) for p in hw.get("nvlink_down_pairs", [])}
@@ -190,36 +189,43 @@ def topo(hw: dict) -> str:
     return "\n".join(lines) + "\n" + LEGEND
 
 
-def nvlink_status(hw: dict) -> str:
-    """`nvidia-smi nvlink -s`; empty on a system without NVLink, as the real tool is."""
+def _per_gpu_links(hw: dict, body) -> str:
+    """The `nvidia-smi nvlink` layout: a GPU line, then its links; empty without NVLink."""
     spec = hw.get("nvlink")
     if not spec:
         return ""
     out = []
     for g in hw["gpus"]:
         out.append(f"GPU {g['index']}: {hw['gpu']['name']} (UUID: {g['uuid']})")
-        inactive = set(g.get("nvlink_inactive", []))
-        if len(inactive) >= spec["links_per_gpu"]:
-            out.append("NVML: Unable to retrieve NVLink information as all links are inactive")
-            continue
-        speed = f"{spec['speed_gbps']:g}"
-        out += [f"\t Link {k}: {'<inactive>' if k in inactive else speed + ' GB/s'}"
-                for k in range(spec["links_per_gpu"])]
+        out += body(g, spec)
     return "\n".join(out) + "\n"
+
+
+def _link_states(gpu: dict, spec: dict) -> list[str]:
+    inactive = set(gpu.get("nvlink_inactive", []))
+    if len(inactive) >= spec["links_per_gpu"]:
+        return ["NVML: Unable to retrieve NVLink information as all links are inactive"]
+    speed = f"{spec['speed_gbps']:g} GB/s"
+    return [f"\t Link {k}: {'<inactive>' if k in inactive else speed}"
+            for k in range(spec["links_per_gpu"])]
+
+
+def _link_counters(gpu: dict, spec: dict) -> list[str]:
+    errors = gpu.get("nvlink_errors", {})
+    lines = []
+    for k in range(spec["links_per_gpu"]):
+        link = errors.get(k, errors.get(str(k), {}))
+        lines += [f"\t Link {k}: Replay Errors: {link.get('replay', 0)}",
+                  f"\t Link {k}: Recovery Errors: {link.get('recovery', 0)}",
+                  f"\t Link {k}: CRC Errors: {link.get('crc', 0)}"]
+    return lines
+
+
+def nvlink_status(hw: dict) -> str:
+    """`nvidia-smi nvlink -s`; empty on a system without NVLink, as the real tool is."""
+    return _per_gpu_links(hw, _link_states)
 
 
 def nvlink_errors(hw: dict) -> str:
     """`nvidia-smi nvlink -e`: replay, recovery and CRC counters per link."""
-    spec = hw.get("nvlink")
-    if not spec:
-        return ""
-    out = []
-    for g in hw["gpus"]:
-        out.append(f"GPU {g['index']}: {hw['gpu']['name']} (UUID: {g['uuid']})")
-        errors = g.get("nvlink_errors", {})
-        for k in range(spec["links_per_gpu"]):
-            link = errors.get(k, errors.get(str(k), {}))
-            out += [f"\t Link {k}: Replay Errors: {link.get('replay', 0)}",
-                    f"\t Link {k}: Recovery Errors: {link.get('recovery', 0)}",
-                    f"\t Link {k}: CRC Errors: {link.get('crc', 0)}"]
-    return "\n".join(out) + "\n"
+    return _per_gpu_links(hw, _link_counters)
