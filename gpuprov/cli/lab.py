@@ -6,7 +6,7 @@ import os
 
 import click
 
-from gpuprov.lab import kinds
+from gpuprov.lab import faults, kinds
 from gpuprov.lab.lab import Lab
 from gpuprov.lab.paths import LabPaths
 
@@ -53,6 +53,29 @@ def status() -> None:
     click.echo(f"{'NODE':<8} {'KIND':<14} {'CONTAINER':<10} SYSTEMD")
     for row in rows:
         click.echo(f"{row['node']:<8} {row['kind']:<14} {row['container']:<10} {row['systemd']}")
+
+
+FAULT_KINDS_HELP = "\b\nKinds:\n" + "".join(
+    f"  {f.name:<18} {f.help}\n" for f in faults.FAULTS.values())
+
+
+@lab.command(epilog=FAULT_KINDS_HELP)
+@click.argument("node")
+@click.argument("kind", required=False, metavar="[KIND]")
+@click.option("--gpu", "gpu", type=int, help="Index of the GPU at fault (default 0).")
+@click.option("--clear", is_flag=True, help="Undo every fault on NODE.")
+def fault(node: str, kind: str | None, gpu: int | None, clear: bool) -> None:
+    """Inject a fault into NODE, or --clear them all."""
+    _lab().require_node(node)
+    if clear:
+        if kind:
+            raise click.UsageError("--clear takes no KIND: it undoes every fault on the node")
+        undone = faults.clear(node)
+        click.echo(f"{node}: cleared {', '.join(undone) if undone else 'nothing (no faults)'}")
+        return
+    if not kind:
+        raise click.UsageError(f"missing KIND (one of: {', '.join(faults.FAULTS)}) or --clear")
+    click.echo(f"{node}: {kind}: {faults.inject(node, kind, gpu)}")
 
 
 @lab.command()

@@ -4,8 +4,10 @@ Layout (bind-mounted read-only into every node at NODE_MIRROR_PATH):
 
     keys/gpuprov-lab-archive.gpg    the signing key, as a `signed-by=` keyring
     debian/                         signed subset of Debian 12 that the roles install
+    cuda/                           stand-in of NVIDIA's CUDA repository (flat, signed)
+    libnvidia-container/            stand-in of the container-toolkit repository (flat, signed)
     wheels/                         pip wheelhouse (the CPU build of torch and its needs)
-    files/                          file store with SHA256SUMS (source tarballs)
+    files/                          file store with SHA256SUMS (the gpu-burn source tarball)
 
 Each part records the digest of what it was built from and is rebuilt only when that
 changes; a part is built beside the old one and swapped in whole.
@@ -22,9 +24,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpuprov.lab import standins
 from gpuprov.lab.image import ImageRecipe, rootfs_tarball
 from gpuprov.lab.paths import LabPaths
-from gpuprov.lab.repo import SigningKey, build_suite_repo
+from gpuprov.lab.repo import SigningKey, build_flat_repo, build_suite_repo
 from gpuprov.proc import run
 from gpuprov.resources import load_yaml
 
@@ -90,10 +93,27 @@ def ensure_mirror(paths: LabPaths, image: ImageRecipe, log) -> Path:
         lambda out: _build_wheels(out, recipe),
         log,
     )
+    vendor_digest = standins.recipe_digest()
+    for part, packages in (("cuda", standins.cuda_repo_packages),
+                           ("libnvidia-container", standins.container_repo_packages)):
+        _ensure_part(
+            mirror / part,
+            _digest(part, vendor_digest, fpr),
+            lambda out, packages=packages: _build_vendor_repo(out, paths, packages(), key),
+            log,
+        )
     files = mirror / "files"
     files.mkdir(exist_ok=True)
+    standins.gpu_burn_tarball(files)
     write_sha256sums(files)
     return mirror
+
+
+def _build_vendor_repo(out: Path, paths: LabPaths, packages, key: SigningKey) -> None:
+    scratch = paths.build_dir / "debs"
+    for deb in packages:
+        deb.build(scratch, out)
+    build_flat_repo(out, key, ORIGIN)
 
 
 def _build_debian(

@@ -84,6 +84,8 @@ def create(spec: NodeSpec, mirror: Path, config_tar: bytes) -> None:
     run([
         "docker", "create",
         "--name", name, "--hostname", spec.name,
+        # what the Debian/Ubuntu installer writes: the node's own name resolves locally
+        "--add-host", f"{spec.name}:127.0.1.1",
         "--label", f"{LABEL}=1", "--label", f"{KIND_LABEL}={spec.kind}",
         "--label", f"{IMAGE_LABEL}={spec.image}",
         "--network", "none",

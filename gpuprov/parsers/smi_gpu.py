@@ -57,6 +57,8 @@ FIELDS: dict[str, list[Path]] = {
                     ("power_readings", "power_limit"),
                     ("GPU Power Readings", "Current Power Limit")],
 }
+# `-q` text labels whose snake_case differs from the XML element's name
+CLOCK_REASON_TEXT = {"idle": "gpu_idle", "display_clock_setting": "display_clocks_setting"}
 CLOCK_REASON_SECTIONS = ("clocks_event_reasons", "clocks_throttle_reasons",
                          "Clocks Event Reasons", "Clocks Throttle Reasons")
 ECC_SECTIONS = (("ecc_errors",), ("ECC Errors",))
@@ -177,7 +179,8 @@ def _clock_reasons(tree: dict) -> list[str]:
                     leaf = name.split("/")[-1]
                     for prefix in ("clocks_event_reason_", "clocks_throttle_reason_"):
                         leaf = leaf.removeprefix(prefix)
-                    active.append(leaf.lower().replace(" ", "_"))
+                    leaf = leaf.lower().replace(" ", "_")
+                    active.append(CLOCK_REASON_TEXT.get(leaf, leaf))
             return active
     return []
 

@@ -1,4 +1,5 @@
 """The simulated GPU tools the lab's stand-in packages install on nodes.
 
-Stdlib only: these modules are copied onto nodes and run by the node's own python3.
+The stand-in driver package copies these modules onto nodes, where the node's own python3
+runs them: stdlib and PyYAML only.
 """

@@ -1,12 +1,16 @@
 """Render a node's hardware description in nvidia-smi's real output formats.
 
-Input is the description `gpuprov lab up` writes on the node (see kinds.describe) plus
-the installed driver version; output must parse exactly like the real captures in
+Input is the description `gpuprov lab up` writes on the node (see kinds.describe), the
+version of the installed driver and the node's live state (is the persistence daemon
+running, is fabric manager); output must parse exactly like the real captures in
 tests/fixtures (the fidelity tests compare by parsing both).
+
+`-q -x` and `-q` come from one field tree, so the two forms cannot disagree.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from xml.sax.saxutils import escape
 
 CUDA_BY_BRANCH = {"535": "12.2", "550": "12.4", "560": "12.6", "565": "12.7", "570": "12.8",
@@ -17,117 +21,166 @@ def cuda_for(driver: str) -> str:
     return CUDA_BY_BRANCH.get(driver.split(".")[0], "12.4")
 
 
-def _gpu_xml(hw: dict, gpu: dict, driver: str) -> str:
+@dataclass(frozen=True)
+class Live:
+    """What the node's daemons make true right now."""
+    persistence: bool = True      # nvidia-persistenced running
+    fabric_manager: bool = True   # nv-fabricmanager running (matters on NVSwitch systems)
+
+
+@dataclass
+class Field:
+    """One `-q` field: its XML tag, its text label, a value or children."""
+    tag: str
+    label: str
+    value: str | None = None
+    children: list[Field] = field(default_factory=list)
+    only: str | None = None       # "xml" or "text" where the two forms differ
+    text_value: str | None = None  # where `-q` prints the value differently (0x18 vs 18)
+
+
+def _f(tag: str, label: str, value: object) -> Field:
+    return Field(tag, label, str(value))
+
+
+def _hex(tag: str, label: str, value: str) -> Field:
+    return Field(tag, label, value, text_value=f"0x{value}")
+
+
+def _s(tag: str, label: str, *children: Field, only: str | None = None) -> Field:
+    return Field(tag, label, None, list(children), only)
+
+
+CLOCK_REASONS = (("gpu_idle", "Idle"),
+                 ("applications_clocks_setting", "Applications Clocks Setting"),
+                 ("sw_power_cap", "SW Power Cap"),
+                 ("hw_slowdown", "HW Slowdown"),
+                 ("hw_thermal_slowdown", "HW Thermal Slowdown"),
+                 ("hw_power_brake_slowdown", "HW Power Brake Slowdown"),
+                 ("sync_boost", "Sync Boost"),
+                 ("sw_thermal_slowdown", "SW Thermal Slowdown"),
+                 ("display_clocks_setting", "Display Clock Setting"))
+ECC_COUNTERS = (("sram_correctable", "SRAM Correctable"),
+                ("sram_uncorrectable", "SRAM Uncorrectable"),
+                ("dram_correctable", "DRAM Correctable"),
+                ("dram_uncorrectable", "DRAM Uncorrectable"))
+
+
+def temperature(hw: dict, gpu: dict) -> int:
+    return int(gpu.get("temp_c", hw["idle_temp_c"]))
+
+
+def _fabric(hw: dict, live: Live) -> tuple[str, str]:
+    if not hw["nvswitch"]:
+        return "N/A", "N/A"
+    return ("Completed", "Success") if live.fabric_manager else ("Not Started", "N/A")
+
+
+def gpu_fields(hw: dict, gpu: dict, driver: str, live: Live) -> list[Field]:
     spec = hw["gpu"]
     pcie = gpu.get("pcie", hw["pcie"])
     ecc = gpu.get("ecc", {})
     remap = gpu.get("remap", {})
     bus = gpu["bus_id"]
     domain, bus_no, dev = bus.split(":")[0], bus.split(":")[1], bus.split(":")[2].split(".")[0]
-    fabric = ("<state>Completed</state>\n\t\t\t<status>Success</status>" if hw["nvswitch"]
-              else "<state>N/A</state>\n\t\t\t<status>N/A</status>")
-    remap_xml = (
-        f"<remapped_row_corr>{remap.get('correctable', 0)}</remapped_row_corr>\n"
-        f"\t\t\t<remapped_row_unc>{remap.get('uncorrectable', 0)}</remapped_row_unc>\n"
-        f"\t\t\t<remapped_row_pending>{'Yes' if remap.get('pending') else 'No'}"
-        "</remapped_row_pending>\n"
-        f"\t\t\t<remapped_row_failure>{'Yes' if remap.get('failure') else 'No'}"
-        "</remapped_row_failure>"
-    )
+    state, status = _fabric(hw, live)
+    active = gpu.get("clock_reasons", ["gpu_idle"])
 
-    def counts(scope: str) -> str:
+    def counts(scope: str, label: str) -> Field:
         c = ecc.get(scope, {})
-        return "".join(
-            f"\n\t\t\t\t<{k}>{c.get(k, 0)}</{k}>"
-            for k in ("sram_correctable", "sram_uncorrectable", "dram_correctable",
-                      "dram_uncorrectable"))
+        return _s(scope, label, *(_f(k, lab, c.get(k, 0)) for k, lab in ECC_COUNTERS))
 
-    reasons = "".join(
-        f"\n\t\t\t<clocks_event_reason_{r}>"
-        f"{'Active' if r in gpu.get('clock_reasons', ['gpu_idle']) else 'Not Active'}"
-        f"</clocks_event_reason_{r}>"
-        for r in ("gpu_idle", "applications_clocks_setting", "sw_power_cap", "hw_slowdown",
-                  "hw_thermal_slowdown", "hw_power_brake_slowdown", "sync_boost",
-                  "sw_thermal_slowdown", "display_clocks_setting"))
-    return f"""\t<gpu id="{bus}">
-\t\t<product_name>{escape(spec['name'])}</product_name>
-\t\t<product_brand>NVIDIA</product_brand>
-\t\t<product_architecture>{escape(spec['architecture'])}</product_architecture>
-\t\t<persistence_mode>{'Enabled' if gpu.get('persistence', True) else 'Disabled'}</persistence_mode>
-\t\t<serial>{gpu['serial']}</serial>
-\t\t<uuid>{gpu['uuid']}</uuid>
-\t\t<minor_number>{gpu['index']}</minor_number>
-\t\t<vbios_version>{spec['vbios']}</vbios_version>
-\t\t<gsp_firmware_version>{driver}</gsp_firmware_version>
-\t\t<pci>
-\t\t\t<pci_bus>{bus_no}</pci_bus>
-\t\t\t<pci_device>{dev}</pci_device>
-\t\t\t<pci_domain>{domain[-4:]}</pci_domain>
-\t\t\t<pci_device_id>{spec['pci_device_id'][2:]}</pci_device_id>
-\t\t\t<pci_bus_id>{bus}</pci_bus_id>
-\t\t\t<pci_gpu_link_info>
-\t\t\t\t<pcie_gen>
-\t\t\t\t\t<max_link_gen>{hw['pcie']['gen']}</max_link_gen>
-\t\t\t\t\t<current_link_gen>{pcie['gen']}</current_link_gen>
-\t\t\t\t</pcie_gen>
-\t\t\t\t<link_widths>
-\t\t\t\t\t<max_link_width>{hw['pcie']['width']}x</max_link_width>
-\t\t\t\t\t<current_link_width>{pcie['width']}x</current_link_width>
-\t\t\t\t</link_widths>
-\t\t\t</pci_gpu_link_info>
-\t\t\t<replay_counter>{gpu.get('pcie_replays', 0)}</replay_counter>
-\t\t\t<replay_rollover_counter>0</replay_rollover_counter>
-\t\t</pci>
-\t\t<performance_state>P0</performance_state>
-\t\t<clocks_event_reasons>{reasons}
-\t\t</clocks_event_reasons>
-\t\t<fb_memory_usage>
-\t\t\t<total>{spec['memory_mib']} MiB</total>
-\t\t\t<reserved>454 MiB</reserved>
-\t\t\t<used>1 MiB</used>
-\t\t\t<free>{spec['memory_mib'] - 455} MiB</free>
-\t\t</fb_memory_usage>
-\t\t<ecc_mode>
-\t\t\t<current_ecc>Enabled</current_ecc>
-\t\t\t<pending_ecc>Enabled</pending_ecc>
-\t\t</ecc_mode>
-\t\t<ecc_errors>
-\t\t\t<volatile>{counts('volatile')}
-\t\t\t</volatile>
-\t\t\t<aggregate>{counts('aggregate')}
-\t\t\t</aggregate>
-\t\t</ecc_errors>
-\t\t<retired_pages>
-\t\t\t<multiple_single_bit_retirement>
-\t\t\t\t<retired_count>N/A</retired_count>
-\t\t\t\t<retired_pagelist>N/A</retired_pagelist>
-\t\t\t</multiple_single_bit_retirement>
-\t\t\t<double_bit_retirement>
-\t\t\t\t<retired_count>N/A</retired_count>
-\t\t\t\t<retired_pagelist>N/A</retired_pagelist>
-\t\t\t</double_bit_retirement>
-\t\t\t<pending_blacklist>N/A</pending_blacklist>
-\t\t\t<pending_retirement>N/A</pending_retirement>
-\t\t</retired_pages>
-\t\t<remapped_rows>
-\t\t\t{remap_xml}
-\t\t</remapped_rows>
-\t\t<temperature>
-\t\t\t<gpu_temp>{gpu.get('temp_c', hw['idle_temp_c'])} C</gpu_temp>
-\t\t</temperature>
-\t\t<gpu_power_readings>
-\t\t\t<current_power_limit>{hw['gpu']['power_limit_w']:.2f} W</current_power_limit>
-\t\t</gpu_power_readings>
-\t\t<fabric>
-\t\t\t{fabric}
-\t\t</fabric>
-\t</gpu>
-"""
+    def yes_no(flag: object) -> str:
+        return "Yes" if flag else "No"
+
+    return [
+        _f("product_name", "Product Name", spec["name"]),
+        _f("product_brand", "Product Brand", "NVIDIA"),
+        _f("product_architecture", "Product Architecture", spec["architecture"]),
+        _f("persistence_mode", "Persistence Mode", "Enabled" if live.persistence else "Disabled"),
+        _f("serial", "Serial Number", gpu["serial"]),
+        _f("uuid", "GPU UUID", gpu["uuid"]),
+        _f("minor_number", "Minor Number", gpu["index"]),
+        _f("vbios_version", "VBIOS Version", spec["vbios"]),
+        _f("gsp_firmware_version", "GSP Firmware Version", driver),
+        _s("pci", "PCI",
+           _hex("pci_bus", "Bus", bus_no), _hex("pci_device", "Device", dev),
+           _hex("pci_domain", "Domain", domain[-4:]),
+           _hex("pci_device_id", "Device Id", spec["pci_device_id"][2:]),
+           _f("pci_bus_id", "Bus Id", bus),
+           _s("pci_gpu_link_info", "GPU Link Info",
+              _s("pcie_gen", "PCIe Generation",
+                 _f("max_link_gen", "Max", hw["pcie"]["gen"]),
+                 _f("current_link_gen", "Current", pcie["gen"])),
+              _s("link_widths", "Link Width",
+                 _f("max_link_width", "Max", f"{hw['pcie']['width']}x"),
+                 _f("current_link_width", "Current", f"{pcie['width']}x"))),
+           _f("replay_counter", "Replays Since Reset", gpu.get("pcie_replays", 0)),
+           _f("replay_rollover_counter", "Replay Number Rollovers", 0)),
+        _f("performance_state", "Performance State", "P0"),
+        _s("clocks_event_reasons", "Clocks Event Reasons",
+           *(_f(f"clocks_event_reason_{r}", lab, "Active" if r in active else "Not Active")
+             for r, lab in CLOCK_REASONS)),
+        _s("fb_memory_usage", "FB Memory Usage",
+           _f("total", "Total", f"{spec['memory_mib']} MiB"),
+           _f("reserved", "Reserved", "454 MiB"), _f("used", "Used", "1 MiB"),
+           _f("free", "Free", f"{spec['memory_mib'] - 455} MiB")),
+        _s("ecc_mode", "ECC Mode", _f("current_ecc", "Current", "Enabled"),
+           _f("pending_ecc", "Pending", "Enabled")),
+        _s("ecc_errors", "ECC Errors", counts("volatile", "Volatile"),
+           counts("aggregate", "Aggregate")),
+        _s("retired_pages", "Retired Pages",
+           _s("multiple_single_bit_retirement", "", _f("retired_count", "", "N/A"),
+              _f("retired_pagelist", "", "N/A"), only="xml"),
+           _s("double_bit_retirement", "", _f("retired_count", "", "N/A"),
+              _f("retired_pagelist", "", "N/A"), only="xml"),
+           Field("", "Single Bit ECC", "N/A", only="text"),
+           Field("", "Double Bit ECC", "N/A", only="text"),
+           _f("pending_blacklist", "Pending Page Blacklist", "N/A"),
+           Field("pending_retirement", "", "N/A", only="xml")),
+        _s("remapped_rows", "Remapped Rows",
+           _f("remapped_row_corr", "Correctable Error", remap.get("correctable", 0)),
+           _f("remapped_row_unc", "Uncorrectable Error", remap.get("uncorrectable", 0)),
+           _f("remapped_row_pending", "Pending", yes_no(remap.get("pending"))),
+           _f("remapped_row_failure", "Remapping Failure Occurred", yes_no(remap.get("failure")))),
+        _s("temperature", "Temperature",
+           _f("gpu_temp", "GPU Current Temp", f"{temperature(hw, gpu)} C")),
+        _s("gpu_power_readings", "GPU Power Readings",
+           _f("current_power_limit", "Current Power Limit", f"{spec['power_limit_w']:.2f} W")),
+        _s("fabric", "Fabric", _f("state", "State", state), _f("status", "Status", status)),
+    ]
 
 
-def smi_xml(hw: dict, driver: str, timestamp: str) -> str:
+def _xml(fields: list[Field], depth: int) -> str:
+    tabs = "\t" * depth
+    out = []
+    for f in fields:
+        if f.only == "text":
+            continue
+        if f.value is not None:
+            out.append(f"{tabs}<{f.tag}>{escape(f.value)}</{f.tag}>\n")
+        else:
+            out.append(f"{tabs}<{f.tag}>\n{_xml(f.children, depth + 1)}{tabs}</{f.tag}>\n")
+    return "".join(out)
+
+
+def _text(fields: list[Field], depth: int) -> str:
+    indent = "    " * depth
+    out = []
+    for f in fields:
+        if f.only == "xml":
+            continue
+        if f.value is not None:
+            out.append(f"{indent}{f.label:<{42 - len(indent)}}: {f.text_value or f.value}\n")
+        else:
+            out.append(f"{indent}{f.label}\n{_text(f.children, depth + 1)}")
+    return "".join(out)
+
+
+def smi_xml(hw: dict, driver: str, timestamp: str, live: Live = Live()) -> str:
     """`nvidia-smi -q -x`."""
-    gpus = "".join(_gpu_xml(hw, g, driver) for g in hw["gpus"])
+    gpus = "".join(f'\t<gpu id="{g["bus_id"]}">\n{_xml(gpu_fields(hw, g, driver, live), 2)}'
+                   "\t</gpu>\n" for g in hw["gpus"])
     return (
         '<?xml version="1.0" ?>\n'
         '<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device_v12.dtd">\n'
@@ -138,6 +191,147 @@ def smi_xml(hw: dict, driver: str, timestamp: str) -> str:
         f"\t<attached_gpus>{len(hw['gpus'])}</attached_gpus>\n"
         f"{gpus}</nvidia_smi_log>\n"
     )
+
+
+def smi_text(hw: dict, driver: str, timestamp: str, live: Live = Live()) -> str:
+    """`nvidia-smi -q`."""
+    head = "".join(f"{label:<42}: {value}\n" for label, value in (
+        ("Timestamp", timestamp), ("Driver Version", driver),
+        ("CUDA Version", cuda_for(driver))))
+    gpus = "".join(f"GPU {g['bus_id']}\n{_text(gpu_fields(hw, g, driver, live), 1)}\n"
+                   for g in hw["gpus"])
+    return (f"\n==============NVSMI LOG==============\n\n{head}\n"
+            f"{'Attached GPUs':<42}: {len(hw['gpus'])}\n{gpus}")
+
+
+def gpu_list(hw: dict) -> str:
+    """`nvidia-smi -L`."""
+    return "".join(f"GPU {g['index']}: {hw['gpu']['name']} (UUID: {g['uuid']})\n"
+                   for g in hw["gpus"])
+
+
+def table(hw: dict, driver: str, timestamp: str, live: Live = Live()) -> str:
+    """The plain `nvidia-smi` table, in the 89-column layout of drivers >= 545."""
+    rule = "+-----------------------------------------+------------------------+----------------------+"
+    header = f"NVIDIA-SMI {driver:<22}Driver Version: {driver:<15}CUDA Version: {cuda_for(driver):<9}"
+    lines = [
+        timestamp,
+        "+" + "-" * 89 + "+",
+        f"| {header:<87} |",
+        "|-----------------------------------------+------------------------+----------------------+",
+        "| GPU  Name                 Persistence-M | Bus-Id          Disp.A | Volatile Uncorr. ECC |",
+        "| Fan  Temp   Perf          Pwr:Usage/Cap |           Memory-Usage | GPU-Util  Compute M. |",
+        "|                                         |                        |               MIG M. |",
+        "|=========================================+========================+======================|",
+    ]
+    spec = hw["gpu"]
+    for g in hw["gpus"]:
+        ecc = g.get("ecc", {}).get("volatile", {})
+        uncorr = int(ecc.get("sram_uncorrectable", 0)) + int(ecc.get("dram_uncorrectable", 0))
+        pm = "On" if live.persistence else "Off"
+        memory = f"1MiB / {spec['memory_mib']:>6}MiB"
+        name = spec["name"][:29 - len(pm)]
+        lines += [
+            f"| {g['index']:>3}  {name:<{33 - len(pm)}}{pm}  | {g['bus_id']:>18} Off | {uncorr:>20} |",
+            f"| N/A   {temperature(hw, g)}C    P0 {spec['power_limit_w'] // 7:>14}W / "
+            f"{spec['power_limit_w']:>4}W | {memory:>22} |"
+            f"      0%      Default |",
+            "|                                         |                        |             Disabled |",
+            rule,
+        ]
+    lines += [
+        " " * 89,
+        "+" + "-" * 89 + "+",
+        "| Processes:" + " " * 78 + "|",
+        "|  GPU   GI   CI        PID   Type   Process name                              GPU Memory |",
+        "|        ID   ID                                                               Usage      |",
+        "|" + "=" * 89 + "|",
+        "|  No running processes found" + " " * 61 + "|",
+        "+" + "-" * 89 + "+",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+# --query-gpu: field name -> (header, unit, value); aliases map to the canonical name.
+QUERY_ALIASES = {"gpu_name": "name", "gpu_bus_id": "pci.bus_id", "gpu_serial": "serial",
+                 "gpu_uuid": "uuid", "persistence-mode": "persistence_mode",
+                 "temperature.gpu": "temperature.gpu"}
+
+
+def _query_values(hw: dict, gpu: dict, driver: str, live: Live, timestamp: str) -> dict:
+    spec = hw["gpu"]
+    pcie = gpu.get("pcie", hw["pcie"])
+    ecc = gpu.get("ecc", {})
+    remap = gpu.get("remap", {})
+    state, status = _fabric(hw, live)
+
+    def ecc_total(scope: str, kind: str) -> int:
+        c = ecc.get(scope, {})
+        return int(c.get(f"sram_{kind}", 0)) + int(c.get(f"dram_{kind}", 0))
+
+    return {
+        "timestamp": (timestamp, None),
+        "driver_version": (driver, None),
+        "count": (str(len(hw["gpus"])), None),
+        "index": (str(gpu["index"]), None),
+        "name": (spec["name"], None),
+        "serial": (gpu["serial"], None),
+        "uuid": (gpu["uuid"], None),
+        "pci.bus_id": (gpu["bus_id"], None),
+        "pci.device_id": (spec["pci_device_id"], None),
+        "vbios_version": (spec["vbios"], None),
+        "compute_cap": (spec["compute_capability"], None),
+        "persistence_mode": ("Enabled" if live.persistence else "Disabled", None),
+        "pstate": ("P0", None),
+        "pcie.link.gen.current": (str(pcie["gen"]), None),
+        "pcie.link.gen.max": (str(hw["pcie"]["gen"]), None),
+        "pcie.link.width.current": (str(pcie["width"]), None),
+        "pcie.link.width.max": (str(hw["pcie"]["width"]), None),
+        "memory.total": (str(spec["memory_mib"]), "MiB"),
+        "memory.used": ("1", "MiB"),
+        "memory.free": (str(spec["memory_mib"] - 455), "MiB"),
+        "temperature.gpu": (str(temperature(hw, gpu)), None),
+        "power.limit": (f"{spec['power_limit_w']:.2f}", "W"),
+        "clocks.max.graphics": (str(spec["max_clocks_mhz"]["graphics"]), "MHz"),
+        "clocks.max.memory": (str(spec["max_clocks_mhz"]["memory"]), "MHz"),
+        "ecc.mode.current": ("Enabled", None),
+        "ecc.errors.corrected.volatile.total": (str(ecc_total("volatile", "correctable")), None),
+        "ecc.errors.uncorrected.volatile.total": (str(ecc_total("volatile", "uncorrectable")),
+                                                  None),
+        "ecc.errors.corrected.aggregate.total": (str(ecc_total("aggregate", "correctable")), None),
+        "ecc.errors.uncorrected.aggregate.total": (str(ecc_total("aggregate", "uncorrectable")),
+                                                   None),
+        "remapped_rows.correctable": (str(remap.get("correctable", 0)), None),
+        "remapped_rows.uncorrectable": (str(remap.get("uncorrectable", 0)), None),
+        "remapped_rows.pending": ("Yes" if remap.get("pending") else "No", None),
+        "remapped_rows.failure": ("Yes" if remap.get("failure") else "No", None),
+        "fabric.state": (state, None),
+        "fabric.status": (status, None),
+    }
+
+
+class UnknownQueryField(ValueError):
+    pass
+
+
+def query_gpu(hw: dict, driver: str, names: list[str], noheader: bool, nounits: bool,
+              timestamp: str, live: Live = Live()) -> str:
+    """`nvidia-smi --query-gpu=… --format=csv[,noheader][,nounits]`."""
+    canonical = [QUERY_ALIASES.get(n, n) for n in names]
+    rows = [_query_values(hw, g, driver, live, timestamp) for g in hw["gpus"]]
+    known = rows[0] if rows else _query_values(hw, {"index": 0, "serial": "", "uuid": "",
+                                                    "bus_id": ""}, driver, live, timestamp)
+    for asked, name in zip(names, canonical, strict=True):
+        if name not in known:
+            raise UnknownQueryField(asked)
+    out = []
+    if not noheader:
+        out.append(", ".join(f"{n} [{known[n][1]}]" if known[n][1] and not nounits else n
+                             for n in canonical))
+    for row in rows:
+        out.append(", ".join(row[n][0] if nounits or not row[n][1] else f"{row[n][0]} {row[n][1]}"
+                             for n in canonical))
+    return "".join(line + "\n" for line in out)
 
 
 LEGEND = """
@@ -157,11 +351,21 @@ def _numa(index: int, count: int) -> int:
     return 0 if index < max(count // 2, 1) else 1
 
 
+def _active_links(hw: dict, gpu: dict) -> int:
+    spec = hw.get("nvlink") or {}
+    return spec.get("links_per_gpu", 0) - len(set(gpu.get("nvlink_inactive", [])))
+
+
 def topo(hw: dict) -> str:
-    """`nvidia-smi topo -m`: GPUs and NICs, tab-separated, with affinities and legend."""
-    n = len(hw["gpus"])
+    """`nvidia-smi topo -m`: GPUs and NICs, tab-separated, with affinities and legend.
+
+    Through NVSwitches every pair is bonded over all of both GPUs' active links, so a
+    link down on one GPU shows as NV(n-1) in its row and column.
+    """
+    gpus = hw["gpus"]
+    n = len(gpus)
     nics = list(hw.get("nics") or [])
-    links = (hw.get("nvlink") or {}).get("all_pairs")
+    has_links = bool((hw.get("nvlink") or {}).get("all_pairs"))
     down = {tuple(sorted(p)) for p in hw.get("nvlink_down_pairs", [])}
     cols = [f"GPU{i}" for i in range(n)] + nics
     cpus = ["0-55,112-167", "56-111,168-223"]
@@ -169,8 +373,9 @@ def topo(hw: dict) -> str:
     def gpu_cell(i: int, j: int) -> str:
         if i == j:
             return " X "
-        if links and (i, j) not in down and (j, i) not in down:
-            return links
+        bonded = min(_active_links(hw, gpus[i]), _active_links(hw, gpus[j]))
+        if has_links and bonded > 0 and (i, j) not in down and (j, i) not in down:
+            return f"NV{bonded}"
         return "NODE" if _numa(i, n) == _numa(j, n) else "SYS"
 
     def nic_gpu(nic: int, gpu: int) -> str:

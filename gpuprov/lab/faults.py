@@ -1,0 +1,233 @@
+"""Faults injected into a lab node: each changes what the real fault would change.
+
+Hardware faults edit the node's description, which the simulated tools render; the
+others change real state on the node: its kernel log, the loaded-module version its
+driver sees, or its network namespace. Every fault is recorded in the description
+with what undoing it needs, so `--clear` restores a healthy node exactly.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import yaml
+
+from gpuprov.errors import InputError
+from gpuprov.lab import docker, kinds, standins
+from gpuprov.lab.sim import node as sim_node
+from gpuprov.proc import run
+
+PORT_RANGE_SYSCTL = "net.ipv4.ip_local_port_range"
+# Four ephemeral ports: enough for the SSH session the validator holds, too few for a
+# DDP run's rendezvous store and per-rank connections, so ranks cannot join.
+EXHAUSTED_PORT_RANGE = "60990 60993"
+
+
+class NodeAccess:
+    """Files and kernel state of one lab node, reached from the controller."""
+
+    def __init__(self, node: str):
+        self.node = node
+        self.container = docker.container_name(node)
+
+    def read(self, path: str) -> str | None:
+        result = docker.exec_in(self.container, "cat", path, check=False)
+        return result.stdout if result.returncode == 0 else None
+
+    def write(self, path: str, text: str) -> None:
+        docker.exec_in(self.container, "sh", "-c", f'mkdir -p "$(dirname {path})" && '
+                       f"cat > {path}.tmp && mv {path}.tmp {path}", input=text)
+
+    def sysctl(self, key: str, value: str | None = None) -> str:
+        """Read or set a sysctl of the node's own network namespace.
+
+        Docker mounts /proc/sys read-only inside containers, so this enters the node's
+        namespace from the controller; nothing outside that namespace changes.
+        """
+        info = docker.inspect(self.container)
+        pid = str(info["State"]["Pid"]) if info else "0"
+        cmd = ["nsenter", "-t", pid, "-n", "sysctl", "-n" if value is None else "-w"]
+        result = run([*cmd, key if value is None else f"{key}={value}"])
+        return result.stdout.strip().replace("\t", " ")
+
+    def description(self) -> dict:
+        text = self.read(sim_node.DESCRIPTION)
+        if text is None:
+            raise InputError(f"{self.node}: no hardware description at {sim_node.DESCRIPTION}")
+        return yaml.safe_load(text)
+
+    def save(self, hw: dict) -> None:
+        self.write(sim_node.DESCRIPTION, yaml.safe_dump(hw, sort_keys=False))
+
+
+@dataclass(frozen=True)
+class FaultKind:
+    name: str
+    per_gpu: bool
+    apply: Callable[[NodeAccess, dict, dict | None], tuple[str, dict]]
+    help: str
+
+
+def _pci(gpu: dict) -> str:
+    """nvidia-smi's 00000000:18:00.0 as the kernel prints it: 0000:18:00."""
+    domain, bus, rest = gpu["bus_id"].split(":")
+    return f"{domain[-4:]}:{bus.lower()}:{rest.split('.')[0]}"
+
+
+def _kernel_log(access: NodeAccess, lines: list[str]) -> dict:
+    """Append lines as rsyslog writes kernel messages to /var/log/kern.log."""
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%f+00:00")
+    full = [f"{stamp} {access.node} kernel: {line}" for line in lines]
+    current = access.read(sim_node.KERNEL_LOG) or ""
+    access.write(sim_node.KERNEL_LOG, current + "".join(f"{line}\n" for line in full))
+    return {"kernel_log_lines": full}
+
+
+def _missing_gpu(access, hw, gpu):
+    hw["gpus"] = [g for g in hw["gpus"] if g is not gpu]
+    for index, g in enumerate(hw["gpus"]):  # the driver enumerates what answers
+        g["index"] = index
+    return f"GPU {gpu['bus_id']} no longer enumerates ({len(hw['gpus'])} left)", {}
+
+
+def _nvlink_down(access, hw, gpu):
+    spec = hw.get("nvlink")
+    if not spec:
+        raise InputError(f"{access.node} ({hw['kind']}) has no NVLink")
+    link = spec["links_per_gpu"] - 1
+    gpu["nvlink_inactive"] = sorted(set(gpu.get("nvlink_inactive", [])) | {link})
+    return f"GPU {gpu['index']} NVLink {link} inactive", {}
+
+
+def _pcie_degraded(access, hw, gpu):
+    gpu["pcie"] = {"gen": hw["pcie"]["gen"], "width": hw["pcie"]["width"] // 2}
+    return f"GPU {gpu['index']} PCIe link trained at x{gpu['pcie']['width']}", {}
+
+
+def _remap_supported(hw: dict) -> bool:
+    return hw["gpu"]["architecture"] in ("Ampere", "Hopper", "Blackwell")
+
+
+def _ecc_uncorrectable(access, hw, gpu):
+    for scope in ("volatile", "aggregate"):
+        counts = gpu.setdefault("ecc", {}).setdefault(scope, {})
+        counts["dram_uncorrectable"] = int(counts.get("dram_uncorrectable", 0)) + 1
+    if _remap_supported(hw):  # the failing row is queued for remapping at the next reset
+        remap = gpu.setdefault("remap", {})
+        remap["uncorrectable"] = int(remap.get("uncorrectable", 0)) + 1
+        remap["pending"] = True
+    undo = _kernel_log(access, [f"NVRM: Xid (PCI:{_pci(gpu)}): 94, pid=4127, name=python3, "
+                                "Contained: SM (0x1). RST: No, D-RST: No"])
+    return f"GPU {gpu['index']} uncorrectable DRAM ECC error (Xid 94)", undo
+
+
+def _row_remap_pending(access, hw, gpu):
+    if not _remap_supported(hw):
+        raise InputError(f"{access.node}: {hw['gpu']['name']} has no row remapping")
+    remap = gpu.setdefault("remap", {})
+    remap["correctable"] = int(remap.get("correctable", 0)) + 1
+    remap["pending"] = True
+    return f"GPU {gpu['index']} row remap pending (needs a GPU reset)", {}
+
+
+def _xid(access, hw, gpu):
+    undo = _kernel_log(access, [
+        f"NVRM: Xid (PCI:{_pci(gpu)}): 119, pid=2024380, name=nvidia-smi, Timeout after 6s of "
+        f"waiting for RPC response from GPU{gpu['index']} GSP! Expected function 76 "
+        "(GSP_RM_CONTROL) (0x20801813 0x4c)."])
+    return f"GPU {gpu['index']} Xid 119 (GSP RPC timeout) in {sim_node.KERNEL_LOG}", undo
+
+
+def _burn_errors(access, hw, gpu):
+    gpu["burn_errors"] = 1542
+    return f"GPU {gpu['index']} miscomputes under gpu-burn", {}
+
+
+def _slow_gpu(access, hw, gpu):
+    gpu["gflops_factor"] = 0.85
+    return f"GPU {gpu['index']} runs 15% below its siblings", {}
+
+
+def _ddp_broken(access, hw, gpu):
+    previous = access.sysctl(PORT_RANGE_SYSCTL)
+    access.sysctl(PORT_RANGE_SYSCTL, EXHAUSTED_PORT_RANGE)
+    return (f"ephemeral ports exhausted ({PORT_RANGE_SYSCTL} = {EXHAUSTED_PORT_RANGE}): "
+            "DDP ranks cannot connect", {"port_range": previous})
+
+
+def _driver_mismatch(access, hw, gpu):
+    loaded = (access.read(sim_node.MODULE_VERSION) or "").strip()
+    libs = docker.exec_in(access.container, "sh", "-c", f"ls {sim_node.NVML_GLOB}",
+                          check=False).stdout.split()
+    userspace = libs[0].rsplit(".so.", 1)[1] if libs else ""
+    if not loaded or not userspace:
+        raise InputError(f"{access.node}: no NVIDIA driver installed and loaded, "
+                         "nothing to mismatch")
+    versions = [v for vs in standins.recipe()["drivers"].values() for v in vs]
+    others = [v for v in versions if v != userspace]
+    same_branch = [v for v in others if v.split(".")[0] == userspace.split(".")[0]]
+    module = (same_branch or others)[0]
+    access.write(sim_node.MODULE_VERSION, module + "\n")
+    return (f"kernel module {module} loaded under userspace libraries {userspace}",
+            {"module_version": loaded})
+
+
+FAULTS = {f.name: f for f in (
+    FaultKind("missing-gpu", True, _missing_gpu, "a GPU no longer enumerates"),
+    FaultKind("nvlink-down", True, _nvlink_down, "one NVLink of a GPU is inactive"),
+    FaultKind("pcie-degraded", True, _pcie_degraded, "a GPU's PCIe link at half width"),
+    FaultKind("ecc-uncorrectable", True, _ecc_uncorrectable,
+              "an uncorrectable ECC error (counters, Xid 94, row remap)"),
+    FaultKind("row-remap-pending", True, _row_remap_pending, "a row remap awaiting reset"),
+    FaultKind("xid", True, _xid, "an Xid 119 line in the node's kernel log"),
+    FaultKind("burn-errors", True, _burn_errors, "gpu-burn finds errors on a GPU"),
+    FaultKind("slow-gpu", True, _slow_gpu, "a GPU 15% slower than its siblings"),
+    FaultKind("ddp-broken", False, _ddp_broken, "DDP ranks cannot join (ports exhausted)"),
+    FaultKind("driver-mismatch", False, _driver_mismatch,
+              "kernel module at another version than the userspace libraries"),
+)}
+
+
+def inject(node: str, kind: str, gpu_index: int | None) -> str:
+    fault = FAULTS.get(kind)
+    if fault is None:
+        raise InputError(f"unknown fault kind {kind!r} (known: {', '.join(FAULTS)})")
+    access = NodeAccess(node)
+    hw = access.description()
+    gpu = None
+    if fault.per_gpu:
+        index = 0 if gpu_index is None else gpu_index
+        gpu = next((g for g in hw["gpus"] if g["index"] == index), None)
+        if gpu is None:
+            raise InputError(f"{node}: no GPU {index} (GPUs: "
+                             f"{', '.join(str(g['index']) for g in hw['gpus']) or 'none'})")
+    elif gpu_index is not None:
+        raise InputError(f"--gpu does not apply to {kind} (a node-wide fault)")
+    summary, undo = fault.apply(access, hw, gpu)
+    hw.setdefault("faults", []).append({"kind": kind, "gpu": gpu["bus_id"] if gpu else None,
+                                        "summary": summary, "undo": undo})
+    access.save(hw)
+    return summary
+
+
+def clear(node: str) -> list[str]:
+    """Undo every fault: side effects in reverse order, then a healthy description."""
+    access = NodeAccess(node)
+    hw = access.description()
+    cleared = []
+    for fault in reversed(hw.get("faults", [])):
+        undo = fault.get("undo") or {}
+        if "kernel_log_lines" in undo:
+            drop = set(undo["kernel_log_lines"])
+            log = access.read(sim_node.KERNEL_LOG) or ""
+            access.write(sim_node.KERNEL_LOG, "".join(
+                line + "\n" for line in log.splitlines() if line not in drop))
+        if "port_range" in undo:
+            access.sysctl(PORT_RANGE_SYSCTL, undo["port_range"])
+        if "module_version" in undo:
+            access.write(sim_node.MODULE_VERSION, undo["module_version"] + "\n")
+        cleared.append(fault["kind"])
+    access.save(kinds.describe(node, hw["kind"]))
+    return cleared

@@ -1,0 +1,84 @@
+"""nvidia-persistenced and nv-fabricmanager, as their systemd units see them.
+
+Both fork like the real daemons (`Type=forking`): the parent checks that it can run and
+exits non-zero when not, so `systemctl start` fails the way it does on a real server.
+Fabric manager refuses a driver whose loaded kernel module is at another version than
+its own, with the real message, and a system without NVSwitches.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+
+from . import node
+
+FM_LOG = "/var/log/fabricmanager.log"
+
+
+def _daemonize(pid_file: str) -> None:
+    """Fork; the child records its pid and sleeps until SIGTERM; the parent returns."""
+    if os.fork() > 0:
+        # wait for the child's pid file so `systemctl start` returns with it running
+        for _ in range(50):
+            if os.path.exists(pid_file):
+                return
+            time.sleep(0.05)
+        return
+    os.setsid()
+    os.makedirs(os.path.dirname(pid_file), exist_ok=True)
+    with open(pid_file, "w") as fh:
+        fh.write(f"{os.getpid()}\n")
+
+    def stop(*_: object) -> None:
+        try:
+            os.unlink(pid_file)
+        finally:
+            os._exit(0)
+
+    signal.signal(signal.SIGTERM, stop)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    while True:
+        signal.pause()
+
+
+def persistenced(argv: list[str]) -> int:
+    if node.loaded_module_version() is None:
+        sys.stderr.write("nvidia-persistenced failed to initialize. Check syslog for more "
+                         "details.\n")
+        return 1
+    _daemonize(node.PERSISTENCED_PID)
+    return 0
+
+
+def _fm_log(message: str) -> None:
+    stamp = time.strftime("[%b %d %Y %H:%M:%S]")
+    with open(FM_LOG, "a") as fh:
+        fh.write(f"{stamp} [ERROR] [tid {os.getpid()}] {message}\n")
+    sys.stderr.write(message + "\n")
+
+
+def fabricmanager(argv: list[str], version: str) -> int:
+    if argv in (["--version"], ["-v"]):
+        sys.stdout.write(f"Fabric Manager version is : {version}\n")
+        return 0
+    module = node.loaded_module_version()
+    if module is None:
+        _fm_log("request to query NVIDIA GPU driver information failed with error: "
+                "NVIDIA driver is not loaded")
+        return 1
+    if module != version:
+        _fm_log(f"fabric manager NVIDIA GPU driver interface version {version} don't match "
+                f"with driver version {module}. Please update with matching NVIDIA driver "
+                "package.")
+        return 1
+    if not node.description().get("nvswitch"):
+        _fm_log("detected number of NVSwitches don't match with any supported system "
+                "topology, aborting fabric manager")
+        return 1
+    _daemonize(node.FABRICMANAGER_PID)
+    return 0

@@ -1,0 +1,188 @@
+"""The lab's gpu-burn: the real tool's output, timing and blind spots, on simulated GPUs.
+
+The stand-in gpu-burn source tarball builds a `gpu_burn` binary that execs this module
+(it needs the driver's libraries, like the real one links libcuda). It burns for the
+requested seconds in real time and prints what gpu-burn prints: the GPU list, per-device
+init lines, `\\r` progress lines with per-GPU Gflop/s, error counts and temperatures, a
+`Summary at:` every 10 s, the teardown lines and the final `GPU n: OK|FAULTY` list. Like
+the real one it exits 0 even when a GPU is FAULTY, and reports OK for a GPU whose test
+could not even start (a compare.ptx built for a newer compute capability).
+
+Faults in the description: `burn_errors` (errors per reporting interval) and
+`gflops_factor` on a GPU.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+
+from . import node, render
+
+USAGE = """GPU Burn
+Usage: gpu_burn [OPTIONS] [TIME]
+
+-m X\tUse X MB of memory.
+-m N%\tUse N% of the available GPU memory.  Default is 90%
+-d\tUse doubles
+-tc\tTry to use Tensor cores
+-l\tLists all GPUs in the system
+-i N\tExecute only on GPU N
+-c FILE\tUse FILE as compare kernel.  Default is compare.ptx
+-stts T\tSet timeout threshold to T seconds for using SIGTERM to abort child processes \
+before using SIGKILL.  Default is 30
+-h\tShow this help message
+
+Examples:
+  gpu-burn -d 3600 # burns all GPUs with doubles for an hour
+  gpu-burn -m 50% # burns using 50% of the available GPU memory
+  gpu-burn -l # list GPUs
+  gpu-burn -i 2 # burns only GPU of index 2
+"""
+SUMMARY_EVERY_S = 10
+RESULT_BYTES = 268435456
+
+
+def _ptx_target(path: str) -> int | None:
+    try:
+        with open(path) as fh:
+            m = re.search(r"^\.target\s+sm_(\d+)", fh.read(), re.MULTILINE)
+    except OSError:
+        return None
+    return int(m.group(1)) if m else 0
+
+
+def _load_temp(hw: dict, gpu: dict, elapsed: float) -> int:
+    """Warms from idle by a few degrees a second to a plateau under load."""
+    idle = render.temperature(hw, gpu)
+    return min(idle + 8 + 4 * int(elapsed), idle + 38)
+
+
+def _cuda_init_error(hw: dict) -> str | None:
+    """Why cuInit would fail on this node, in CUDA's error names; None when it works."""
+    module, nvml = node.loaded_module_version(), node.nvml_version()
+    if module is None or nvml is None:
+        return "CUDA_ERROR_NO_DEVICE"
+    if module != nvml:
+        return "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH"
+    if hw.get("nvswitch") and not node.running(node.FABRICMANAGER_PID):
+        return "CUDA_ERROR_SYSTEM_NOT_READY"   # 802: NVSwitch fabric not set up
+    if not hw["gpus"]:
+        return "CUDA_ERROR_NO_DEVICE"
+    return None
+
+
+def _date() -> str:
+    return subprocess.run(["date"], capture_output=True, text=True, check=False).stdout.strip()
+
+
+def _out(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else list(argv)
+    seconds, doubles, tensor, only, compare = 10, False, False, None, "compare.ptx"
+    listing, explicit_time = False, False
+    it = iter(args)
+    for arg in it:
+        if arg == "-h":
+            _out(USAGE)
+            return 0
+        if arg == "-d":
+            doubles = True
+        elif arg == "-tc":
+            tensor = True
+        elif arg == "-l":
+            listing = True
+        elif arg in ("-m", "-stts"):
+            next(it, None)
+        elif arg == "-i":
+            only = int(next(it, "0"))
+        elif arg == "-c":
+            compare = next(it, compare)
+        elif arg.isdigit():
+            seconds, explicit_time = int(arg), True
+        else:
+            _out(USAGE)
+            return 1
+    hw = node.description()
+    failure = _cuda_init_error(hw)
+    if failure:
+        _out(f"Couldn't init CUDA: Error in \"init\": {failure}\n")
+        return 1
+    gpus = [g for g in hw["gpus"] if only is None or g["index"] == only]
+    spec = hw["gpu"]
+    if listing:
+        for g in hw["gpus"]:
+            _out(f"ID {g['index']}: {spec['name']}, {spec['memory_mib'] - 480}MB\n")
+        return 0
+
+    if not explicit_time:
+        _out("Run length not specified in the command line. ")
+    _out(f"Using compare file: {compare}\nBurning for {seconds} seconds.\n")
+    for g in gpus:
+        _out(f"GPU {g['index']}: {spec['name']} (UUID: {g['uuid']})\n")
+    capability = int(spec["compute_capability"].replace(".", ""))
+    target = _ptx_target(os.path.join(os.getcwd(), compare) if not os.path.isabs(compare)
+                         else compare)
+    total_mb = spec["memory_mib"] - 480
+    avail_mb = total_mb - 626
+    use_mb = int(avail_mb * 0.9)
+    iterations = use_mb * 1024 * 1024 // RESULT_BYTES - 1
+    working = []
+    for g in gpus:
+        _out(f"Initialized device {g['index']} with {total_mb} MB of memory ({avail_mb} MB "
+             f"available, using {use_mb} MB of it), using {'DOUBLES' if doubles else 'FLOATS'}"
+             f"{', using Tensor Cores' if tensor else ''}\n")
+        if target is None:
+            _out("Couldn't init a GPU test: Error in \"load module\": CUDA_ERROR_FILE_NOT_FOUND\n")
+        elif target > capability:
+            _out("Couldn't init a GPU test: Error in \"load module\": CUDA_ERROR_INVALID_PTX\n")
+        else:
+            working.append(g["index"])
+    if working:
+        _out(f"Results are {RESULT_BYTES} bytes each, thus performing {iterations} iterations\n")
+
+    base = float(hw["gflops"]) / (2.0 if doubles else 1.0)
+    rate = {g["index"]: (base * float(g.get("gflops_factor", 1.0))
+                         * (1 + ((g["index"] * 7919) % 13 - 6) / 1000.0)
+                         if g["index"] in working else 0.0) for g in gpus}
+    ops_per_iter = 2.0 * 8192 ** 3 / 1e9   # Gflop in one 8192^3 SGEMM
+    procd = {i: 0 for i in rate}
+    faulty = {g["index"]: False for g in gpus}
+    interval_errors = {g["index"]: 0 for g in gpus}
+    start = time.monotonic()
+    next_summary = SUMMARY_EVERY_S
+    elapsed = 0.0
+    while elapsed < seconds:
+        time.sleep(min(1.0, seconds - elapsed))
+        elapsed = time.monotonic() - start
+        for g in gpus:
+            i = g["index"]
+            procd[i] = int(rate[i] * elapsed / ops_per_iter)
+            if g.get("burn_errors") and i in working:
+                interval_errors[i] += int(g["burn_errors"])
+                faulty[i] = True
+        temps = " - ".join(f"{_load_temp(hw, g, elapsed)} C" for g in gpus)
+        procd_text = " - ".join(f"{procd[g['index']]} ({rate[g['index']]:.0f} Gflop/s)"
+                                for g in gpus)
+        errors_text = " - ".join(str(interval_errors[g["index"]]) for g in gpus)
+        pct = min(100.0, 100.0 * elapsed / seconds) if seconds else 100.0
+        _out(f"\r{pct:.1f}%  proc'd: {procd_text}   errors: {errors_text}   temps: {temps} ")
+        if elapsed >= next_summary:
+            _out(f"\n\tSummary at:   {_date()}\n\n")
+            interval_errors = {k: 0 for k in interval_errors}
+            next_summary += SUMMARY_EVERY_S
+    _out("\nKilling processes with SIGTERM (soft kill)\n")
+    for g in gpus:
+        _out(f"Freed memory for dev {g['index']}\nUninitted cublas\n")
+    _out("done\n\n")
+    _out(f"Tested {len(gpus)} GPUs:\n")
+    for g in gpus:
+        _out(f"\tGPU {g['index']}: {'FAULTY' if faulty[g['index']] else 'OK'}\n")
+    return 0

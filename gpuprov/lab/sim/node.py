@@ -1,0 +1,69 @@
+"""What a lab node's simulated GPU stack reads at run time.
+
+Runs on the node (python3 + python3-yaml, which Ubuntu servers carry for cloud-init)
+and on the controller (tests, `gpuprov lab fault`), so it holds paths and readers only.
+
+- the hardware description, written by the lab (never by a role);
+- the "loaded kernel module" version: what /sys/module/nvidia/version holds on a real
+  server. It lives in /run, so a reboot (container restart) forgets it and the boot-time
+  load of the installed module sets it again;
+- the NVML library version: the versioned file name libnvidia-ml.so.<version> that the
+  installed libnvidia-compute package ships, as on a real system;
+- whether nvidia-persistenced / nv-fabricmanager run: their pid files.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+
+import yaml
+
+LAB_DIR = "/var/lib/gpuprov-lab"
+DESCRIPTION = f"{LAB_DIR}/hardware.yml"
+RUN_DIR = "/run/gpuprov-lab"
+MODULE_VERSION = f"{RUN_DIR}/nvidia-module-version"
+LIB_DIR = "/usr/lib/x86_64-linux-gnu"
+NVML_GLOB = f"{LIB_DIR}/libnvidia-ml.so.*.*"
+PERSISTENCED_PID = "/run/nvidia-persistenced/nvidia-persistenced.pid"
+FABRICMANAGER_PID = "/run/nvidia-fabricmanager/nv-fabricmanager.pid"
+KERNEL_LOG = "/var/log/kern.log"
+
+
+def description(path: str = DESCRIPTION) -> dict:
+    with open(path) as fh:
+        return yaml.safe_load(fh)
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path) as fh:
+            return fh.read().strip() or None
+    except FileNotFoundError:
+        return None
+
+
+def loaded_module_version() -> str | None:
+    return _read(MODULE_VERSION)
+
+
+def nvml_version() -> str | None:
+    for path in sorted(glob.glob(NVML_GLOB)):
+        m = re.search(r"\.so\.(\d+\.\d+(?:\.\d+)?)$", path)
+        if m:
+            return m.group(1)
+    return None
+
+
+def running(pid_file: str) -> bool:
+    pid = _read(pid_file)
+    if pid is None or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -1,0 +1,122 @@
+"""The lab's `nvidia-smi`: the node's description in the real tool's formats and failures.
+
+Installed as /usr/bin/nvidia-smi by the stand-in nvidia-utils-<branch> package. It fails
+the way the real one does: no NVML library, no loaded kernel module, or a module at a
+different version than the library ("Driver/library version mismatch").
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from . import node, render
+
+NO_DRIVER = ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
+             "Make sure that the latest NVIDIA driver is installed and running.\n")
+NO_LIBRARY = ("NVIDIA-SMI couldn't find libnvidia-ml.so library in your system. Please make "
+              "sure that the NVIDIA Display Driver is properly installed and present in your "
+              "system.\nPlease also try adding directory that contains libnvidia-ml.so to your "
+              "system PATH.\n")
+BAD_ARGS = "Invalid combination of input arguments. Please run 'nvidia-smi -h' for help.\n"
+
+# nvidia-smi(1) RETURN VALUE
+RC_BAD_ARGS, RC_NOT_FOUND, RC_NO_DRIVER, RC_NO_LIBRARY, RC_MISMATCH = 2, 6, 9, 12, 18
+
+
+class Usage(Exception):
+    pass
+
+
+def _select(hw: dict, ids: list[str]) -> dict:
+    if not ids:
+        return hw
+    chosen = [g for g in hw["gpus"] if str(g["index"]) in ids or g["bus_id"] in ids
+              or g["uuid"] in ids or g["serial"] in ids]
+    if not chosen:
+        raise LookupError
+    return {**hw, "gpus": chosen}
+
+
+def _render(args: list[str], hw: dict, driver: str, live: render.Live) -> str:
+    now = time.strftime("%a %b %d %H:%M:%S %Y")
+    ids: list[str] = []
+    rest: list[str] = []
+    it = iter(args)
+    for arg in it:
+        if arg in ("-i", "--id"):
+            ids += next(it, "").split(",")
+        elif arg.startswith("--id="):
+            ids += arg.split("=", 1)[1].split(",")
+        else:
+            rest.append(arg)
+    hw = _select(hw, ids)
+    flags = set(rest)
+    if not rest:
+        return render.table(hw, driver, now, live)
+    if rest[0] == "topo":
+        if flags & {"-m", "--matrix"}:
+            return render.topo(hw)
+        raise Usage
+    if rest[0] == "nvlink":
+        if flags & {"-s", "--status"}:
+            return render.nvlink_status(hw)
+        if flags & {"-e", "--errorcounters"}:
+            return render.nvlink_errors(hw)
+        raise Usage
+    if flags <= {"-L", "--list-gpus"}:
+        return render.gpu_list(hw)
+    if flags <= {"-q", "--query", "-x", "--xml-format"} and flags & {"-q", "--query"}:
+        if flags & {"-x", "--xml-format"}:
+            return render.smi_xml(hw, driver, now, live)
+        return render.smi_text(hw, driver, now, live)
+    query = [a for a in rest if a.startswith("--query-gpu=")]
+    fmt = [a for a in rest if a.startswith("--format=")]
+    if query and fmt and len(rest) == 2:
+        options = fmt[0].split("=", 1)[1].split(",")
+        if options[0] != "csv" or not set(options[1:]) <= {"noheader", "nounits"}:
+            raise Usage
+        names = [n.strip() for n in query[0].split("=", 1)[1].split(",") if n.strip()]
+        return render.query_gpu(hw, driver, names, "noheader" in options, "nounits" in options,
+                                time.strftime("%Y/%m/%d %H:%M:%S.000"), live)
+    raise Usage
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    nvml = node.nvml_version()
+    if nvml is None:
+        sys.stdout.write(NO_LIBRARY)
+        return RC_NO_LIBRARY
+    module = node.loaded_module_version()
+    if module is None:
+        sys.stdout.write(NO_DRIVER)
+        return RC_NO_DRIVER
+    if module != nvml:
+        short = ".".join(nvml.split(".")[:2])
+        sys.stdout.write(f"Failed to initialize NVML: Driver/library version mismatch\n"
+                         f"NVML library version: {short}\n")
+        return RC_MISMATCH
+    if args == ["--version"]:
+        sys.stdout.write(f"NVIDIA-SMI version  : {module}\nNVML version        : "
+                         f"{'.'.join(nvml.split('.')[:2])}\nDRIVER version      : {module}\n"
+                         f"CUDA Version        : {render.cuda_for(module)}\n")
+        return 0
+    hw = node.description()
+    if not hw["gpus"]:
+        sys.stdout.write("No devices were found\n")
+        return RC_NOT_FOUND
+    live = render.Live(persistence=node.running(node.PERSISTENCED_PID),
+                       fabric_manager=node.running(node.FABRICMANAGER_PID))
+    try:
+        sys.stdout.write(_render(args, hw, module, live))
+    except Usage:
+        sys.stdout.write(BAD_ARGS)
+        return RC_BAD_ARGS
+    except LookupError:
+        sys.stdout.write("No devices were found\n")
+        return RC_NOT_FOUND
+    except render.UnknownQueryField as exc:
+        sys.stdout.write(f'Field "{exc}" is not a valid field to query.\n\n')
+        return RC_BAD_ARGS
+    return 0

@@ -1,0 +1,354 @@
+"""The stand-in vendor packages: NVIDIA's CUDA repository and its container-toolkit repo.
+
+Package names, version strings and the dependencies that matter are the real ones
+(shared/reference/provisioning-pitfalls.md §6): branch-named driver packages that
+exclude each other, `cuda-drivers-<branch>` with the unbounded `>=` dependency that
+drags drivers along, fabric manager at exactly its driver's version, cuDNN 8 builds
+naming their CUDA, toolkit packages whose `>=` dependencies let unpinned libraries
+float. What they install is the lab's simulator (gpuprov/lab/sim), so what the node
+reports is what was installed.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import tarfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from gpuprov.lab import sim
+from gpuprov.lab.debs import Deb
+from gpuprov.lab.sim import node
+from gpuprov.resources import load_yaml
+
+RESOURCE = "lab/standins.yml"
+SIM_DIR = "/usr/lib/gpuprov-sim"
+LIB = node.LIB_DIR
+UNIT_DIR = "/usr/lib/systemd/system"
+SIM_SOURCES = Path(sim.__file__).parent
+SIM_MODULES = ("__init__", "node", "render", "nvidia_smi", "gpu_burn", "daemons")
+MODULE_UNIT = "gpuprov-lab-nvidia-module.service"
+
+
+def recipe() -> dict:
+    return load_yaml(RESOURCE)
+
+
+def recipe_digest() -> str:
+    """Changes whenever the package list or anything the packages install changes."""
+    h = hashlib.sha256(repr(sorted(recipe().items())).encode())
+    here = Path(__file__).parent
+    for path in [*sorted(SIM_SOURCES.glob("*.py")), here / "standins.py", here / "debs.py"]:
+        h.update(path.name.encode() + path.read_bytes())
+    return h.hexdigest()
+
+
+def _python_tool(module: str, call: str) -> str:
+    """A /usr/bin script that runs one of the simulator's modules from SIM_DIR."""
+    return (f"#!/usr/bin/python3\nimport sys\nsys.path.insert(0, {SIM_DIR!r})\n"
+            f"from gpuprov_sim import {module}\nsys.exit({module}.{call})\n")
+
+
+def _standalone_tool(module: str, **config: str) -> str:
+    """A self-contained script: the module's source plus its constants."""
+    source = (SIM_SOURCES / f"{module}.py").read_text()
+    return (f"#!/usr/bin/python3\n{source}\n\nCONFIG = {config!r}\n\n"
+            "if __name__ == \"__main__\":\n    sys.exit(main(sys.argv[1:], **CONFIG))\n")
+
+
+def _exclusive(deb: Deb, virtual: str) -> Deb:
+    """One branch at a time, as the real branch-named packages are."""
+    deb.provides.append(virtual)
+    deb.conflicts.append(virtual)
+    deb.replaces.append(virtual)
+    return deb
+
+
+def _unit(description: str, exec_start: str, extra: str = "") -> str:
+    return (f"[Unit]\nDescription={description}\n{extra}\n[Service]\nType=forking\n"
+            f"ExecStart={exec_start}\n\n[Install]\nWantedBy=multi-user.target\n")
+
+
+def driver_packages(branch: str, version: str, revision: str) -> Iterator[Deb]:
+    dv = f"{version}-{revision}"
+    exact = f"(= {dv})"
+
+    compute = _exclusive(Deb(f"libnvidia-compute-{branch}", dv,
+                             f"NVIDIA libcompute package (stand-in)\n"
+                             f"libcuda and libnvidia-ml {version}; in the gpuprov lab they "
+                             "drive the simulated GPUs of the node's hardware description.",
+                             depends=["python3", "python3-yaml"]), "libnvidia-compute")
+    for lib in ("libnvidia-ml", "libcuda"):
+        compute.add(f"{LIB}/{lib}.so.{version}", f"stand-in {lib} {version}\n")
+        compute.symlinks[f"{LIB}/{lib}.so.1"] = f"{lib}.so.{version}"
+    for name in SIM_MODULES:
+        compute.add(f"{SIM_DIR}/gpuprov_sim/{name}.py", (SIM_SOURCES / f"{name}.py").read_text())
+    yield compute
+
+    yield _exclusive(Deb(f"nvidia-utils-{branch}", dv, "NVIDIA driver support binaries "
+                         "(stand-in)\nnvidia-smi.", depends=[f"libnvidia-compute-{branch} {exact}"])
+                     .add("/usr/bin/nvidia-smi", _python_tool("nvidia_smi", "main()"), 0o755),
+                     "nvidia-utils")
+
+    yield _exclusive(
+        Deb(f"nvidia-compute-utils-{branch}", dv, "NVIDIA compute utilities (stand-in)\n"
+            "nvidia-persistenced and its unit.", depends=[f"libnvidia-compute-{branch} {exact}"])
+        .add("/usr/bin/nvidia-persistenced",
+             _python_tool("daemons", "persistenced(sys.argv[1:])"), 0o755)
+        .add(f"{UNIT_DIR}/nvidia-persistenced.service",
+             _unit("NVIDIA Persistence Daemon",
+                   "/usr/bin/nvidia-persistenced --user nvidia-persistenced --verbose",
+                   "Wants=syslog.target\n")),
+        "nvidia-compute-utils")
+
+    yield _exclusive(Deb(f"nvidia-kernel-common-{branch}", dv, "Shared files used by the "
+                         "NVIDIA kernel module (stand-in)\nGSP firmware.")
+                     .add(f"/usr/lib/firmware/nvidia/{version}/gsp_ga10x.bin", b"\0" * 64),
+                     "nvidia-kernel-common")
+
+    for suffix, flavour in (("", "proprietary"), ("-open", "open")):
+        dkms = Deb(f"nvidia-dkms-{branch}{suffix}", dv,
+                   f"NVIDIA DKMS package ({flavour} kernel module, stand-in)\n"
+                   "A container has no kernel to build for: installing it loads the module "
+                   "when none is loaded, as modprobe would on a fresh server; an upgrade "
+                   "leaves the old module loaded until the node reboots.",
+                   depends=[f"nvidia-kernel-common-{branch} {exact}"])
+        _exclusive(dkms, "nvidia-dkms-kernel")
+        dkms.add(f"/usr/src/nvidia-{version}/dkms.conf",
+                 f'PACKAGE_NAME="nvidia"\nPACKAGE_VERSION="{version}"\n')
+        dkms.add(f"/usr/lib/gpuprov-lab/nvidia-module-{version}", f"{version}\n")
+        dkms.add(f"{UNIT_DIR}/{MODULE_UNIT}",
+                 "[Unit]\nDescription=Load the NVIDIA kernel module (gpuprov lab)\n"
+                 "DefaultDependencies=no\nBefore=sysinit.target\n\n[Service]\nType=oneshot\n"
+                 f"ExecStart=/bin/sh -c 'mkdir -p {node.RUN_DIR} && "
+                 f"test -s {node.MODULE_VERSION} || cp /usr/lib/gpuprov-lab/nvidia-module-* "
+                 f"{node.MODULE_VERSION}'\n\n[Install]\nWantedBy=sysinit.target\n")
+        dkms.symlinks[f"/etc/systemd/system/sysinit.target.wants/{MODULE_UNIT}"] = \
+            f"{UNIT_DIR}/{MODULE_UNIT}"
+        dkms.scripts["postinst"] = (
+            f"mkdir -p {node.RUN_DIR}\n"
+            f"[ -s {node.MODULE_VERSION} ] || echo {version} > {node.MODULE_VERSION}\n")
+        yield dkms
+
+        yield Deb(f"nvidia-headless-{branch}{suffix}", dv,
+                  f"NVIDIA headless metapackage ({flavour} kernel module, stand-in)",
+                  depends=[f"nvidia-dkms-{branch}{suffix} {exact}",
+                           f"nvidia-kernel-common-{branch} {exact}",
+                           f"libnvidia-compute-{branch} {exact}",
+                           f"nvidia-compute-utils-{branch} {exact}"])
+
+    # What the roles must never install: it follows the newest driver (>=), not the lock.
+    yield Deb(f"cuda-drivers-{branch}", f"{version}-1", "CUDA Driver meta-package, branch "
+              "specific (stand-in)", depends=[f"nvidia-headless-{branch} (>= {dv})",
+                                               f"nvidia-utils-{branch} (>= {dv})"])
+
+    yield (Deb(f"nvidia-fabricmanager-{branch}", f"{version}-1", "Fabric Manager for NVSwitch "
+               "based systems (stand-in)\nRefuses to start when the loaded driver is at "
+               "another version, as the real one does.",
+               depends=[f"nvidia-kernel-common-{branch} {exact}",
+                        f"libnvidia-compute-{branch} {exact}"])
+           .add("/usr/bin/nv-fabricmanager",
+                _python_tool("daemons", f"fabricmanager(sys.argv[1:], version={version!r})"),
+                0o755)
+           .add("/usr/share/nvidia/nvswitch/fabricmanager.cfg",
+                "LOG_LEVEL=4\nLOG_FILE_NAME=/var/log/fabricmanager.log\nFABRIC_MODE=0\n")
+           .add(f"{UNIT_DIR}/nvidia-fabricmanager.service",
+                _unit("NVIDIA fabric manager service",
+                      "/usr/bin/nv-fabricmanager -c /usr/share/nvidia/nvswitch/fabricmanager.cfg",
+                      "After=network-online.target\n")))
+    yield Deb(f"libnvidia-nscq-{branch}", f"{version}-1", "NVSwitch Configuration and Query "
+              "library (stand-in)").add(f"{LIB}/libnvidia-nscq.so.{version}", "stand-in\n")
+
+
+def toolkit_package(cuda: str, rel: dict) -> Deb:
+    dashed = cuda.replace(".", "-")
+    root = f"/usr/local/cuda-{cuda}"
+    major, minor = cuda.split(".")
+    return (Deb(f"cuda-toolkit-{dashed}", f"{rel['release']}-1",
+                f"CUDA Toolkit {cuda} meta-package (stand-in)\nnvcc and the runtime headers.")
+            .add(f"{root}/bin/nvcc", _standalone_tool("nvcc", release=rel["release"],
+                                                      nvcc=rel["nvcc"], built_on=rel["built_on"],
+                                                      build=rel["build"]), 0o755)
+            .add(f"{root}/include/cuda_runtime_api.h",
+                 f"#define CUDART_VERSION {int(major) * 1000 + int(minor) * 10}\n")
+            .add(f"{root}/lib64/libcudart.so.{rel['nvcc']}", "stand-in\n")
+            .add(f"{root}/version.json",
+                 f'{{\n   "cuda" : {{\n      "name" : "CUDA SDK",\n      "version" : '
+                 f'"{rel["release"]}"\n   }}\n}}\n'))
+
+
+def _cudnn_header(version: str) -> str:
+    major, minor, patch = version.split(".")[:3]
+    scale = 10000 if int(major) >= 9 else 1000
+    return ("/**\n * \\file: The master cuDNN version file.\n */\n\n"
+            "#ifndef CUDNN_VERSION_H_\n#define CUDNN_VERSION_H_\n\n"
+            f"#define CUDNN_MAJOR {major}\n#define CUDNN_MINOR {minor}\n"
+            f"#define CUDNN_PATCHLEVEL {patch}\n\n"
+            f"#define CUDNN_VERSION (CUDNN_MAJOR * {scale} + CUDNN_MINOR * 100 + "
+            "CUDNN_PATCHLEVEL)\n\n#endif /* CUDNN_VERSION_H */\n")
+
+
+def cudnn_packages(runtime: str, cuda: str, version: str) -> Iterator[Deb]:
+    major = version.split(".")[0]
+    deb_version = f"{version}-1+cuda{cuda}" if runtime == "libcudnn8" else f"{version}-1"
+    dev = "libcudnn8-dev" if runtime == "libcudnn8" else runtime.replace("libcudnn9",
+                                                                         "libcudnn9-dev")
+    short = ".".join(version.split(".")[:3])
+    yield (Deb(runtime, deb_version, f"cuDNN runtime libraries (stand-in)\nbuilt for CUDA {cuda}")
+           .add(f"{LIB}/libcudnn.so.{short}", "stand-in\n"))
+    inc = "/usr/include/x86_64-linux-gnu"
+    deb = Deb(dev, deb_version, f"cuDNN development headers (stand-in)\nbuilt for CUDA {cuda}",
+              depends=[f"{runtime} (= {deb_version})"])
+    deb.add(f"{inc}/cudnn_version_v{major}.h", _cudnn_header(version))
+    deb.add(f"{inc}/cudnn_v{major}.h", f'#include "cudnn_version_v{major}.h"\n')
+    deb.scripts["postinst"] = (
+        f"update-alternatives --install /usr/include/cudnn.h libcudnn {inc}/cudnn_v{major}.h "
+        f"{major}0 --slave /usr/include/cudnn_version.h libcudnn_version_h "
+        f"{inc}/cudnn_version_v{major}.h\n")
+    deb.scripts["prerm"] = (
+        'if [ "$1" = remove ] || [ "$1" = deconfigure ]; then\n'
+        f"  update-alternatives --remove libcudnn {inc}/cudnn_v{major}.h\nfi\n")
+    yield deb
+
+
+CLI_SCRIPT = """#!/usr/bin/python3
+import glob, re, sys
+lib = sorted(glob.glob("{lib}/libnvidia-container.so.*.*.*"))
+lib_version = re.search(r"so\\.([\\d.]+)$", lib[0]).group(1) if lib else "unknown"
+if sys.argv[1:] == ["--version"]:
+    print("cli-version: {version}\\nlib-version: " + lib_version)
+    sys.exit(0)
+sys.stderr.write("nvidia-container-cli: stand-in supports --version only\\n")
+sys.exit(1)
+"""
+
+
+def container_toolkit_packages(version: str) -> Iterator[Deb]:
+    dv = f"{version}-1"
+    commit = hashlib.sha1(version.encode()).hexdigest()
+    lib = Deb("libnvidia-container1", dv, "NVIDIA container runtime library (stand-in)")
+    lib.add(f"{LIB}/libnvidia-container.so.{version}", "stand-in\n")
+    lib.symlinks[f"{LIB}/libnvidia-container.so.1"] = f"libnvidia-container.so.{version}"
+    yield lib
+    yield (Deb("libnvidia-container-tools", dv, "NVIDIA container runtime library "
+               "(command-line tools, stand-in)", depends=[f"libnvidia-container1 (>= {dv})"])
+           .add("/usr/bin/nvidia-container-cli", CLI_SCRIPT.format(lib=LIB, version=version),
+                0o755))
+    base = Deb("nvidia-container-toolkit-base", dv, "NVIDIA Container Toolkit Base (stand-in)")
+    base.add("/usr/bin/nvidia-ctk", _standalone_tool("nvidia_ctk", version=version,
+                                                     commit=commit), 0o755)
+    base.add("/usr/bin/nvidia-container-runtime",
+             "#!/bin/sh\nexec runc \"$@\"\n", 0o755)
+    base.add("/etc/nvidia-container-runtime/config.toml",
+             "#accept-nvidia-visible-devices-as-volume-mounts = false\n"
+             "[nvidia-container-runtime]\nlog-level = \"info\"\nmode = \"auto\"\n")
+    base.conffiles.append("/etc/nvidia-container-runtime/config.toml")
+    yield base
+    yield (Deb("nvidia-container-toolkit", dv, "NVIDIA Container toolkit (stand-in)",
+               depends=[f"nvidia-container-toolkit-base (= {dv})",
+                        f"libnvidia-container-tools (>= {dv})",
+                        "libnvidia-container-tools (<< 2.0.0)"])
+           .add("/usr/bin/nvidia-container-runtime-hook", "#!/bin/sh\nexit 0\n", 0o755))
+
+
+def cuda_repo_packages() -> Iterator[Deb]:
+    data = recipe()
+    for branch, versions in data["drivers"].items():
+        for version in versions:
+            yield from driver_packages(str(branch), version, data["driver_revision"])
+    for cuda, releases in data["cuda_toolkits"].items():
+        for rel in releases:
+            yield toolkit_package(str(cuda), rel)
+    for runtime, spec in data["cudnn"].items():
+        for version in spec["versions"]:
+            yield from cudnn_packages(runtime, str(spec["cuda"]), version)
+
+
+def container_repo_packages() -> Iterator[Deb]:
+    for version in recipe()["container_toolkit"]:
+        yield from container_toolkit_packages(version)
+
+
+GPU_BURN_MAKEFILE = """\
+# gpu-burn (gpuprov lab stand-in): the real build's shape, for the simulated GPUs.
+CUDAPATH ?= /usr/local/cuda
+COMPUTE ?= 50
+NVCC ?= $(CUDAPATH)/bin/nvcc
+CXX ?= g++
+
+.PHONY: all clean
+all: gpu_burn compare.ptx
+
+gpu_burn: gpu_burn-drv.cpp
+\t$(CXX) -O2 -Wall -o $@ $<
+
+compare.ptx: compare.cu
+\t$(NVCC) -ptx -arch=compute_$(subst .,,$(COMPUTE)) -o $@ $<
+
+clean:
+\trm -f gpu_burn compare.ptx
+"""
+
+GPU_BURN_DRV = """\
+// gpu-burn driver (gpuprov lab stand-in). The lab's GPUs are simulated by the driver
+// package's libraries, so this binary hands its arguments to that simulator. Like the
+// real one, it cannot start without libcuda.
+#include <cstdio>
+#include <unistd.h>
+#include <vector>
+
+static const char *kLibcuda = "/usr/lib/x86_64-linux-gnu/libcuda.so.1";
+static const char *kSimulator =
+    "import sys; sys.path.insert(0, '/usr/lib/gpuprov-sim'); "
+    "from gpuprov_sim import gpu_burn; sys.exit(gpu_burn.main(sys.argv[1:]))";
+
+int main(int argc, char **argv) {
+    if (access(kLibcuda, R_OK) != 0) {
+        fprintf(stderr, "%s: error while loading shared libraries: libcuda.so.1: cannot "
+                "open shared object file: No such file or directory\\n", argv[0]);
+        return 127;
+    }
+    std::vector<char *> args = {(char *)"python3", (char *)"-c", (char *)kSimulator};
+    for (int i = 1; i < argc; ++i) args.push_back(argv[i]);
+    args.push_back(nullptr);
+    execv("/usr/bin/python3", args.data());
+    perror("execv /usr/bin/python3");
+    return 1;
+}
+"""
+
+GPU_BURN_COMPARE = """\
+// Compares each GPU's results with the first and counts the differing elements.
+extern "C" __global__ void compare(float *C, int *faultyElems, size_t iters) {
+    size_t iterStep = blockDim.x * blockDim.y * gridDim.x * gridDim.y;
+    size_t myIndex = (blockIdx.y * blockDim.y + threadIdx.y) * gridDim.x * blockDim.x
+                     + blockIdx.x * blockDim.x + threadIdx.x;
+    int myFaulty = 0;
+    for (size_t i = 1; i < iters; ++i)
+        if (fabsf(C[myIndex] - C[myIndex + i * iterStep]) > 0.0001f) myFaulty++;
+    atomicAdd(faultyElems, myFaulty);
+}
+"""
+
+
+def gpu_burn_tarball(dest_dir: Path) -> Path:
+    """A reproducible source tarball (fixed mtimes, gzip without a timestamp)."""
+    version = recipe()["gpu_burn"]["version"]
+    top = f"gpu-burn-{version}"
+    members = {"Makefile": GPU_BURN_MAKEFILE, "gpu_burn-drv.cpp": GPU_BURN_DRV,
+               "compare.cu": GPU_BURN_COMPARE,
+               "README.md": "gpu-burn, as the gpuprov lab serves it: `make COMPUTE=<cc>`.\n"}
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        for name, text in sorted(members.items()):
+            data = text.encode()
+            info = tarfile.TarInfo(f"{top}/{name}")
+            info.size, info.mode, info.mtime = len(data), 0o644, 1733011200
+            tar.addfile(info, io.BytesIO(data))
+    dest = dest_dir / f"{top}.tar.gz"
+    with open(dest, "wb") as fh, gzip.GzipFile(filename="", mode="wb", fileobj=fh,
+                                               mtime=0) as gz:
+        gz.write(raw.getvalue())
+    return dest
