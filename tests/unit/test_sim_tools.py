@@ -1,0 +1,152 @@
+"""The lab's stand-in tools print what the real ones print and parse like the captures."""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gpuprov.lab import kinds, standins
+from gpuprov.lab.sim import gpu_burn, node, nvcc, nvidia_ctk
+from gpuprov.parsers.gpu_burn import parse_gpu_burn
+from gpuprov.parsers.versions import parse_cudnn_header, parse_nvcc
+from tests.evidence_builder import FIXTURES
+
+DRIVER = "550.90.07"
+
+
+@pytest.fixture
+def sim_node(tmp_path, monkeypatch):
+    """A node's simulator state in tmp_path: description, loaded module, NVML, daemons."""
+    hw = kinds.describe("node02", "a100-sxm-8")
+    description = tmp_path / "hardware.yml"
+
+    def save(data):
+        description.write_text(yaml.safe_dump(data))
+
+    save(hw)
+    fm_pid = tmp_path / "fm.pid"
+    fm_pid.write_text("1\n")  # pid 1 exists: fabric manager "runs"
+    monkeypatch.setattr(node, "DESCRIPTION", str(description))
+    monkeypatch.setattr(node, "description", lambda path=None: yaml.safe_load(
+        description.read_text()))
+    monkeypatch.setattr(node, "FABRICMANAGER_PID", str(fm_pid))
+    monkeypatch.setattr(node, "loaded_module_version", lambda: DRIVER)
+    monkeypatch.setattr(node, "nvml_version", lambda: DRIVER)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "compare.ptx").write_text(".version 8.4\n.target sm_80\n")
+    return hw, save
+
+
+def test_gpu_burn_output_parses_like_real_runs(sim_node, capsys):
+    hw, save = sim_node
+    hw["gpus"][2]["burn_errors"] = 100
+    hw["gpus"][5]["gflops_factor"] = 0.85
+    save(hw)
+    assert gpu_burn.main(["-tc", "2"]) == 0  # exit 0 even with a FAULTY GPU, as the real one
+    out = capsys.readouterr().out
+    assert "\r" in out and "Summary at" not in out  # progress lines only, < 10 s
+    run = parse_gpu_burn(out, "sim")
+    assert run.finished and run.seconds == 2 and run.tested_count == 8
+    assert {i: g.verdict for i, g in run.gpus.items() if g.verdict != "OK"} == {2: "FAULTY"}
+    rates = {i: g.gflops for i, g in run.gpus.items()}
+    others = [r for i, r in rates.items() if i != 5]
+    assert rates[5] == pytest.approx(0.85 * sum(others) / len(others), rel=0.02)
+    assert all(abs(r - hw["gflops"]) / hw["gflops"] < 0.01 for r in others)
+    # the real output's line shapes (tests/fixtures/gpu-burn)
+    real = (FIXTURES / "gpu-burn/ok-rtx-a2000-new-format-issue124.txt").read_text()
+    for pattern in (r"^Burning for \d+ seconds\.$", r"^GPU \d+: .+ \(UUID: GPU-[0-9a-f-]+\)$",
+                    r"^Initialized device \d+ with \d+ MB of memory \(\d+ MB available, using "
+                    r"\d+ MB of it\), using FLOATS", r"^Results are \d+ bytes each, thus "
+                    r"performing \d+ iterations$", r"^Killing processes with SIGTERM",
+                    r"^Tested \d+ GPUs:$", r"^\s+GPU \d+: (OK|FAULTY)$"):
+        assert re.search(pattern, out, re.M), pattern
+        assert re.search(pattern, real, re.M), pattern
+
+
+@pytest.mark.usefixtures("sim_node")
+def test_gpu_burn_built_for_a_newer_gpu_fails_to_start_yet_says_ok(capsys):
+    """The real tool's false pass: the kernel cannot load, the verdict is still OK."""
+    Path("compare.ptx").write_text(".version 8.4\n.target sm_90\n")
+    assert gpu_burn.main(["1"]) == 0
+    run = parse_gpu_burn(capsys.readouterr().out, "sim")
+    assert len(run.init_failures) == 8
+    assert all(g.verdict == "OK" and not g.gflops for g in run.gpus.values())
+
+
+@pytest.mark.usefixtures("sim_node")
+def test_gpu_burn_refuses_without_fabric_manager_on_nvswitch(monkeypatch, capsys):
+    monkeypatch.setattr(node, "FABRICMANAGER_PID", "/nonexistent.pid")
+    assert gpu_burn.main(["1"]) == 1
+    assert "CUDA_ERROR_SYSTEM_NOT_READY" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("cuda,rel", [(c, r) for c, rs in standins.recipe()["cuda_toolkits"]
+                                      .items() for r in rs])
+def test_nvcc_version_parses_and_has_the_real_shape(cuda, rel, capsys):
+    assert nvcc.main(["--version"], **{k: rel[k] for k in ("nvcc", "built_on", "build")},
+                     release=rel["release"]) == 0
+    out = capsys.readouterr().out
+    assert [(v.release, v.full) for v in parse_nvcc(out, "sim")] == [(cuda, rel["nvcc"])]
+    real = [line for line in (FIXTURES / "nvcc/cuda-12.5.txt").read_text().splitlines()
+            if line and not line.startswith("#") and "nvcc --version" not in line]
+    shape = [re.sub(r"\d+", "N", re.sub(r"Built on \S+", "Built on X", line)) for line in real]
+    ours = [re.sub(r"\d+", "N", re.sub(r"Built on \S+", "Built on X", line))
+            for line in out.splitlines()]
+    assert ours == shape
+
+
+def test_nvcc_ptx_records_the_target(tmp_path):
+    source = tmp_path / "compare.cu"
+    source.write_text("// kernel\n")
+    rel = standins.recipe()["cuda_toolkits"]["12.4"][1]
+    assert nvcc.main(["-ptx", "-arch=compute_90", "-o", str(tmp_path / "c.ptx"), str(source)],
+                     **rel) == 0
+    assert ".target sm_90" in (tmp_path / "c.ptx").read_text()
+    assert nvcc.main(["-ptx", "-arch=compute_90", str(tmp_path / "missing.cu")], **rel) == 1
+
+
+@pytest.mark.parametrize("version,expected", [("8.9.7.29", "8.9.7"), ("9.1.0.70", "9.1.0")])
+def test_cudnn_header_parses(version, expected):
+    assert parse_cudnn_header(standins._cudnn_header(version), "sim") == expected
+
+
+def test_nvidia_ctk_merges_daemon_json(tmp_path, capsys):
+    config = tmp_path / "daemon.json"
+    config.write_text(json.dumps({"log-driver": "json-file", "log-opts": {"max-size": "10m"},
+                                  "runtimes": {"crun": {"path": "/usr/bin/crun"}}}))
+    args = ["runtime", "configure", "--runtime=docker", f"--config={config}"]
+    assert nvidia_ctk.main(args, version="1.17.3", commit="x") == 0
+    merged = json.loads(config.read_text())
+    assert merged["log-driver"] == "json-file" and merged["log-opts"] == {"max-size": "10m"}
+    assert merged["runtimes"] == {"crun": {"path": "/usr/bin/crun"},
+                                  "nvidia": {"args": [], "path": "nvidia-container-runtime"}}
+    assert "default-runtime" not in merged
+    first = config.read_text()
+    assert nvidia_ctk.main([*args, "--set-as-default"], version="1.17.3", commit="x") == 0
+    assert json.loads(config.read_text())["default-runtime"] == "nvidia"
+    assert config.read_text() != first
+    assert "Wrote updated config" in capsys.readouterr().err
+
+
+def test_standin_repositories_carry_two_versions_and_real_dependencies():
+    cuda = {(d.name, d.version): d for d in standins.cuda_repo_packages()}
+    names = {name for name, _ in cuda}
+    for branch in ("535", "550"):
+        assert len([v for n, v in cuda if n == f"nvidia-headless-{branch}"]) == 2
+    fm = cuda[("nvidia-fabricmanager-550", "550.90.07-1")]
+    assert "libnvidia-compute-550 (= 550.90.07-0ubuntu1)" in fm.depends
+    assert cuda[("libcudnn8", "8.9.7.29-1+cuda12.2")]
+    assert {"cuda-toolkit-12-2", "cuda-toolkit-12-4", "libcudnn9-cuda-12"} <= names
+    ctk = {(d.name, d.version): d for d in standins.container_repo_packages()}
+    assert {n for n, _ in ctk} == {"nvidia-container-toolkit", "nvidia-container-toolkit-base",
+                                   "libnvidia-container-tools", "libnvidia-container1"}
+    top = ctk[("nvidia-container-toolkit", "1.16.2-1")]
+    assert "libnvidia-container-tools (>= 1.16.2-1)" in top.depends  # floats unless pinned
+
+
+def test_gpu_burn_tarball_is_reproducible(tmp_path):
+    a = standins.gpu_burn_tarball(tmp_path)
+    first = a.read_bytes()
+    assert standins.gpu_burn_tarball(tmp_path).read_bytes() == first
