@@ -95,6 +95,8 @@ def create(spec: NodeSpec, mirror: Path, config_tar: bytes) -> None:
         "--tmpfs", "/run", "--tmpfs", "/run/lock",
         "--shm-size", "1g",
         "--stop-signal", "SIGRTMIN+3",
+        # `reboot` on a node ends its systemd; the engine boots it again, as firmware would
+        "--restart", "unless-stopped",
         "--volume", f"{mirror}:{NODE_MIRROR_PATH}:ro",
         spec.image,
     ])
