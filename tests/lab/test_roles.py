@@ -1,0 +1,23 @@
+"""Every role's molecule scenario on the shared lab: prepare (bare), --check, converge,
+idempotence (changed=0), --check on the converged node, verify (testinfra)."""
+
+import os
+import subprocess
+
+import pytest
+
+from tests.conftest import BIN, REPO
+
+pytestmark = pytest.mark.lab
+
+ROLES = sorted(p.parent.parent.parent.name
+               for p in (REPO / "roles").glob("*/molecule/default/molecule.yml"))
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_molecule_scenario(lab, role):
+    env = {**os.environ, "GPUPROV_LAB_INVENTORY": str(lab.inventory),
+           "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "NO_COLOR": "1"}
+    result = subprocess.run([str(BIN / "molecule"), "test"], cwd=REPO / "roles" / role,
+                            env=env, capture_output=True, text=True, timeout=1200, check=False)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-6000:]
