@@ -64,8 +64,13 @@ def reboot(lab, node: str) -> None:
 
 @pytest.fixture(scope="module")
 def vendor_repos(lab):
-    """The stand-in vendor repositories configured on every node; bare again afterwards."""
+    """The stand-in vendor repositories configured on every node; bare again afterwards.
+
+    A role scenario may have left its own CUDA source (another keyring path for the same
+    URL, which apt refuses): these tests own the nodes' sources while they run.
+    """
     for node in lab.nodes:
+        _ok(lab, node, "rm -f /etc/apt/sources.list.d/cuda.sources")
         for name, line in SOURCES.items():
             _ok(lab, node, f"echo '{line}' > /etc/apt/sources.list.d/{name}.list")
         _ok(lab, node, "apt-get -q update")
@@ -73,7 +78,8 @@ def vendor_repos(lab):
     for node in lab.nodes:
         gpuprov("lab", "fault", node, "--clear")
         lab.ssh(node, "systemctl stop nvidia-fabricmanager nvidia-persistenced; "
-                "DEBIAN_FRONTEND=noninteractive apt-get -qy purge '~nnvidia' '~ncuda' "
+                "DEBIAN_FRONTEND=noninteractive apt-get -qy --allow-change-held-packages purge "
+                "'~nnvidia' '~ncuda' "
                 "'~nlibcudnn' 'libnvidia-*'; rm -f /etc/apt/sources.list.d/cuda.list "
                 "/etc/apt/sources.list.d/nvidia-container-toolkit.list "
                 "/run/gpuprov-lab/nvidia-module-version /etc/docker/daemon.json; "
