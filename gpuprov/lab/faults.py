@@ -40,6 +40,9 @@ class NodeAccess:
         docker.exec_in(self.container, "sh", "-c", f'mkdir -p "$(dirname {path})" && '
                        f"cat > {path}.tmp && mv {path}.tmp {path}", input=text)
 
+    def append(self, path: str, text: str) -> None:
+        docker.exec_in(self.container, "sh", "-c", f"cat >> {path}", input=text)
+
     def sysctl(self, key: str, value: str | None = None) -> str:
         """Read or set a sysctl of the node's own network namespace.
 
@@ -80,8 +83,7 @@ def _kernel_log(access: NodeAccess, lines: list[str]) -> dict:
     """Append lines as rsyslog writes kernel messages to /var/log/kern.log."""
     stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%f+00:00")
     full = [f"{stamp} {access.node} kernel: {line}" for line in lines]
-    current = access.read(sim_node.KERNEL_LOG) or ""
-    access.write(sim_node.KERNEL_LOG, current + "".join(f"{line}\n" for line in full))
+    access.append(sim_node.KERNEL_LOG, "".join(f"{line}\n" for line in full))
     return {"kernel_log_lines": full}
 
 
@@ -161,7 +163,7 @@ def _driver_mismatch(access, hw, gpu):
     loaded = (access.read(sim_node.MODULE_VERSION) or "").strip()
     libs = docker.exec_in(access.container, "sh", "-c", f"ls {sim_node.NVML_GLOB}",
                           check=False).stdout.split()
-    userspace = libs[0].rsplit(".so.", 1)[1] if libs else ""
+    userspace = sim_node.library_version(libs)
     if not loaded or not userspace:
         raise InputError(f"{access.node}: no NVIDIA driver installed and loaded, "
                          "nothing to mismatch")

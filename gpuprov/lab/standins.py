@@ -11,6 +11,7 @@ reports is what was installed.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import hashlib
 import io
@@ -32,6 +33,7 @@ SIM_MODULES = ("__init__", "node", "render", "nvidia_smi", "gpu_burn", "daemons"
 MODULE_UNIT = "gpuprov-lab-nvidia-module.service"
 
 
+@functools.cache
 def recipe() -> dict:
     return load_yaml(RESOURCE)
 

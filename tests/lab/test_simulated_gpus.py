@@ -20,10 +20,11 @@ from tests.conftest import gpuprov
 pytestmark = pytest.mark.lab
 
 KEYRING = "/usr/share/keyrings/gpuprov-lab-archive.gpg"
+# Under the file names the roles use, so a role's earlier source is replaced, not doubled
+# (apt refuses one URL with two Signed-By keyrings).
 SOURCES = {
-    "cuda": f"deb [signed-by={KEYRING}] file:/srv/gpuprov-mirror/cuda /",
-    "nvidia-container-toolkit": f"deb [signed-by={KEYRING}] "
-                                "file:/srv/gpuprov-mirror/libnvidia-container /",
+    name: f"Types: deb\nURIs: file:///srv/gpuprov-mirror/{repo}/\nSuites: /\nSigned-By: {KEYRING}\n"
+    for name, repo in (("cuda", "cuda"), ("nvidia-container-toolkit", "libnvidia-container"))
 }
 DRIVER_PACKAGES = ("nvidia-headless-{b}", "nvidia-utils-{b}", "nvidia-dkms-{b}",
                    "nvidia-kernel-common-{b}", "libnvidia-compute-{b}", "nvidia-compute-utils-{b}")
@@ -64,15 +65,10 @@ def reboot(lab, node: str) -> None:
 
 @pytest.fixture(scope="module")
 def vendor_repos(lab):
-    """The stand-in vendor repositories configured on every node; bare again afterwards.
-
-    A role scenario may have left its own CUDA source (another keyring path for the same
-    URL, which apt refuses): these tests own the nodes' sources while they run.
-    """
+    """The stand-in vendor repositories configured on every node; bare again afterwards."""
     for node in lab.nodes:
-        _ok(lab, node, "rm -f /etc/apt/sources.list.d/cuda.sources")
-        for name, line in SOURCES.items():
-            _ok(lab, node, f"echo '{line}' > /etc/apt/sources.list.d/{name}.list")
+        for name, source in SOURCES.items():
+            _ok(lab, node, f"printf '%s' '{source}' > /etc/apt/sources.list.d/{name}.sources")
         _ok(lab, node, "apt-get -q update")
     yield lab
     for node in lab.nodes:
@@ -80,8 +76,8 @@ def vendor_repos(lab):
         lab.ssh(node, "systemctl stop nvidia-fabricmanager nvidia-persistenced; "
                 "DEBIAN_FRONTEND=noninteractive apt-get -qy --allow-change-held-packages purge "
                 "'~nnvidia' '~ncuda' "
-                "'~nlibcudnn' 'libnvidia-*'; rm -f /etc/apt/sources.list.d/cuda.list "
-                "/etc/apt/sources.list.d/nvidia-container-toolkit.list "
+                "'~nlibcudnn' 'libnvidia-*'; rm -f /etc/apt/sources.list.d/cuda.sources "
+                "/etc/apt/sources.list.d/nvidia-container-toolkit.sources "
                 "/run/gpuprov-lab/nvidia-module-version /etc/docker/daemon.json; "
                 "apt-get -q update", timeout=300)
 

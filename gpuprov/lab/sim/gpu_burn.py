@@ -14,7 +14,6 @@ Faults in the description: `burn_errors` (errors per reporting interval) and
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -128,8 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     for g in gpus:
         _out(f"GPU {g['index']}: {spec['name']} (UUID: {g['uuid']})\n")
     capability = int(spec["compute_capability"].replace(".", ""))
-    target = _ptx_target(os.path.join(os.getcwd(), compare) if not os.path.isabs(compare)
-                         else compare)
+    target = _ptx_target(compare)
     total_mb = spec["memory_mib"] - 480
     avail_mb = total_mb - 626
     use_mb = int(avail_mb * 0.9)

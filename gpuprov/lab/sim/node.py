@@ -48,12 +48,17 @@ def loaded_module_version() -> str | None:
     return _read(MODULE_VERSION)
 
 
-def nvml_version() -> str | None:
-    for path in sorted(glob.glob(NVML_GLOB)):
+def library_version(paths: list[str]) -> str | None:
+    """The version in a versioned library file name: libnvidia-ml.so.550.90.07 -> 550.90.07."""
+    for path in sorted(paths):
         m = re.search(r"\.so\.(\d+\.\d+(?:\.\d+)?)$", path)
         if m:
             return m.group(1)
     return None
+
+
+def nvml_version() -> str | None:
+    return library_version(glob.glob(NVML_GLOB))
 
 
 def running(pid_file: str) -> bool:

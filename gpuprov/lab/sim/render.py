@@ -254,8 +254,7 @@ def table(hw: dict, driver: str, timestamp: str, live: Live = Live()) -> str:
 
 # --query-gpu: field name -> (header, unit, value); aliases map to the canonical name.
 QUERY_ALIASES = {"gpu_name": "name", "gpu_bus_id": "pci.bus_id", "gpu_serial": "serial",
-                 "gpu_uuid": "uuid", "persistence-mode": "persistence_mode",
-                 "temperature.gpu": "temperature.gpu"}
+                 "gpu_uuid": "uuid", "persistence-mode": "persistence_mode"}
 
 
 def _query_values(hw: dict, gpu: dict, driver: str, live: Live, timestamp: str) -> dict:
@@ -319,8 +318,7 @@ def query_gpu(hw: dict, driver: str, names: list[str], noheader: bool, nounits: 
     """`nvidia-smi --query-gpu=… --format=csv[,noheader][,nounits]`."""
     canonical = [QUERY_ALIASES.get(n, n) for n in names]
     rows = [_query_values(hw, g, driver, live, timestamp) for g in hw["gpus"]]
-    known = rows[0] if rows else _query_values(hw, {"index": 0, "serial": "", "uuid": "",
-                                                    "bus_id": ""}, driver, live, timestamp)
+    known = rows[0]  # callers never render an empty GPU list (see nvidia_smi.main)
     for asked, name in zip(names, canonical, strict=True):
         if name not in known:
             raise UnknownQueryField(asked)
