@@ -20,7 +20,7 @@ from pathlib import Path
 import yaml
 
 from gpuprov.errors import CommandFailed
-from gpuprov.lab import docker
+from gpuprov.lab import docker, pci
 from gpuprov.lab.mirror import KEYRING_NAME
 from gpuprov.lab.paths import LABEL, NODE_LAB_DIR, NODE_MIRROR_PATH
 from gpuprov.proc import run
@@ -69,6 +69,7 @@ def config_tar(spec: NodeSpec, host_key: Path, client_pub: Path, keyring: Path,
         ("etc/pip.conf", PIP_CONF.encode(), 0o644),
         (f"{NODE_LAB_DIR.lstrip('/')}/hardware.yml",
          yaml.safe_dump(spec.hardware, sort_keys=False).encode(), 0o644),
+        *pci.sysfs_files(spec.hardware),
     ]
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:

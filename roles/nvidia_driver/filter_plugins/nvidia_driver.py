@@ -1,0 +1,124 @@
+"""Decisions of the nvidia_driver role, in Python so they can be unit-tested.
+
+Each filter takes what a task read on the node (sysfs lines, `apt-cache madison`,
+`dpkg-query`) and returns plain data; the role's tasks assert on it and word the errors.
+"""
+
+from __future__ import annotations
+
+import re
+
+NVIDIA_VENDOR = "0x10de"
+GPU_CLASSES = ("0x0300", "0x0302")       # VGA / 3D controller
+NVSWITCH_CLASS = "0x0680"                # bridge, "other"
+
+
+def pci_inventory(lines: list[str]) -> dict:
+    """`BUS VENDOR DEVICE CLASS` lines (sysfs values) -> NVIDIA GPUs and NVSwitches."""
+    gpus, switches = [], []
+    for line in lines:
+        fields = line.split()
+        if len(fields) != 4 or fields[1].lower() != NVIDIA_VENDOR:
+            continue
+        bus, _, device, pci_class = (f.lower() for f in fields)
+        entry = {"bus": bus, "device": device.removeprefix("0x")}
+        if pci_class.startswith(GPU_CLASSES):
+            gpus.append(entry)
+        elif pci_class.startswith(NVSWITCH_CLASS):
+            switches.append(entry)
+    return {"gpus": gpus, "nvswitches": switches}
+
+
+def gpu_architectures(gpus: list[dict], table: list[dict], override: str = "") -> list[dict]:
+    """Each GPU with its architecture: the override, else the first table row matching its
+    device id, else None (unknown)."""
+    result = []
+    for gpu in gpus:
+        arch = override or next((row["architecture"] for row in table
+                                 if re.match(row["match"], gpu["device"], re.IGNORECASE)), None)
+        result.append({**gpu, "architecture": arch})
+    return result
+
+
+def module_flavour(gpus: list[dict], requested: str, branch: str, unsupported: list[str],
+                   required: list[str], open_default_branch: int) -> dict:
+    """{'flavour': open|proprietary, 'error': ''} or {'flavour': '', 'error': why not}.
+
+    Open modules need the GSP (Turing and newer); Blackwell and Grace Hopper support only
+    them; in between, open is NVIDIA's default from the 560 branch on."""
+    def where(names: set) -> str:
+        return ", ".join(f"{g['bus']} ({g['architecture'] or 'device ' + g['device']})"
+                         for g in gpus if g["architecture"] in names)
+
+    archs = {g["architecture"] for g in gpus}
+    needs_proprietary = archs & set(unsupported)
+    needs_open = archs & set(required)
+    if requested == "open" and needs_proprietary:
+        return {"flavour": "", "error": "open kernel modules do not support the GPUs at "
+                f"{where(needs_proprietary)}; lock the proprietary flavour"}
+    if requested == "proprietary" and needs_open:
+        return {"flavour": "", "error": "the GPUs at "
+                f"{where(needs_open)} need the open kernel modules; lock the open flavour"}
+    if requested in ("open", "proprietary"):
+        return {"flavour": requested, "error": ""}
+    if not gpus:
+        return {"flavour": "", "error": "no NVIDIA GPU found on the PCI bus to choose the kernel "
+                "module flavour from; lock the flavour (open or proprietary)"}
+    if None in archs:
+        return {"flavour": "", "error": f"unknown GPU architecture for {where({None})}; add "
+                "the device id to nvidia_driver_pci_architectures or lock the flavour"}
+    if needs_open and needs_proprietary:
+        return {"flavour": "", "error": f"this node mixes GPUs that need open modules "
+                f"({where(needs_open)}) with GPUs that cannot use them "
+                f"({where(needs_proprietary)}); no driver flavour runs both"}
+    if needs_open:
+        return {"flavour": "open", "error": ""}
+    if needs_proprietary:
+        return {"flavour": "proprietary", "error": ""}
+    return {"flavour": "open" if int(branch) >= int(open_default_branch) else "proprietary",
+            "error": ""}
+
+
+def locked_versions(madison_lines: list[str], packages: list[str], version: str) -> dict:
+    """From `apt-cache madison` output: the Debian version of each package that carries the
+    upstream `version`, the packages that have none, and what each does have."""
+    available: dict[str, list[str]] = {p: [] for p in packages}
+    for line in madison_lines:
+        fields = [f.strip() for f in line.split("|")]
+        if len(fields) >= 2 and fields[0] in available and fields[1] not in available[fields[0]]:
+            available[fields[0]].append(fields[1])
+    found = {}
+    for package, versions in available.items():
+        match = next((v for v in versions if v.split(":")[-1].startswith(version + "-")), None)
+        if match:
+            found[package] = match
+    return {"found": found, "missing": [p for p in packages if p not in found],
+            "available": available, "specs": [f"{p}={found[p]}" for p in packages if p in found]}
+
+
+def installed_family(dpkg_lines: list[str], family_regex: str) -> dict:
+    """`PACKAGE VERSION STATUS` lines from dpkg-query -> {package: version} of the driver
+    family's installed packages (status `ii`, or `hi` when held)."""
+    installed = {}
+    for line in dpkg_lines:
+        fields = line.split()
+        if len(fields) == 3 and fields[2] in ("ii", "hi") and re.match(family_regex, fields[0]):
+            installed[fields[0]] = fields[1]
+    return installed
+
+
+def not_at_version(installed: dict, version: str) -> list[str]:
+    """The installed packages whose upstream version is not `version`."""
+    return sorted(p for p, v in installed.items() if not v.split(":")[-1].startswith(version + "-"))
+
+
+class FilterModule:
+    def filters(self) -> dict:
+        return {
+            "nvidia_pci_inventory": pci_inventory,
+            "nvidia_gpu_architectures": gpu_architectures,
+            "nvidia_module_flavour": module_flavour,
+            "nvidia_locked_versions": locked_versions,
+            "nvidia_installed_family": installed_family,
+            "nvidia_not_at_version": not_at_version,
+        }
