@@ -1,5 +1,5 @@
-"""Every role's molecule scenario on the shared lab: prepare (bare), --check, converge,
-idempotence (changed=0), --check on the converged node, verify (testinfra)."""
+"""Every molecule scenario of every role on the shared lab: prepare (bare), --check,
+converge, idempotence (changed=0), --check on the converged node, verify (testinfra)."""
 
 import os
 import subprocess
@@ -10,14 +10,14 @@ from tests.conftest import BIN, REPO
 
 pytestmark = pytest.mark.lab
 
-ROLES = sorted(p.parent.parent.parent.name
-               for p in (REPO / "roles").glob("*/molecule/default/molecule.yml"))
+SCENARIOS = sorted((p.parent.parent.parent.name, p.parent.name)
+                   for p in (REPO / "roles").glob("*/molecule/*/molecule.yml"))
 
 
-@pytest.mark.parametrize("role", ROLES)
-def test_molecule_scenario(lab, role):
+@pytest.mark.parametrize("role,scenario", SCENARIOS, ids=[f"{r}-{s}" for r, s in SCENARIOS])
+def test_molecule_scenario(lab, role, scenario):
     env = {**os.environ, "GPUPROV_LAB_INVENTORY": str(lab.inventory),
            "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "NO_COLOR": "1"}
-    result = subprocess.run([str(BIN / "molecule"), "test"], cwd=REPO / "roles" / role,
+    result = subprocess.run([str(BIN / "molecule"), "test", "-s", scenario], cwd=REPO / "roles" / role,
                             env=env, capture_output=True, text=True, timeout=1200, check=False)
     assert result.returncode == 0, (result.stdout + result.stderr)[-6000:]

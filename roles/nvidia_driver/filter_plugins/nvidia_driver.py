@@ -92,8 +92,11 @@ def locked_versions(madison_lines: list[str], packages: list[str], version: str)
         match = next((v for v in versions if v.split(":")[-1].startswith(version + "-")), None)
         if match:
             found[package] = match
-    return {"found": found, "missing": [p for p in packages if p not in found],
-            "available": available, "specs": [f"{p}={found[p]}" for p in packages if p in found]}
+    missing = [p for p in packages if p not in found]
+    why = "; ".join(f"{p} {version} absent (the repositories have: "
+                    f"{', '.join(available[p]) or 'no version of it'})" for p in missing)
+    return {"found": found, "missing": missing, "why_missing": why,
+            "specs": [f"{p}={found[p]}" for p in packages if p in found]}
 
 
 def installed_family(dpkg_lines: list[str], family_regex: str) -> dict:

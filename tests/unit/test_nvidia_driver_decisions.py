@@ -1,0 +1,105 @@
+"""The nvidia_driver role's decisions (its filter plugin) on what nodes really show:
+sysfs values of real devices, `apt-cache madison` and `dpkg-query` output."""
+
+import importlib.util
+
+import pytest
+import yaml
+
+from tests.conftest import REPO
+
+ROLE = REPO / "roles" / "nvidia_driver"
+_spec = importlib.util.spec_from_file_location("nvidia_driver_filters",
+                                               ROLE / "filter_plugins" / "nvidia_driver.py")
+filters = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(filters)
+DEFAULTS = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
+TABLE = DEFAULTS["nvidia_driver_pci_architectures"]
+FAMILY = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())["nvidia_driver_family_regex"]
+
+
+def _flavour(devices, requested="auto", branch="535"):
+    gpus = filters.gpu_architectures(
+        [{"bus": f"0000:{i:02x}:00.0", "device": d} for i, d in enumerate(devices)], TABLE)
+    return filters.module_flavour(gpus, requested, branch, DEFAULTS["nvidia_driver_open_unsupported"],
+                                  DEFAULTS["nvidia_driver_open_required"],
+                                  DEFAULTS["nvidia_driver_open_default_branch"])
+
+
+def test_sysfs_lines_split_into_gpus_and_nvswitches():
+    lines = ["0000:18:00.0 0x10de 0x2330 0x030200",     # H100 SXM5 (3D controller)
+             "0000:05:00.0 0x10de 0x22a3 0x068000",     # NVSwitch (bridge)
+             "0000:17:00.0 0x15b3 0x101b 0x020700",     # ConnectX-6 (not NVIDIA)
+             "0000:00:00.0 0x8086 0x09a2 0x060000"]
+    inventory = filters.pci_inventory(lines)
+    assert inventory == {"gpus": [{"bus": "0000:18:00.0", "device": "2330"}],
+                         "nvswitches": [{"bus": "0000:05:00.0", "device": "22a3"}]}
+
+
+@pytest.mark.parametrize("device,architecture", [
+    ("2330", "Hopper"), ("2335", "Hopper"), ("2342", "Grace Hopper"), ("20b2", "Ampere"),
+    ("2236", "Ampere"), ("26b9", "Ada Lovelace"), ("27b8", "Ada Lovelace"), ("1eb8", "Turing"),
+    ("1db1", "Volta"), ("15f8", "Pascal"), ("1b38", "Pascal"), ("2901", "Blackwell"),
+    ("2bb1", "Blackwell"), ("13f2", "Maxwell"), ("0fff", None)])
+def test_architecture_from_device_id(device, architecture):
+    [gpu] = filters.gpu_architectures([{"bus": "b", "device": device}], TABLE)
+    assert gpu["architecture"] == architecture
+
+
+def test_flavour_follows_the_architecture_and_branch():
+    assert _flavour(["2330"], branch="535")["flavour"] == "proprietary"
+    assert _flavour(["2330"], branch="560")["flavour"] == "open"
+    assert _flavour(["2901"], branch="550")["flavour"] == "open"       # Blackwell: open only
+    assert _flavour(["1db1"], branch="570")["flavour"] == "proprietary"  # Volta: no GSP
+
+
+def test_flavour_the_gpus_cannot_run_is_refused_naming_the_gpu():
+    refused = _flavour(["1db1"], requested="open")
+    assert refused["flavour"] == "" and "0000:00:00.0 (Volta)" in refused["error"]
+    refused = _flavour(["2901"], requested="proprietary")
+    assert "need the open kernel modules" in refused["error"] and "Blackwell" in refused["error"]
+    mixed = _flavour(["2901", "1db1"])
+    assert "mixes" in mixed["error"]
+    assert "lock the flavour" in _flavour(["0fff"])["error"]
+    assert "no NVIDIA GPU" in _flavour([])["error"]
+    assert _flavour([], requested="open") == {"flavour": "open", "error": ""}
+
+
+MADISON = """\
+nvidia-headless-535 | 535.183.06-0ubuntu1 | file:/srv/gpuprov-mirror/cuda  Packages
+nvidia-headless-535 | 535.161.08-0ubuntu1 | file:/srv/gpuprov-mirror/cuda  Packages
+nvidia-fabricmanager-535 | 535.183.06-1 | file:/srv/gpuprov-mirror/cuda  Packages
+nvidia-fabricmanager-535 | 535.161.08-1 | file:/srv/gpuprov-mirror/cuda  Packages
+""".splitlines()
+
+
+def test_locked_version_resolved_per_package_not_the_newest():
+    result = filters.locked_versions(MADISON, ["nvidia-headless-535", "nvidia-fabricmanager-535"],
+                                     "535.161.08")
+    assert result["specs"] == ["nvidia-headless-535=535.161.08-0ubuntu1",
+                               "nvidia-fabricmanager-535=535.161.08-1"]
+    assert result["missing"] == []
+
+
+def test_absent_version_named_with_what_the_repository_has():
+    result = filters.locked_versions(MADISON, ["nvidia-headless-535", "libnvidia-nscq-535"],
+                                     "535.161.0")
+    assert result["missing"] == ["nvidia-headless-535", "libnvidia-nscq-535"]
+    assert ("nvidia-headless-535 535.161.0 absent (the repositories have: "
+            "535.183.06-0ubuntu1, 535.161.08-0ubuntu1)") in result["why_missing"]
+    assert "libnvidia-nscq-535 535.161.0 absent (the repositories have: no version of it)" \
+        in result["why_missing"]
+
+
+def test_driver_family_and_versions_off_the_lock():
+    dpkg = ["nvidia-utils-535 535.161.08-0ubuntu1 hi", "nvidia-utils-580 580.95.05-0ubuntu1 ii",
+            "libnvidia-container1 1.17.3-1 hi", "nvidia-container-toolkit 1.17.3-1 ii",
+            "nvidia-dkms-570-server-open 580.95.05-0ubuntu0.22.04.1 ii",
+            "nvidia-headless-535 535.161.08-0ubuntu1 rc", "cuda-drivers-535 535.183.06-1 ii",
+            "cuda-toolkit-12-4 12.4.0-1 hi"]
+    installed = filters.installed_family(dpkg, FAMILY)
+    assert set(installed) == {"nvidia-utils-535", "nvidia-utils-580", "cuda-drivers-535",
+                              "nvidia-dkms-570-server-open"}
+    # the transitional 570-server-open package that installed 580 is caught, as is 580 itself
+    assert filters.not_at_version(installed, "535.161.08") == [
+        "cuda-drivers-535", "nvidia-dkms-570-server-open", "nvidia-utils-580"]
