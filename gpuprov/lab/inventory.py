@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from gpuprov.lab import pci
 from gpuprov.lab.mirror import KEYRING_NAME
-from gpuprov.lab.sim.node import MODULE_VERSION as NODE_MODULE_VERSION_FILE
 from gpuprov.lab.paths import NODE_MIRROR_PATH, LabPaths
+from gpuprov.lab.sim.node import MODULE_VERSION as NODE_MODULE_VERSION_FILE
 
 
 def write_inventory(paths: LabPaths, plan: dict[str, str]) -> None:

@@ -18,6 +18,7 @@ SCENARIOS = sorted((p.parent.parent.parent.name, p.parent.name)
 def test_molecule_scenario(lab, role, scenario):
     env = {**os.environ, "GPUPROV_LAB_INVENTORY": str(lab.inventory),
            "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "NO_COLOR": "1"}
-    result = subprocess.run([str(BIN / "molecule"), "test", "-s", scenario], cwd=REPO / "roles" / role,
-                            env=env, capture_output=True, text=True, timeout=1200, check=False)
+    result = subprocess.run([str(BIN / "molecule"), "test", "-s", scenario],
+                            cwd=REPO / "roles" / role, env=env, capture_output=True,
+                            text=True, timeout=1200, check=False)
     assert result.returncode == 0, (result.stdout + result.stderr)[-6000:]

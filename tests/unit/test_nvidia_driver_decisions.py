@@ -21,7 +21,8 @@ FAMILY = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())["nvidia_driver
 def _flavour(devices, requested="auto", branch="535"):
     gpus = filters.gpu_architectures(
         [{"bus": f"0000:{i:02x}:00.0", "device": d} for i, d in enumerate(devices)], TABLE)
-    return filters.module_flavour(gpus, requested, branch, DEFAULTS["nvidia_driver_open_unsupported"],
+    return filters.module_flavour(gpus, requested, branch,
+                                  DEFAULTS["nvidia_driver_open_unsupported"],
                                   DEFAULTS["nvidia_driver_open_required"],
                                   DEFAULTS["nvidia_driver_open_default_branch"])
 

@@ -16,7 +16,8 @@ def test_locked_build_installed_and_held(host):
     for name in packages:
         status = host.check_output(f"dpkg-query -W -f='${{Version}} ${{db:Status-Abbrev}}' {name}")
         assert status.split() == [version, "hi"], name
-    assert f"Pin: version {version}" in host.file("/etc/apt/preferences.d/gpuprov-cudnn").content_string
+    pins = host.file("/etc/apt/preferences.d/gpuprov-cudnn").content_string
+    assert f"Pin: version {version}" in pins
 
 
 def test_upgrade_would_not_move_it(host):

@@ -12,7 +12,8 @@ def test_only_the_new_driver_is_installed_and_held(host):
     packages = {n: (v, s) for n, v, s in (line.split() for line in out.splitlines())
                 if FAMILY.match(n)}
     assert not [n for n in packages if n.endswith("-" + OLD_BRANCH)]
-    assert {"nvidia-fabricmanager-550", "libnvidia-nscq-550", "nvidia-headless-550"} <= set(packages)
+    assert {"nvidia-fabricmanager-550", "libnvidia-nscq-550",
+            "nvidia-headless-550"} <= set(packages)
     for name, (version, status) in packages.items():
         assert version.startswith(NEW + "-") and status == "hi", (name, version, status)
 
