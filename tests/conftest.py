@@ -46,9 +46,13 @@ class RunningLab:
 
 @pytest.fixture(scope="session")
 def lab() -> RunningLab:
-    """`gpuprov lab up` once per session; the last test (lab_teardown) takes it down."""
+    """`gpuprov lab up` (and `reset`: bare nodes) once per session; the last test
+    (lab_teardown) takes it down."""
     up = gpuprov("lab", "up")
     assert up.returncode == 0, up.stderr
+    # a lab left from an earlier session may carry its roles' packages: start from bare
+    reset = gpuprov("lab", "reset")
+    assert reset.returncode == 0, reset.stderr
     inventory = Path(gpuprov("lab", "inventory", check=True).stdout.strip())
     nodes = dict(line.split("\t")[:2] for line in up.stdout.splitlines() if "\t" in line)
     ssh_config = inventory.parent.parent / "ssh" / "config"

@@ -44,6 +44,14 @@ def down() -> None:
 
 
 @lab.command()
+@click.argument("nodes", nargs=-1, metavar="[NODE]...")
+def reset(nodes: tuple[str, ...]) -> None:
+    """Reinstall NODEs (default: every node) as bare servers, as the vendor shipped them."""
+    for node in _lab().reset(list(nodes)):
+        click.echo(f"{node}\tbare")
+
+
+@lab.command()
 def status() -> None:
     """Show each node: kind, container state, systemd state."""
     rows = _lab().status()

@@ -110,6 +110,23 @@ class Lab:
             _stop_gpg_agent(self.paths)
         return plan
 
+    def reset(self, names: list[str]) -> list[str]:
+        """Reinstall NODEs (all when none named) as bare servers: a fresh container of the
+        same kind from the image, with the same host key and description."""
+        recorded = self.recorded_nodes()
+        if not recorded:
+            raise InputError("the lab is not up: run `gpuprov lab up`")
+        for node in names:
+            self.require_node(node)
+        chosen = names or list(recorded)
+        docker.ensure_engine()
+        with self._locked():
+            for node in chosen:
+                docker.remove(docker.container_name(node))
+                self.log(f"{node}: removed for a fresh install")
+        self.up(len(recorded), [f"{node}={kind}" for node, kind in recorded.items()])
+        return chosen
+
     def down(self) -> list[str]:
         docker.ensure_engine()
         with self._locked():

@@ -65,21 +65,15 @@ def reboot(lab, node: str) -> None:
 
 @pytest.fixture(scope="module")
 def vendor_repos(lab):
-    """The stand-in vendor repositories configured on every node; bare again afterwards."""
+    """Bare nodes (the role tests before leave pins and holds) with the stand-in vendor
+    repositories configured; bare again afterwards."""
+    assert gpuprov("lab", "reset").returncode == 0
     for node in lab.nodes:
         for name, source in SOURCES.items():
             _ok(lab, node, f"printf '%s' '{source}' > /etc/apt/sources.list.d/{name}.sources")
         _ok(lab, node, "apt-get -q update")
     yield lab
-    for node in lab.nodes:
-        gpuprov("lab", "fault", node, "--clear")
-        lab.ssh(node, "systemctl stop nvidia-fabricmanager nvidia-persistenced; "
-                "DEBIAN_FRONTEND=noninteractive apt-get -qy --allow-change-held-packages purge "
-                "'~nnvidia' '~ncuda' "
-                "'~nlibcudnn' 'libnvidia-*'; rm -f /etc/apt/sources.list.d/cuda.sources "
-                "/etc/apt/sources.list.d/nvidia-container-toolkit.sources "
-                "/run/gpuprov-lab/nvidia-module-version /etc/docker/daemon.json; "
-                "apt-get -q update", timeout=300)
+    assert gpuprov("lab", "reset").returncode == 0
 
 
 def test_driver_reports_exactly_the_installed_version(vendor_repos):

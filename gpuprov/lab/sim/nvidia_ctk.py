@@ -16,6 +16,7 @@ import subprocess
 import sys
 
 DOCKER_CONFIG = "/etc/docker/daemon.json"
+LIB_DIR = "/usr/lib/x86_64-linux-gnu"
 
 
 def _info(msg: str) -> None:
@@ -56,22 +57,28 @@ def _configure(args: list[str]) -> int:
 
 def _cdi_generate(args: list[str]) -> int:
     output = next((a.split("=", 1)[1] for a in args if a.startswith("--output=")), None)
-    probe = subprocess.run(["nvidia-smi", "--query-gpu=index,uuid", "--format=csv,noheader"],
+    probe = subprocess.run(["nvidia-smi", "--query-gpu=index,uuid,driver_version",
+                            "--format=csv,noheader"],
                            capture_output=True, text=True, check=False)
     if probe.returncode != 0:
         sys.stderr.write("ERRO[0000] failed to generate CDI spec: failed to create device CDI "
                          f"specs: failed to initialize NVML: {probe.stdout.strip()}\n")
         return 1
-    devices = []
+    devices, driver = [], ""
     for line in probe.stdout.splitlines():
-        index, uuid = (part.strip() for part in line.split(","))
+        index, uuid, driver = (part.strip() for part in line.split(","))
         devices.append(f"- name: \"{index}\"\n  containerEdits:\n    deviceNodes:\n"
                        f"    - path: /dev/nvidia{index}\n- name: {uuid}\n  containerEdits:\n"
                        f"    deviceNodes:\n    - path: /dev/nvidia{index}\n")
+    # as the real spec does: the driver's libraries by their versioned names
+    mounts = "".join(f"  - hostPath: {LIB_DIR}/{lib}.so.{driver}\n"
+                     f"    containerPath: {LIB_DIR}/{lib}.so.{driver}\n"
+                     for lib in ("libcuda", "libnvidia-ml"))
     spec = ("---\ncdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n" + "".join(devices)
             + "- name: all\n  containerEdits:\n    deviceNodes:\n"
-            + "".join(f"    - path: /dev/nvidia{i}\n" for i in range(len(devices) // 2))
-            + "containerEdits:\n  deviceNodes:\n  - path: /dev/nvidiactl\n")
+            + "".join(f"    - path: /dev/nvidia{i}\n" for i in range(len(devices)))
+            + "containerEdits:\n  deviceNodes:\n  - path: /dev/nvidiactl\n  mounts:\n"
+            + mounts)
     if output is None:
         sys.stdout.write(spec)
     else:
