@@ -32,6 +32,10 @@ def write_inventory(paths: LabPaths, plan: dict[str, str]) -> None:
         f"gpuprov_mirror_root: {NODE_MIRROR_PATH}\n"
         f"cuda_repo_url: file://{NODE_MIRROR_PATH}/cuda/\n"
         f"cuda_repo_keyring_src: {NODE_MIRROR_PATH}/keys/{KEYRING_NAME}\n"
+        f"nvidia_container_toolkit_repo_url: file://{NODE_MIRROR_PATH}/libnvidia-container/\n"
+        f"nvidia_container_toolkit_repo_keyring_src: {NODE_MIRROR_PATH}/keys/{KEYRING_NAME}\n"
+        "# Docker's own repository is not mirrored: the distribution's docker.io is.\n"
+        "docker_source: distro\n"
     )
     # Where a lab node (a container) differs from a server, for the driver role's detection.
     (inv / "group_vars" / "all" / "lab-node.yml").write_text(

@@ -84,7 +84,7 @@ class Lab:
             sshkeys.write_client_config(self.paths, list(plan))
             client_pub = sshkeys.client_key(self.paths).with_suffix(".pub")
             keyring = mirror_dir / "keys" / mirror.KEYRING_NAME
-            to_wait = []
+            to_wait, created = [], []
             for node, kind in plan.items():
                 current = nodes.state(node)
                 if current and (current["kind"], current["image"]) != (kind, tag):
@@ -98,12 +98,14 @@ class Lab:
                         recipe.suite,
                     )
                     nodes.create(spec, mirror_dir, config)
+                    created.append(node)
                     self.log(f"{node}: created ({kind})")
                 if not (current and current["running"]):
                     nodes.start(node)
                 to_wait.append(node)
             with ThreadPoolExecutor(max_workers=8) as pool:
                 list(pool.map(nodes.wait_ready, to_wait))
+                list(pool.map(nodes.fetch_package_lists, created))
 
             self.paths.state_file.write_text(json.dumps({"nodes": plan, "image": tag}, indent=2))
             write_inventory(self.paths, plan)

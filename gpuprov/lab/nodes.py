@@ -122,6 +122,11 @@ def wait_ready(node: str, timeout: float = BOOT_TIMEOUT_S) -> None:
                         f"(see `docker exec {name} systemctl status ssh`)")
 
 
+def fetch_package_lists(node: str) -> None:
+    """What the OS installer leaves behind: apt's lists of the (mirror's) archive."""
+    docker.exec_in(docker.container_name(node), "apt-get", "-q", "update")
+
+
 def state(node: str) -> dict | None:
     """Kind, image and running state of an existing node, or None."""
     info = docker.inspect(docker.container_name(node))
