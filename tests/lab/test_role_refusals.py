@@ -1,6 +1,7 @@
-"""The nvidia_driver role refuses bad locks on a real lab node, changing nothing there:
-a version the repository does not carry (named, with what it does carry), and a fabric
-manager at another version than the driver (refused before even the repository is set up)."""
+"""Roles refuse bad input on a real lab node, changing nothing there: a driver version the
+repository does not carry (named, with what it does carry), a fabric manager at another
+version than the driver (refused before even the repository is set up), a tampered
+gpu-burn tarball (refused before anything is unpacked or built)."""
 
 import os
 import subprocess
@@ -18,11 +19,11 @@ STATE = ("dpkg-query -W -f='${Package} ${Version} ${db:Status-Abbrev}\\n' | sort
          "cat /run/gpuprov-lab/nvidia-module-version 2>/dev/null || true")
 
 
-def _converge(lab, tmp_path, **role_vars):
-    playbook = tmp_path / "driver.yml"
+def _converge(lab, tmp_path, role="nvidia_driver", node=NODE, **role_vars):
+    playbook = tmp_path / "converge.yml"
     settings = "".join(f"        {k}: {v}\n" for k, v in role_vars.items())
-    playbook.write_text(f"- hosts: {NODE}\n  gather_facts: true\n  roles:\n"
-                        f"    - role: nvidia_driver\n      vars:\n{settings}")
+    playbook.write_text(f"- hosts: {node}\n  gather_facts: true\n  roles:\n"
+                        f"    - role: {role}\n      vars:\n{settings}")
     env = {**os.environ, "ANSIBLE_ROLES_PATH": str(REPO / "roles"), "NO_COLOR": "1",
            "ANSIBLE_DEPRECATION_WARNINGS": "False"}
     return subprocess.run([str(BIN / "ansible-playbook"), "-i", str(lab.inventory), str(playbook)],
@@ -59,3 +60,22 @@ def test_mismatched_fabric_manager_refused_before_anything_changes(bare_node, tm
     assert ("fabric manager 535.183.06 requested with driver 535.161.08: fabric manager must be "
             "exactly the driver's version") in result.stdout
     assert bare_node.ssh(NODE, STATE).stdout == before
+
+
+def test_tampered_gpu_burn_tarball_refused_naming_the_file(lab, tmp_path):
+    """A copy of the mirror's tarball with one byte appended, under the mirror's sha256."""
+    node = "node03"
+    assert lab.ssh(node, "rm -rf /opt/gpu-burn /var/cache/gpuprov; cp /srv/gpuprov-mirror/files/"
+                   "gpu-burn-2024.12.tar.gz /tmp/ && printf x >> /tmp/gpu-burn-2024.12.tar.gz"
+                   ).returncode == 0
+    sha256 = lab.ssh(node, "sha256sum /srv/gpuprov-mirror/files/gpu-burn-2024.12.tar.gz"
+                     ).stdout.split()[0]
+    result = _converge(lab, tmp_path, role="gpu_burn", node=node,
+                       gpu_burn_url="file:///tmp/gpu-burn-2024.12.tar.gz",
+                       gpu_burn_sha256=sha256, gpu_burn_compute='"9.0"')
+    assert result.returncode == 2
+    assert (f"file:///tmp/gpu-burn-2024.12.tar.gz: sha256 did not match {sha256}; it was"
+            in result.stdout) and "nothing unpacked or built" in result.stdout
+    # nothing kept, unpacked or built
+    left = lab.ssh(node, "test ! -e /opt/gpu-burn && ls -A /var/cache/gpuprov")
+    assert left.returncode == 0 and left.stdout == ""
