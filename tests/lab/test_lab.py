@@ -28,13 +28,18 @@ def test_unknown_host_key_is_refused(lab, tmp_path):
     """Host key checking is really on: a known_hosts without the node's key fails."""
     empty = tmp_path / "known_hosts"
     empty.write_text("")
-    result = subprocess.run(
-        ["ssh", "-F", str(lab.ssh_config), "-o", f"UserKnownHostsFile={empty}",
-         "-o", "BatchMode=yes", "node01", "true"],
-        capture_output=True, text=True, timeout=60, check=False,
-    )
-    assert result.returncode == 255
-    assert "Host key verification failed" in result.stderr
+    argv = ["ssh", "-F", str(lab.ssh_config), "-o", f"UserKnownHostsFile={empty}",
+            "-o", "BatchMode=yes", "node01", "true"]
+    try:
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+        refused, stderr = result.returncode == 255, result.stderr
+    except subprocess.TimeoutExpired as exc:
+        # Seen under load in full runs: ssh has printed its verdict and then waits for the
+        # ProxyCommand (docker exec … nc) to exit; the verdict is what this test is about.
+        stderr = exc.stderr.decode() if isinstance(exc.stderr, bytes) else (exc.stderr or "")
+        refused = True
+    assert refused
+    assert "Host key verification failed" in stderr
 
 
 @pytest.mark.parametrize("node", ["node01", "node02", "node03"])

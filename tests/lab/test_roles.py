@@ -15,8 +15,11 @@ SCENARIOS = sorted((p.parent.parent.parent.name, p.parent.name)
 
 
 @pytest.mark.parametrize("role,scenario", SCENARIOS, ids=[f"{r}-{s}" for r, s in SCENARIOS])
-def test_molecule_scenario(lab, role, scenario):
+def test_molecule_scenario(lab, role, scenario, tmp_path):
+    # A fresh ephemeral directory: molecule otherwise remembers "already prepared" across
+    # runs (and checkouts) and skips the prepare that makes the node bare.
     env = {**os.environ, "GPUPROV_LAB_INVENTORY": str(lab.inventory),
+           "MOLECULE_EPHEMERAL_DIRECTORY": str(tmp_path / "molecule"),
            "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "NO_COLOR": "1"}
     result = subprocess.run([str(BIN / "molecule"), "test", "-s", scenario],
                             cwd=REPO / "roles" / role, env=env, capture_output=True,
