@@ -171,3 +171,12 @@ def write_sha256sums(directory: Path) -> None:
         if item.is_file() and item.name != "SHA256SUMS":
             lines.append(f"{hashlib.sha256(item.read_bytes()).hexdigest()}  {item.name}\n")
     (directory / "SHA256SUMS").write_text("".join(lines))
+
+
+def read_sha256sums(directory: Path) -> dict[str, str]:
+    """File name -> sha256, as the file store publishes them."""
+    digests = {}
+    for line in (directory / "SHA256SUMS").read_text().splitlines():
+        digest, name = line.split(maxsplit=1)
+        digests[name] = digest
+    return digests

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from tests.conftest import BIN, REPO
+from tests.conftest import BIN, REPO, gpuprov
 
 pytestmark = pytest.mark.lab
 
@@ -32,10 +32,9 @@ def _converge(lab, tmp_path, role="nvidia_driver", node=NODE, **role_vars):
 
 @pytest.fixture
 def bare_node(lab):
-    """node01 with no driver and no CUDA repository; left that way afterwards."""
-    purge = (REPO / "roles/nvidia_driver/molecule/resources/tasks/purge-driver.yml")
-    result = lab.ansible(NODE, "ansible.builtin.include_tasks", str(purge))
-    assert result.returncode == 0, result.stdout + result.stderr
+    """node01 reinstalled bare: no driver, no CUDA repository."""
+    reset = gpuprov("lab", "reset", NODE)
+    assert reset.returncode == 0, reset.stderr
     return lab
 
 
