@@ -38,6 +38,8 @@ def write_inventory(paths: LabPaths, plan: dict[str, str]) -> None:
         f"nvidia_container_toolkit_repo_keyring_src: {NODE_MIRROR_PATH}/keys/{KEYRING_NAME}\n"
         f"gpu_burn_url: file://{NODE_MIRROR_PATH}/files/{burn}\n"
         f"gpu_burn_sha256: {published[burn]}\n"
+        "# torch comes from the nodes' wheelhouse (their pip.conf), not PyTorch's index.\n"
+        "pytorch_env_index_url: ''\n"
         "# Docker's own repository is not mirrored: the distribution's docker.io is.\n"
         "docker_source: distro\n"
     )

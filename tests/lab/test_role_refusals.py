@@ -1,7 +1,8 @@
 """Roles refuse bad input on a real lab node, changing nothing there: a driver version the
 repository does not carry (named, with what it does carry), a fabric manager at another
 version than the driver (refused before even the repository is set up), a tampered
-gpu-burn tarball (refused before anything is unpacked or built)."""
+gpu-burn tarball (refused before anything is unpacked or built), a torch build the
+driver cannot run."""
 
 import os
 import subprocess
@@ -78,3 +79,13 @@ def test_tampered_gpu_burn_tarball_refused_naming_the_file(lab, tmp_path):
     # nothing kept, unpacked or built
     left = lab.ssh(node, "test ! -e /opt/gpu-burn && ls -A /var/cache/gpuprov")
     assert left.returncode == 0 and left.stdout == ""
+
+
+def test_torch_build_the_driver_cannot_run_is_refused_naming_both(lab, tmp_path):
+    result = _converge(lab, tmp_path, role="pytorch_env", node="node02",
+                       pytorch_env_torch_version="2.9.0", pytorch_env_cuda_build="cu130",
+                       pytorch_env_driver_version="550.90.07")
+    assert result.returncode == 2
+    assert ("torch 2.9.0+cu130 needs an NVIDIA driver >= 580.65.06 (CUDA 13.x); the locked "
+            "driver 550.90.07 cannot run it") in result.stdout
+    assert lab.ssh("node02", "test -e /opt/pytorch-envs").returncode == 1
