@@ -354,3 +354,32 @@ def gpu_burn_tarball(dest_dir: Path) -> Path:
                                                mtime=0) as gz:
         gz.write(raw.getvalue())
     return dest
+
+
+CONDA_INSTALLER = """\
+#!/bin/sh
+# Miniforge3 {version} installer, as the gpuprov lab serves it: `-b -p PREFIX` installs the
+# lab's stand-in conda (the payload below), which builds pip-only environments.
+set -eu
+prefix="$HOME/miniforge3"; batch=no
+while getopts "bp:uf" opt; do
+    case "$opt" in b) batch=yes ;; p) prefix="$OPTARG" ;; u|f) ;; *) exit 2 ;; esac
+done
+[ "$batch" = yes ] || {{ echo "lab installer: batch mode (-b) only" >&2; exit 2; }}
+[ ! -e "$prefix/bin/conda" ] || {{ echo "ERROR: File or directory already exists: '$prefix'" >&2; exit 1; }}
+mkdir -p "$prefix/bin" "$prefix/conda-meta"
+sed '1,/^__CONDA_PAYLOAD__$/d' "$0" > "$prefix/bin/conda"
+chmod 0755 "$prefix/bin/conda"
+echo "installation finished."
+exit 0
+__CONDA_PAYLOAD__
+"""
+
+
+def conda_installer(dest_dir: Path) -> Path:
+    """Miniforge3-<version>-Linux-x86_64.sh: a batch installer of the stand-in conda."""
+    version = recipe()["conda_installer"]["version"]
+    dest = dest_dir / f"Miniforge3-{version}-Linux-x86_64.sh"
+    dest.write_text(CONDA_INSTALLER.format(version=version)
+                    + _standalone_tool("conda", version=version.split("-")[0]))
+    return dest

@@ -1,5 +1,7 @@
-"""Import torch in this environment and print what it was built with, as JSON."""
+"""Import torch in this environment and print what it was built with, as one JSON line
+after a marker (the script module merges stderr, where torch may warn, into stdout)."""
 import json
+import platform
 
 import torch
 
@@ -8,10 +10,11 @@ try:
     nccl = ".".join(map(str, torch.cuda.nccl.version())) if torch.cuda.is_available() else None
 except (AttributeError, RuntimeError):
     nccl = None
-print(json.dumps({
+print("GPUPROV_SMOKE " + json.dumps({
     "torch": torch.__version__,
     "cuda": torch.version.cuda,
     "cudnn": cudnn,
     "nccl": nccl,
     "device_count": torch.cuda.device_count(),
+    "python": platform.python_version(),
 }, sort_keys=True))
