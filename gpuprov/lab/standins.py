@@ -366,7 +366,8 @@ while getopts "bp:uf" opt; do
     case "$opt" in b) batch=yes ;; p) prefix="$OPTARG" ;; u|f) ;; *) exit 2 ;; esac
 done
 [ "$batch" = yes ] || {{ echo "lab installer: batch mode (-b) only" >&2; exit 2; }}
-[ ! -e "$prefix/bin/conda" ] || {{ echo "ERROR: File or directory already exists: '$prefix'" >&2; exit 1; }}
+[ ! -e "$prefix/bin/conda" ] || {{
+    echo "ERROR: File or directory already exists: '$prefix'" >&2; exit 1; }}
 mkdir -p "$prefix/bin" "$prefix/conda-meta"
 sed '1,/^__CONDA_PAYLOAD__$/d' "$0" > "$prefix/bin/conda"
 chmod 0755 "$prefix/bin/conda"

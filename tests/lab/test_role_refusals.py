@@ -19,6 +19,10 @@ STATE = ("dpkg-query -W -f='${Package} ${Version} ${db:Status-Abbrev}\\n' | sort
          "/etc/apt/apt.conf.d; ls /run/reboot-required* 2>/dev/null; "
          "cat /run/gpuprov-lab/nvidia-module-version 2>/dev/null || true")
 
+# packages, and every environment or smoke record (none may appear on a refusal)
+PYTHON_STATE = ("dpkg-query -W -f='${Package} ${Version} ${db:Status-Abbrev}\\n' | sort; "
+                "ls -A /opt /opt/pytorch-envs /var/lib/gpuprov 2>/dev/null || true")
+
 
 def _converge(lab, tmp_path, role="nvidia_driver", node=NODE, **role_vars):
     playbook = tmp_path / "converge.yml"
@@ -82,10 +86,56 @@ def test_tampered_gpu_burn_tarball_refused_naming_the_file(lab, tmp_path):
 
 
 def test_torch_build_the_driver_cannot_run_is_refused_naming_both(lab, tmp_path):
+    before = lab.ssh("node02", PYTHON_STATE).stdout
     result = _converge(lab, tmp_path, role="pytorch_env", node="node02",
                        pytorch_env_torch_version="2.9.0", pytorch_env_cuda_build="cu130",
                        pytorch_env_driver_version="550.90.07")
     assert result.returncode == 2
     assert ("torch 2.9.0+cu130 needs an NVIDIA driver >= 580.65.06 (CUDA 13.x); the locked "
             "driver 550.90.07 cannot run it") in result.stdout
-    assert lab.ssh("node02", "test -e /opt/pytorch-envs").returncode == 1
+    assert lab.ssh("node02", PYTHON_STATE).stdout == before
+
+
+def test_tampered_conda_installer_refused_naming_the_file(lab, tmp_path):
+    """The mirror's installer with one byte appended, under the published sha256."""
+    node, installer = "node03", "Miniforge3-25.3.0-3-Linux-x86_64.sh"
+    assert lab.ssh(node, f"rm -rf /opt/miniforge3 /var/cache/gpuprov; cp /srv/gpuprov-mirror/"
+                   f"files/{installer} /tmp/ && printf x >> /tmp/{installer}").returncode == 0
+    sha256 = lab.ssh(node, f"sha256sum /srv/gpuprov-mirror/files/{installer}").stdout.split()[0]
+    result = _converge(lab, tmp_path, role="pytorch_env", node=node,
+                       pytorch_env_torch_version="2.13.0", pytorch_env_cuda_build="cpu",
+                       pytorch_env_driver_version="535.161.08",
+                       pytorch_env_conda_installer_url=f"file:///tmp/{installer}",
+                       pytorch_env_conda_installer_sha256=sha256,
+                       pytorch_env_list="[{name: research, kind: conda}]")
+    assert result.returncode == 2
+    assert (f"file:///tmp/{installer}: sha256 did not match {sha256}; it was" in result.stdout
+            and "nothing installed" in result.stdout), result.stdout[-3000:]
+    left = lab.ssh(node, "test ! -e /opt/miniforge3 && test ! -e /opt/pytorch-envs/research "
+                   "&& ls -A /var/cache/gpuprov")
+    assert left.returncode == 0 and left.stdout == ""
+
+
+def test_interpreter_other_than_the_locked_python_refused(lab, tmp_path):
+    before = lab.ssh("node02", PYTHON_STATE).stdout
+    result = _converge(lab, tmp_path, role="pytorch_env", node="node02",
+                       pytorch_env_torch_version="2.13.0", pytorch_env_cuda_build="cpu",
+                       pytorch_env_driver_version="535.161.08", pytorch_env_python_version='"3.12"',
+                       pytorch_env_list="[{name: train}]")
+    assert result.returncode == 2
+    assert "python3: Python 3.11; the lock says Python 3.12" in result.stdout
+    assert lab.ssh("node02", PYTHON_STATE).stdout == before
+
+
+def test_requirements_without_the_locked_torch_hashed_refused(lab, tmp_path):
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("torch==2.12.0 \\\n    --hash=sha256:" + "0" * 64 + "\n")
+    before = lab.ssh("node02", PYTHON_STATE).stdout
+    result = _converge(lab, tmp_path, role="pytorch_env", node="node02",
+                       pytorch_env_torch_version="2.13.0", pytorch_env_cuda_build="cpu",
+                       pytorch_env_driver_version="535.161.08",
+                       pytorch_env_list=f"[{{name: train, requirements: {requirements}}}]")
+    assert result.returncode == 2
+    assert (f"{requirements} (pytorch_env_list entry train): no line "
+            "'torch==2.13.0 --hash=sha256:…'") in result.stdout
+    assert lab.ssh("node02", PYTHON_STATE).stdout == before

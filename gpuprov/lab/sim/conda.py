@@ -49,7 +49,7 @@ def _dependencies(path: str) -> tuple[list[str], list[str]]:
 
 
 def _unavailable(specs: list[str]) -> list[str]:
-    node_python = "%d.%d" % sys.version_info[:2]
+    node_python = "{}.{}".format(*sys.version_info[:2])
     missing = []
     for spec in specs:
         name = SPEC_NAME.match(spec).group(0) if SPEC_NAME.match(spec) else spec
@@ -78,7 +78,8 @@ def _env(action: str, args: list[str]) -> int:
     missing = _unavailable(specs)
     if missing:
         sys.stderr.write(
-            "PackagesNotFoundError: The following packages are not available from current channels:\n\n"
+            "PackagesNotFoundError: The following packages are not available from current "
+            "channels:\n\n"
             + "".join(f"  - {spec}\n" for spec in missing)
             + "\n(gpuprov lab: no conda channel is reachable from the lab; only python, pip and "
             "pip: requirements from the wheelhouse are served)\n")
