@@ -59,6 +59,10 @@ def cudnn_supports_cuda(cudnn: str, cuda: str) -> Finding:
     reason = (f"cuDNN {cudnn} has builds for CUDA {cuda_major}" if ok else
               f"cuDNN {cudnn} has no build for CUDA {cuda_major}.x "
               f"(it ships for CUDA {', '.join(majors or ['?'])})")
+    newest = m.get("cudnn_cuda_max", {}).get(cudnn_major, {}).get(cuda_major)
+    if ok and newest and version_tuple(release(cuda)) > version_tuple(newest):
+        ok, reason = False, (f"cuDNN {cudnn} supports CUDA {cuda_major}.x only up to {newest}; "
+                             f"the lock has {cuda}")
     return Finding(ok, False, reason, m["sources"]["cudnn_matrix"])
 
 
@@ -68,3 +72,90 @@ def torch_build_cuda(build: str) -> str | None:
         return None
     digits = build[2:]
     return f"{digits[:-1]}.{digits[-1]}"
+
+
+def release(version: str) -> str:
+    """'2.13.0' -> '2.13' (a torch or toolkit release line)."""
+    return ".".join(version.split(".")[:2])
+
+
+def toolkit_needs_driver(cuda: str, driver: str) -> Finding:
+    """A toolkit needs its full minimum driver: code it compiles (PTX) for a newer CUDA
+    than the driver knows does not load, minor-version compatibility notwithstanding."""
+    m = matrix()
+    need = m["toolkit_driver"].get(release(cuda))
+    if need is None:
+        return Finding(False, False, f"CUDA toolkit {cuda} is not in the matrix",
+                       m["sources"]["cuda_release_notes"])
+    ok = version_tuple(driver) >= version_tuple(str(need))
+    return Finding(ok, False, f"CUDA toolkit {release(cuda)} needs driver >= {need}; "
+                              f"the lock has {driver}", m["sources"]["cuda_release_notes"])
+
+
+def torch_release_row(torch: str) -> dict | None:
+    return matrix()["torch_releases"].get(release(torch))
+
+
+def torch_has_build(torch: str, build: str) -> Finding:
+    m, row = matrix(), torch_release_row(torch)
+    source = m["sources"]["pytorch_release_matrix"]
+    if row is None:
+        return Finding(False, False, f"torch {torch} is not in the matrix (known: "
+                                     f"{', '.join(m['torch_releases'])})", source)
+    ok = build in row["builds"]
+    return Finding(ok, False, f"torch {release(torch)} publishes {', '.join(row['builds'])}; "
+                              f"the lock asks for {build}", source)
+
+
+def torch_supports_python(torch: str, python: str) -> Finding:
+    m, row = matrix(), torch_release_row(torch)
+    source = m["sources"]["pytorch_release_matrix"]
+    if row is None:
+        return Finding(False, False, f"torch {torch} is not in the matrix", source)
+    ok = python in row["python"]
+    return Finding(ok, False, f"torch {release(torch)} has wheels for Python "
+                              f"{row['python'][0]} to {row['python'][-1]}; the lock has {python}",
+                   source)
+
+
+def torch_build_runs_on(torch: str, build: str, architecture: str) -> Finding:
+    m = matrix()
+    cuda = torch_build_cuda(build)
+    for drop in m["torch_build_drops"]:
+        if (cuda and architecture in drop["architectures"]
+                and version_tuple(torch) >= version_tuple(drop["from_torch"])
+                and version_tuple(cuda) >= version_tuple(drop["min_cuda"])):
+            return Finding(False, False, f"torch {release(torch)}+{build} has no kernels for "
+                                         f"{architecture} GPUs (use an older CUDA build)",
+                           m["sources"]["pytorch_arch_list"])
+    return Finding(True, False, f"torch {release(torch)}+{build} runs on {architecture}",
+                   m["sources"]["pytorch_arch_list"])
+
+
+def architecture_driver(architecture: str, driver: str, flavour: str) -> list[Finding]:
+    """The driver branch and module flavour against what the GPU architecture allows."""
+    m = matrix()
+    row = m["architectures"].get(architecture)
+    source = m["sources"]["architecture_matrix"]
+    if row is None:
+        return [Finding(False, False, f"GPU architecture {architecture!r} is not in the matrix",
+                        source)]
+    findings = []
+    need = m["toolkit_driver"].get(row["first_cuda"])
+    if need and version_tuple(driver) < version_tuple(str(need)):
+        findings.append(Finding(False, False, f"{architecture} GPUs need CUDA "
+                                f"{row['first_cuda']}+, so driver >= {need}; the lock has {driver}",
+                                source))
+    last = row.get("last_branch")
+    if last and version_tuple(driver)[:1] > version_tuple(last)[:1]:
+        findings.append(Finding(False, False, f"R{last} is the last driver branch for "
+                                f"{architecture} GPUs; the lock has {driver}", source))
+    rule = m["architecture_modules"].get(architecture, {}).get("open")
+    modules = m["sources"]["kernel_modules"]
+    if rule == "required" and flavour == "proprietary":
+        findings.append(Finding(False, False, f"{architecture} GPUs need the open kernel "
+                                "modules; the lock asks for proprietary", modules))
+    if rule == "unsupported" and flavour == "open":
+        findings.append(Finding(False, False, f"the open kernel modules do not support "
+                                f"{architecture} GPUs; the lock asks for open", modules))
+    return findings

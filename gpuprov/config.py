@@ -47,3 +47,9 @@ def _existing(path: Path, source: str) -> Path:
     if not path.exists():
         raise InputError(f"inventory {path} (from {source}) does not exist")
     return path
+
+
+def state_dir() -> Path:
+    """Where gpuprov keeps its ledger and run logs: $XDG_STATE_HOME/gpuprov."""
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "gpuprov"

@@ -13,6 +13,9 @@ import click
 from gpuprov import __version__
 from gpuprov.cli.evaluate import evaluate, profiles
 from gpuprov.cli.lab import lab
+from gpuprov.cli.lock import lock
+from gpuprov.cli.nodes import nodes
+from gpuprov.cli.provision import provision
 from gpuprov.errors import GpuprovError
 
 
@@ -25,6 +28,9 @@ def cli() -> None:
 cli.add_command(lab)
 cli.add_command(evaluate)
 cli.add_command(profiles)
+cli.add_command(lock)
+cli.add_command(provision)
+cli.add_command(nodes)
 
 
 def main(argv: list[str] | None = None) -> None:

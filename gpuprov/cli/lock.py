@@ -1,0 +1,54 @@
+"""`gpuprov lock check`: every host's effective versions lock against the compatibility
+matrix and its hardware profile, one problem per line (rule and source), before anything
+runs."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from gpuprov.config import resolve_inventory
+from gpuprov.inventory import Inventory
+from gpuprov.preflight import check_inventory
+
+
+@click.group()
+def lock() -> None:
+    """The versions lock (gpuprov_* variables in the inventory's group_vars)."""
+
+
+@lock.command()
+@click.option("--inventory", "-i", "inventory_option", metavar="FILE",
+              help="Ansible inventory (default: $GPUPROV_INVENTORY or ./ansible.cfg's).")
+@click.option("--limit", "-l", metavar="PATTERN", help="Only hosts matching this pattern.")
+def check(inventory_option: str | None, limit: str | None) -> None:
+    """Check each host's lock: exit 0 when every rule holds, 2 when any is broken."""
+    inventory = Inventory(resolve_inventory(inventory_option))
+    plans, problems = check_inventory(inventory, limit)
+    for problem in problems:
+        click.echo(problem.line())
+    if problems:
+        hosts = len({p.host for p in problems})
+        click.echo(f"gpuprov lock check: {len(problems)} problem(s) on {hosts} of "
+                   f"{len(plans)} host(s)", err=True)
+        sys.exit(2)
+    click.echo(f"lock ok: {len(plans)} host(s), {len(set(p.lock for p in plans.values()))} "
+               f"distinct lock(s), every rule of gpuprov/data/compat.yml holds")
+
+
+def preflight_or_exit(inventory: Inventory, limit: str | None, hosts: list[str] | None = None):
+    """For provision: the plans when the lock holds; otherwise the problems and exit 2."""
+    plans, problems = check_inventory(inventory, limit)
+    if hosts is not None:
+        plans = {h: plans[h] for h in hosts if h in plans}
+        problems = [p for p in problems if p.host in plans]
+    for problem in problems:
+        click.echo(problem.line(), err=True)
+    if problems:
+        click.echo("gpuprov: error: the versions lock breaks the rules above; nothing was run",
+                   err=True)
+        sys.exit(2)
+    return plans
+
+

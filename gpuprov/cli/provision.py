@@ -1,0 +1,120 @@
+"""`gpuprov provision`: preflight, then playbooks/provision.yml across the rack, a live
+view, a per-host summary, and a record in the ledger."""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+import uuid
+from dataclasses import asdict
+from pathlib import Path
+
+import click
+
+from gpuprov.cli.lock import preflight_or_exit
+from gpuprov.config import resolve_inventory, state_dir
+from gpuprov.errors import InputError
+from gpuprov.inventory import Inventory
+from gpuprov.ledger import HostOutcome, Ledger
+from gpuprov.provision.progress import view_for
+from gpuprov.provision.runner import Options, run_playbook
+
+BATCH = re.compile(r"^[1-9]\d*%?$")
+
+
+def _batch(value: str | None, option: str) -> str | None:
+    match = BATCH.match(value) if value is not None else None
+    if value is not None and (not match or (value.endswith("%") and int(value[:-1]) > 100)):
+        raise InputError(f"{option} {value!r}: expected a host count (N) or a percentage "
+                         "(N%, at most 100%)")
+    return value
+
+
+def _retry_hosts(ledger: Ledger, inventory: Path, known: list[str]) -> list[str]:
+    last = ledger.last_run("provision", str(inventory.resolve()))
+    if last is None:
+        raise InputError(f"--retry-failed: no earlier provisioning run of {inventory}")
+    outcomes = ledger.outcomes(last.id)
+    retry = [h for h in last.hosts if outcomes.get(h) is None
+             or outcomes[h].outcome != "converged"]
+    unknown = [h for h in retry if h not in known]
+    if unknown:
+        raise InputError(f"--retry-failed: host {unknown[0]} of run {last.id} is no longer "
+                         f"in {inventory}")
+    if not retry:
+        click.echo(f"nothing to retry: every host of run {last.id} converged")
+        sys.exit(0)
+    click.echo(f"retrying {len(retry)} host(s) of run {last.id} ({last.status}): "
+               f"{', '.join(retry)}")
+    return retry
+
+
+def _summary(outcomes: list[HostOutcome]) -> str:
+    width = max([len("HOST")] + [len(o.host) for o in outcomes])
+    lines = [f"{'HOST':<{width}}  {'OUTCOME':<14} {'OK':>4} {'CHANGED':>7} {'FAILED':>6} "
+             f"{'UNREACH':>7}  REBOOT   DETAIL"]
+    for o in outcomes:
+        lines.append(f"{o.host:<{width}}  {o.outcome:<14} {o.ok:>4} {o.changed:>7} "
+                     f"{o.failed:>6} {o.unreachable:>7}  "
+                     f"{'pending' if o.reboot_pending else '-':<8} {o.detail}")
+    return "\n".join(lines)
+
+
+@click.command()
+@click.option("--inventory", "-i", "inventory_option", metavar="FILE",
+              help="Ansible inventory (default: $GPUPROV_INVENTORY or ./ansible.cfg's).")
+@click.option("--limit", "-l", metavar="PATTERN", help="Only hosts matching this pattern.")
+@click.option("--tags", "-t", metavar="TAGS", help="Only these roles' tags (comma-separated): "
+              "nouveau, driver, cuda, cudnn, docker, container_toolkit, gpu_burn, pytorch.")
+@click.option("--check", is_flag=True, help="Report what would change; change nothing.")
+@click.option("--diff", is_flag=True, help="Show file differences (with --check: would-be).")
+@click.option("--forks", type=click.IntRange(1, 500), default=20, show_default=True,
+              help="Hosts worked on in parallel.")
+@click.option("--serial", metavar="N|N%", help="Provision in batches of this many hosts; a "
+              "batch in which every host fails stops the run (a canary for the rest).")
+@click.option("--allow-reboot", is_flag=True,
+              help="Reboot hosts whose new driver needs it, in batches of --reboot-serial.")
+@click.option("--reboot-serial", metavar="N|N%", default="1", show_default=True,
+              help="Hosts rebooted at once (with --allow-reboot).")
+@click.option("--retry-failed", is_flag=True,
+              help="Only the hosts that failed, were unreachable or were interrupted in the "
+                   "last run of this inventory.")
+def provision(inventory_option: str | None, limit: str | None, tags: str | None, check: bool,
+              diff: bool, forks: int, serial: str | None, allow_reboot: bool,
+              reboot_serial: str, retry_failed: bool) -> None:
+    """Provision the inventory's hosts: exit 0 all converged, 1 any not, 2 bad input."""
+    if retry_failed and limit:
+        raise InputError("--retry-failed and --limit: give one (the retry picks its hosts)")
+    _batch(serial, "--serial")
+    _batch(reboot_serial, "--reboot-serial")
+    path = resolve_inventory(inventory_option)
+    inventory = Inventory(path)
+    ledger = Ledger()
+    hosts = (_retry_hosts(ledger, path, inventory.hosts()) if retry_failed
+             else inventory.hosts(limit))
+    plans = preflight_or_exit(inventory, limit, hosts)
+
+    run_id = time.strftime("p%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
+    run_dir = state_dir() / "runs" / run_id
+    log_path = run_dir / "artifacts" / run_id / "stdout"
+    options = Options(inventory=path, hosts=hosts, check=check, diff=diff, tags=tags,
+                      forks=forks, serial=serial, allow_reboot=allow_reboot,
+                      reboot_serial=reboot_serial)
+    ledger.start_run(run_id, "provision", str(path.resolve()), hosts,
+                     {"check": check, "diff": diff, "tags": tags, "limit": limit,
+                      "forks": forks, "serial": serial, "allow_reboot": allow_reboot,
+                      "retry_failed": retry_failed},
+                     {h: asdict(plans[h].lock) for h in hosts}, str(log_path))
+    click.echo(f"run {run_id}: {len(hosts)} host(s){' (check mode)' if check else ''}")
+    with view_for(hosts) as view:
+        outcomes, log_path = run_playbook(run_dir, run_id, options, view)
+    ledger.finish_run(run_id, outcomes)
+
+    click.echo(_summary(outcomes))
+    click.echo(f"log: {log_path}")
+    bad = [o for o in outcomes if o.outcome != "converged"]
+    if bad:
+        click.echo(f"{len(bad)} of {len(outcomes)} host(s) did not converge; "
+                   "`gpuprov provision --retry-failed` runs only those", err=True)
+    sys.exit(1 if bad else 0)

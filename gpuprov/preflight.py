@@ -1,0 +1,136 @@
+"""Preflight: every host's effective versions lock against the compatibility matrix and the
+hardware profile assigned to it (`gpuprov_profile`), before any host is touched.
+
+Pure: takes a lock, a profile and the host's few extra settings, returns problems. Hosts
+sharing a lock and profile (most of a rack) are judged once.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cache
+
+from gpuprov import compat
+from gpuprov.errors import InputError
+from gpuprov.inventory import Inventory
+from gpuprov.lock import Lock
+from gpuprov.profiles import Profile, load_profile
+
+EXACT_DRIVER = re.compile(r"^\d{3}\.\d+(\.\d+)?$")
+CUDA_RELEASE = re.compile(r"^\d+\.\d+(\.\d+)?$")
+TORCH_BUILD = re.compile(r"^(cpu|cu\d{3})$")
+PYTHON = re.compile(r"^3\.\d+$")
+
+
+@dataclass(frozen=True)
+class Problem:
+    host: str
+    rule: str
+    message: str
+    source: str
+
+    def line(self) -> str:
+        return f"{self.host}: {self.rule}: {self.message} [{self.source}]"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one host will be provisioned with."""
+    lock: Lock
+    profile: str | None
+    fabricmanager_version: str | None
+
+
+def _format_problems(lock: Lock) -> list[tuple[str, str, str]]:
+    checks = [
+        ("driver_version", EXACT_DRIVER, "an exact driver version such as 550.90.07"),
+        ("cuda_version", CUDA_RELEASE, "a CUDA release such as 12.4"),
+        ("torch_cuda_build", TORCH_BUILD, "cpu or cuXYZ"),
+        ("python_version", PYTHON, "a Python major.minor such as 3.11"),
+    ]
+    return [("lock_format", f"gpuprov_{field} {getattr(lock, field)!r}: expected {what}",
+             "docs: inventory/group_vars/all/versions.yml")
+            for field, pattern, what in checks if not pattern.match(getattr(lock, field))]
+
+
+@cache
+def judge(plan: Plan) -> tuple[tuple[str, str, str], ...]:
+    """(rule, message, source) for every rule the plan breaks."""
+    lock = plan.lock
+    problems = _format_problems(lock)
+    if problems:
+        return tuple(problems)   # the rules below need well-formed versions
+    m = compat.matrix()
+
+    def rule(name: str, finding: compat.Finding) -> None:
+        if not finding.ok:
+            problems.append((name, finding.reason, finding.source))
+
+    rule("cuda_driver", compat.toolkit_needs_driver(lock.cuda_version, lock.driver_version))
+    rule("cudnn_cuda", compat.cudnn_supports_cuda(lock.cudnn_version, lock.cuda_version))
+    build_cuda = compat.torch_build_cuda(lock.torch_cuda_build)
+    if build_cuda:
+        finding = compat.driver_runs_cuda(lock.driver_version, build_cuda,
+                                          f"torch {lock.torch_version}+{lock.torch_cuda_build}, CUDA")
+        rule("torch_driver", finding)
+    rule("torch_build", compat.torch_has_build(lock.torch_version, lock.torch_cuda_build))
+    if compat.torch_release_row(lock.torch_version):
+        rule("torch_python", compat.torch_supports_python(lock.torch_version,
+                                                          lock.python_version))
+    branch = int(lock.driver_version.split(".")[0])
+    if lock.driver_flavour == "open" and branch < 515:
+        problems.append(("driver_flavour", f"open kernel modules exist from R515; the lock has "
+                         f"{lock.driver_version}", m["sources"]["kernel_modules"]))
+    fm = plan.fabricmanager_version
+    if fm and fm != lock.driver_version:
+        problems.append(("fabric_manager", f"fabric manager {fm} with driver "
+                         f"{lock.driver_version}: they must be the same version",
+                         m["sources"]["fabric_manager"]))
+    if plan.profile:
+        profile = _loaded(plan.profile)
+        architecture = profile["gpu"].get("architecture")
+        if architecture:
+            for finding in compat.architecture_driver(architecture, lock.driver_version,
+                                                      lock.driver_flavour):
+                rule("architecture_driver", finding)
+            last_major = m["architectures"].get(architecture, {}).get("last_cuda_major")
+            if last_major and int(lock.cuda_version.split(".")[0]) > int(last_major):
+                problems.append(("architecture_cuda", f"CUDA {last_major}.x is the last toolkit "
+                                 f"for {architecture} GPUs; the lock has {lock.cuda_version}",
+                                 m["sources"]["architecture_matrix"]))
+            rule("torch_architecture", compat.torch_build_runs_on(
+                lock.torch_version, lock.torch_cuda_build, architecture))
+    return tuple(problems)
+
+
+def plan_for(host: str, variables: dict) -> Plan:
+    lock = Lock.from_vars(variables, f"host {host}")
+    profile = variables.get("gpuprov_profile") or None
+    fm = variables.get("gpuprov_fabricmanager_version") or None
+    return Plan(lock, str(profile) if profile else None, str(fm) if fm else None)
+
+
+def check_inventory(inventory: Inventory, limit: str | None = None
+                    ) -> tuple[dict[str, Plan], list[Problem]]:
+    """Each host's plan and every problem; an unknown profile is bad input (InputError)."""
+    plans: dict[str, Plan] = {}
+    problems: list[Problem] = []
+    for host, variables in inventory.all_variables(limit):
+        plan = plans[host] = plan_for(host, variables)
+        if plan.profile:
+            _known_profile(plan.profile, host)
+        problems += [Problem(host, *found) for found in judge(plan)]
+    return plans, problems
+
+
+@cache
+def _loaded(name: str) -> Profile:
+    return load_profile(name)
+
+
+def _known_profile(name: str, host: str) -> None:
+    try:
+        _loaded(name)
+    except InputError as exc:
+        raise InputError(f"host {host}: gpuprov_profile: {exc}") from exc

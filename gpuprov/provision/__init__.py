@@ -1,0 +1,1 @@
+"""`gpuprov provision`: the playbook through ansible-runner, its progress and its outcome."""

@@ -1,0 +1,175 @@
+"""playbooks/provision.yml through ansible-runner: one run directory per run, events to a
+progress view, and each host's outcome from the play recap.
+
+Connection settings an operator would otherwise put in ansible.cfg are set here, so every
+run is fast the same way: SSH pipelining, connection reuse, facts gathered once (the
+playbook's first play), host keys checked.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import ansible_runner
+
+from gpuprov.errors import EnvironmentProblem
+from gpuprov.ledger import HostOutcome
+
+REPO = Path(__file__).resolve().parents[2]
+PLAYBOOK = REPO / "playbooks" / "provision.yml"
+ROLES = REPO / "roles"
+STATE_TASK = "gpuprov host state"   # the playbook's last task: each host's reboot state
+
+ANSIBLE_SETTINGS = {
+    "ANSIBLE_ROLES_PATH": str(ROLES),
+    "ANSIBLE_PIPELINING": "True",
+    "ANSIBLE_SSH_ARGS": "-o ControlMaster=auto -o ControlPersist=120s",
+    "ANSIBLE_HOST_KEY_CHECKING": "True",
+    "ANSIBLE_GATHERING": "explicit",
+    "ANSIBLE_RETRY_FILES_ENABLED": "False",
+    "ANSIBLE_DEPRECATION_WARNINGS": "False",
+    "ANSIBLE_NOCOLOR": "True",
+    "ANSIBLE_FORCE_COLOR": "False",
+}
+
+
+@dataclass
+class Options:
+    inventory: Path
+    hosts: list[str]
+    check: bool = False
+    diff: bool = False
+    tags: str | None = None
+    forks: int = 20
+    serial: str | None = None
+    allow_reboot: bool = False
+    reboot_serial: str = "1"
+
+
+@dataclass
+class HostProgress:
+    role: str = ""
+    task: str = ""
+    ok: int = 0
+    changed: int = 0
+    failed: int = 0
+    unreachable: int = 0
+    detail: str = ""
+    reboot_pending: bool = False
+    seen: bool = False
+
+
+@dataclass
+class RunState:
+    hosts: dict[str, HostProgress] = field(default_factory=dict)
+    recap: dict[str, dict[str, int]] = field(default_factory=dict)
+
+
+Listener = Callable[[str, str, HostProgress], None]   # (host, what happened, its state)
+
+
+def _first_line(text: object) -> str:
+    lines = str(text or "").strip().splitlines()
+    return lines[0][:300] if lines else ""
+
+
+class EventSink:
+    """Turns ansible-runner events into per-host progress."""
+
+    def __init__(self, hosts: list[str], listener: Listener) -> None:
+        self.state = RunState({h: HostProgress() for h in hosts})
+        self._listener = listener
+
+    def __call__(self, event: dict) -> bool:
+        kind, data = event.get("event", ""), event.get("event_data", {})
+        host = data.get("host")
+        if kind == "playbook_on_stats":
+            for key, counts in (("ok", data.get("ok")), ("changed", data.get("changed")),
+                                ("failed", data.get("failures")),
+                                ("unreachable", data.get("dark"))):
+                for name, count in (counts or {}).items():
+                    self.state.recap.setdefault(name, {})[key] = count
+            return True
+        if not host or host not in self.state.hosts:
+            return True
+        progress = self.state.hosts[host]
+        progress.seen = True
+        task = data.get("task", "")
+        if kind == "runner_on_start":
+            progress.role, progress.task = data.get("role", ""), task
+            self._listener(host, "start", progress)
+        elif kind == "runner_on_ok":
+            res = data.get("res", {})
+            if task == STATE_TASK:
+                progress.reboot_pending = bool((res.get("msg") or {}).get("reboot_pending"))
+            progress.ok += 1
+            if res.get("changed"):
+                progress.changed += 1
+            self._listener(host, "changed" if res.get("changed") else "ok", progress)
+        elif kind == "runner_on_failed" and not data.get("ignore_errors"):
+            progress.failed += 1
+            progress.detail = f"{task}: {_first_line(data.get('res', {}).get('msg'))}"
+            self._listener(host, "failed", progress)
+        elif kind == "runner_on_unreachable":
+            progress.unreachable += 1
+            progress.detail = f"unreachable: {_first_line(data.get('res', {}).get('msg'))}"
+            self._listener(host, "unreachable", progress)
+        return True
+
+    def outcomes(self) -> list[HostOutcome]:
+        result = []
+        for host, progress in self.state.hosts.items():
+            recap = self.state.recap.get(host, {})
+            counts = {k: recap.get(k, getattr(progress, k))
+                      for k in ("ok", "changed", "failed", "unreachable")}
+            if counts["unreachable"]:
+                outcome = "unreachable"
+            elif counts["failed"] or not progress.seen:
+                outcome = "failed"
+            elif progress.reboot_pending:
+                outcome = "reboot-pending"
+            else:
+                outcome = "converged"
+            detail = progress.detail or ("never ran: the play stopped before it"
+                                         if not progress.seen else "")
+            if outcome == "reboot-pending":
+                detail = "the new driver loads after a reboot: rerun with --allow-reboot"
+            result.append(HostOutcome(host, outcome, counts["ok"], counts["changed"],
+                                      counts["failed"], counts["unreachable"],
+                                      progress.reboot_pending, detail))
+        return result
+
+
+def run_playbook(run_dir: Path, run_id: str, options: Options, listener: Listener
+                 ) -> tuple[list[HostOutcome], Path]:
+    """Run the playbook; returns each host's outcome and the path of the full log."""
+    if not PLAYBOOK.is_file():
+        raise EnvironmentProblem(f"{PLAYBOOK} not found: gpuprov runs from its source tree "
+                                 "(pip install -e)")
+    extravars: dict[str, object] = {"gpuprov_allow_reboot": options.allow_reboot,
+                                    "gpuprov_reboot_serial": options.reboot_serial}
+    if options.serial:
+        extravars["gpuprov_serial"] = options.serial
+    cmdline = " ".join(flag for flag, wanted in (("--check", options.check),
+                                                  ("--diff", options.diff)) if wanted)
+    sink = EventSink(options.hosts, listener)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    ansible_runner.run(
+        private_data_dir=str(run_dir),
+        ident=run_id,
+        project_dir=str(PLAYBOOK.parent),
+        playbook=PLAYBOOK.name,
+        inventory=str(options.inventory.resolve()),
+        limit=",".join(options.hosts),
+        tags=options.tags,
+        forks=options.forks,
+        extravars=extravars,
+        cmdline=cmdline or None,
+        envvars={**ANSIBLE_SETTINGS, "HOME": os.environ.get("HOME", "/root")},
+        event_handler=sink,
+        quiet=True,
+    )
+    return sink.outcomes(), run_dir / "artifacts" / run_id / "stdout"

@@ -1,0 +1,167 @@
+"""`gpuprov lock check` as a subprocess on inventories in the Ansible layout: the example
+rack passes; each broken rule is one line naming host, rule and source, exit 2; group and
+host overrides apply the Ansible way; bad inventories are one-line errors naming the file
+and line."""
+
+import shutil
+
+import pytest
+import yaml
+
+from tests.conftest import REPO, gpuprov
+
+EXAMPLE = REPO / "inventory"
+
+
+@pytest.fixture
+def rack(tmp_path):
+    """A copy of the example inventory to break."""
+    shutil.copytree(EXAMPLE, tmp_path / "inventory")
+    return tmp_path / "inventory"
+
+
+def _set(path, **values):
+    data = yaml.safe_load(path.read_text()) if path.exists() else {}
+    data.update(values)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(data))
+
+
+def _check(rack, *args):
+    return gpuprov("lock", "check", "--inventory", str(rack / "rack3.ini"), *args)
+
+
+def test_example_rack_passes():
+    result = gpuprov("lock", "check", "--inventory", str(EXAMPLE / "rack3.ini"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.startswith("lock ok: 8 host(s), 1 distinct lock(s)")
+
+
+def test_cuda_newer_than_the_driver_is_refused_on_every_host(rack):
+    _set(rack / "group_vars/all/versions.yml", gpuprov_cuda_version="12.6")
+    result = _check(rack)
+    assert result.returncode == 2
+    lines = result.stdout.splitlines()
+    assert len(lines) == 8 and all(" cuda_driver: CUDA toolkit 12.6 needs driver >= 560.28.03; "
+                                   "the lock has 550.127.08 [CUDA 13.2 Update 2 release notes"
+                                   in line for line in lines)
+    assert "8 problem(s) on 8 of 8 host(s)" in result.stderr
+
+
+def test_group_override_breaks_only_that_group(rack):
+    # cuDNN 8.9 has no CUDA 13 build; only the L40S group overrides to it
+    _set(rack / "group_vars/l40s.yml", gpuprov_cudnn_version="8.9.7.29")
+    result = _check(rack)
+    assert result.returncode == 2
+    hosts = sorted({line.split(":")[0] for line in result.stdout.splitlines()})
+    assert hosts == ["node05", "node06", "node07", "node08"]
+    assert "node05: cudnn_cuda: cuDNN 8.9.7.29 supports CUDA 12.x only up to 12.2" in result.stdout
+
+
+def test_cudnn_for_the_wrong_cuda_major(rack):
+    _set(rack / "host_vars/node02.yml", gpuprov_cudnn_version="8.9.7.29",
+         gpuprov_cuda_version="13.0", gpuprov_driver_version="580.65.06")
+    result = _check(rack, "--limit", "node02")
+    assert result.returncode == 2
+    assert ("node02: cudnn_cuda: cuDNN 8.9.7.29 has no build for CUDA 13.x (it ships for CUDA "
+            "11, 12)") in result.stdout
+
+
+def test_torch_build_the_driver_cannot_run(rack):
+    _set(rack / "group_vars/all/versions.yml", gpuprov_torch_cuda_build="cu130")
+    result = _check(rack, "--limit", "node01")
+    assert result.returncode == 2
+    assert ("node01: torch_driver: driver 550.127.08 is too old for torch 2.13.0+cu130, "
+            "CUDA 13.0 (needs >= 580.65.06)") in result.stdout
+
+
+def test_torch_release_python_and_build_rows(rack):
+    _set(rack / "group_vars/all/versions.yml", gpuprov_torch_version="2.5.1",
+         gpuprov_torch_cuda_build="cu126", gpuprov_python_version="3.14")
+    result = _check(rack, "--limit", "node05")
+    assert result.returncode == 2
+    assert ("node05: torch_build: torch 2.5 publishes cpu, cu118, cu121, cu124; the lock asks "
+            "for cu126") in result.stdout
+    assert "node05: torch_python: torch 2.5 has wheels for Python 3.9 to 3.13" in result.stdout
+
+
+def test_hardware_profile_rules(rack, tmp_path):
+    """A V100 rack (user profile) on R590: past the last branch for Volta; open modules
+    asked for a GPU they do not support."""
+    v100 = tmp_path / "v100.yml"
+    profile = yaml.safe_load((REPO / "gpuprov/data/profiles/a100-sxm-8.yml").read_text())
+    profile.update(name="v100-sxm-8")
+    profile["gpu"].update(architecture="Volta", name_pattern="V100")
+    v100.write_text(yaml.safe_dump(profile))
+    _set(rack / "group_vars/dgx_a100.yml", gpuprov_profile=str(v100),
+         gpuprov_driver_version="590.44.01", gpuprov_driver_flavour="open",
+         gpuprov_cuda_version="13.1", gpuprov_torch_cuda_build="cu130")
+    result = _check(rack, "--limit", "node03")
+    assert result.returncode == 2
+    out = result.stdout
+    assert "node03: architecture_driver: R580 is the last driver branch for Volta GPUs" in out
+    assert ("node03: architecture_driver: the open kernel modules do not support Volta GPUs; "
+            "the lock asks for open") in out
+    assert "node03: architecture_cuda: CUDA 12.x is the last toolkit for Volta GPUs" in out
+    assert "node03: torch_architecture: torch 2.13+cu130 has no kernels for Volta GPUs" in out
+    assert "[NVIDIA CUDA toolkit, driver and architecture matrix" in out
+
+
+def test_fabric_manager_must_equal_the_driver(rack):
+    _set(rack / "group_vars/hgx_h100.yml", gpuprov_fabricmanager_version="550.90.07")
+    result = _check(rack)
+    assert result.returncode == 2
+    assert result.stdout.splitlines() == [
+        f"{host}: fabric_manager: fabric manager 550.90.07 with driver 550.127.08: they must "
+        "be the same version [NVIDIA/apt-packaging-fabric-manager README: \"the version of "
+        "fabricmanager must match the NVIDIA driver installed\"]" for host in ("node01", "node02")]
+
+
+def test_unknown_profile_is_bad_input(rack):
+    _set(rack / "group_vars/l40s.yml", gpuprov_profile="l40s-pcie-9")
+    result = _check(rack)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.splitlines() == [
+        "gpuprov: error: host node05: gpuprov_profile: unknown profile 'l40s-pcie-9' (shipped: "
+        "a100-sxm-4, a100-sxm-8, h100-sxm-8, h200-sxm-8, l40s-pcie-4, l40s-pcie-8; or a path "
+        "to a .yml)"]
+
+
+def test_malformed_inventory_names_file_and_line(rack):
+    ini = rack / "rack3.ini"
+    lines = ini.read_text().splitlines()
+    lines[10] = "node02 ansible_host=10.3.0.12 broken"
+    ini.write_text("\n".join(lines) + "\n")
+    result = _check(rack)
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        f"gpuprov: error: {ini}:11: Expected key=value host variable assignment, got: broken"]
+
+
+def test_malformed_lock_file_names_file_and_line(rack):
+    lock = rack / "group_vars/all/versions.yml"
+    lock.write_text(lock.read_text() + "gpuprov_cuda_version: [12.4\n")
+    result = _check(rack)
+    assert result.returncode == 2
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"gpuprov: error: host node01: {lock}:")
+
+
+def test_missing_field_and_missing_inventory(rack, tmp_path):
+    lock = rack / "group_vars/all/versions.yml"
+    lock.write_text(lock.read_text().replace("gpuprov_python_version", "# gpuprov_python_"))
+    result = _check(rack)
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        "gpuprov: error: host node01: gpuprov_python_version: missing from the versions lock"]
+    result = gpuprov("lock", "check", "--inventory", str(tmp_path / "nope.ini"))
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        f"gpuprov: error: inventory {tmp_path / 'nope.ini'} (from --inventory) does not exist"]
+
+
+def test_limit_matching_no_host(rack):
+    result = _check(rack, "--limit", "node99")
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        f"gpuprov: error: --limit 'node99' matches no host in {rack / 'rack3.ini'}"]
