@@ -49,7 +49,13 @@ def _existing(path: Path, source: str) -> Path:
     return path
 
 
+STATE_ENV = "GPUPROV_STATE_DIR"
+
+
 def state_dir() -> Path:
-    """Where gpuprov keeps its ledger and run logs: $XDG_STATE_HOME/gpuprov."""
+    """Where gpuprov keeps its ledger and run logs: $GPUPROV_STATE_DIR, else
+    $XDG_STATE_HOME/gpuprov (~/.local/state/gpuprov)."""
+    if os.environ.get(STATE_ENV):
+        return Path(os.environ[STATE_ENV])
     base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     return Path(base) / "gpuprov"

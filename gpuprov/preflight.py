@@ -71,8 +71,8 @@ def judge(plan: Plan) -> tuple[tuple[str, str, str], ...]:
     rule("cudnn_cuda", compat.cudnn_supports_cuda(lock.cudnn_version, lock.cuda_version))
     build_cuda = compat.torch_build_cuda(lock.torch_cuda_build)
     if build_cuda:
-        finding = compat.driver_runs_cuda(lock.driver_version, build_cuda,
-                                          f"torch {lock.torch_version}+{lock.torch_cuda_build}, CUDA")
+        wheels = f"torch {lock.torch_version}+{lock.torch_cuda_build}, CUDA"
+        finding = compat.driver_runs_cuda(lock.driver_version, build_cuda, wheels)
         rule("torch_driver", finding)
     rule("torch_build", compat.torch_has_build(lock.torch_version, lock.torch_cuda_build))
     if compat.torch_release_row(lock.torch_version):

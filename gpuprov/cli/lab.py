@@ -51,6 +51,14 @@ def reset(nodes: tuple[str, ...]) -> None:
         click.echo(f"{node}\tbare")
 
 
+@lab.command("power-off")
+@click.argument("nodes", nargs=-1, required=True)
+def power_off(nodes: tuple[str, ...]) -> None:
+    """Cut NODEs' power (the container stops at once); `gpuprov lab up` boots them again."""
+    for node in _lab().power_off(list(nodes)):
+        click.echo(f"{node}\toff")
+
+
 @lab.command()
 def status() -> None:
     """Show each node: kind, container state, systemd state."""

@@ -129,6 +129,15 @@ class Lab:
         self.up(len(recorded), [f"{node}={kind}" for node, kind in recorded.items()])
         return chosen
 
+    def power_off(self, names: list[str]) -> list[str]:
+        """Stop NODEs as a power cut would take them away (`gpuprov lab up` boots them)."""
+        for node in names:
+            self.require_node(node)
+        for node in names:
+            nodes.stop(node)
+            self.log(f"{node}: powered off")
+        return names
+
     def down(self) -> list[str]:
         docker.ensure_engine()
         with self._locked():

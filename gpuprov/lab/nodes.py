@@ -105,6 +105,11 @@ def create(spec: NodeSpec, mirror: Path, config_tar: bytes) -> None:
     run(["docker", "cp", "-", f"{name}:/"], input=config_tar)
 
 
+def stop(node: str) -> None:
+    # no grace period: a power cut, not a shutdown
+    run(["docker", "stop", "--time", "0", docker.container_name(node)])
+
+
 def start(node: str) -> None:
     run(["docker", "start", docker.container_name(node)])
 

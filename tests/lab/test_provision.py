@@ -1,0 +1,237 @@
+"""`gpuprov provision` on the lab's three nodes of different kinds, as an operator runs it
+(the CLI as a subprocess, the lab's inventory and versions lock): bad input changes no
+host; a full provision from bare nodes converges; a second run and --check change nothing;
+a node powered off mid-run is unreachable while the others finish, and --retry-failed
+converges only it; kill -9 of gpuprov mid-run leaves a ledger that opens cleanly.
+
+The tests run in this order and build on each other (one rack, provisioned once).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import BIN, gpuprov
+
+pytestmark = pytest.mark.lab
+
+NODES = ("node01", "node02", "node03")
+# what a bad-input run must not touch: packages, sources, pins, the roles' directories
+SNAPSHOT = ("dpkg-query -W -f='${Package} ${Version} ${db:Status-Abbrev}\\n' | sort; "
+            "ls -A /etc/apt/sources.list.d /etc/apt/preferences.d /opt")
+
+
+@dataclass
+class Rack:
+    lab: object
+    inventory: Path
+    state: Path
+
+    def env(self) -> dict:
+        return {**os.environ, "GPUPROV_STATE_DIR": str(self.state), "NO_COLOR": "1"}
+
+    def provision(self, *args: str, inventory: Path | None = None, timeout: float = 1500):
+        return gpuprov("provision", "--inventory", str(inventory or self.inventory), *args,
+                       timeout=timeout, env=self.env())
+
+    def spawn(self, *args: str) -> subprocess.Popen:
+        return subprocess.Popen(
+            [str(BIN / "gpuprov"), "provision", "--inventory", str(self.inventory), *args],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=self.env(),
+            start_new_session=True)
+
+    def snapshot(self) -> dict[str, str]:
+        return {node: self.lab.ssh(node, SNAPSHOT).stdout for node in NODES}
+
+
+def summary(stdout: str) -> dict[str, dict]:
+    """The per-host summary table gpuprov prints at the end."""
+    lines = stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("HOST "))
+    table = {}
+    for line in lines[start + 1:]:
+        if line.startswith("log: "):
+            break
+        host, outcome, ok, changed, failed, unreachable, reboot, *detail = line.split()
+        table[host] = {"outcome": outcome, "ok": int(ok), "changed": int(changed),
+                       "failed": int(failed), "unreachable": int(unreachable),
+                       "reboot": reboot, "detail": " ".join(detail)}
+    return table
+
+
+@pytest.fixture(scope="module")
+def rack(lab, tmp_path_factory) -> Rack:
+    reset = gpuprov("lab", "reset")
+    assert reset.returncode == 0, reset.stderr
+    return Rack(lab, lab.inventory, tmp_path_factory.mktemp("gpuprov-state"))
+
+
+def _inventory_copy(rack: Rack, tmp_path: Path) -> Path:
+    copy = tmp_path / "inventory"
+    shutil.copytree(rack.inventory.parent, copy)
+    return copy / rack.inventory.name
+
+
+def _set_lock(inventory: Path, **values) -> None:
+    path = inventory.parent / "group_vars" / "all" / "versions.yml"
+    data = yaml.safe_load(path.read_text())
+    data.update(values)
+    path.write_text(yaml.safe_dump(data))
+
+
+def test_bad_input_is_one_line_exit_2_and_touches_no_host(rack, tmp_path):
+    before = rack.snapshot()
+    cases = {}
+
+    missing = tmp_path / "rack9.ini"
+    cases["missing inventory"] = (rack.provision(inventory=missing),
+                                  f"inventory {missing} (from --inventory) does not exist")
+
+    broken = _inventory_copy(rack, tmp_path / "broken")
+    text = broken.read_text().splitlines()
+    text[2] += " stray"
+    broken.write_text("\n".join(text) + "\n")
+    cases["malformed inventory"] = (rack.provision(inventory=broken),
+                                    f"{broken}:3: Expected key=value host variable assignment, "
+                                    "got: stray")
+
+    cases["limit matching nothing"] = (rack.provision("--limit", "node42"),
+                                       f"--limit 'node42' matches no host in {rack.inventory}")
+
+    for name, values, rule in (
+            ("CUDA newer than its driver", {"gpuprov_cuda_version": "12.6"},
+             "cuda_driver: CUDA toolkit 12.6 needs driver >= 560.28.03; the lock has 550.90.07"),
+            ("cuDNN for the wrong CUDA major",
+             {"gpuprov_cudnn_version": "8.9.7.29", "gpuprov_cuda_version": "13.0",
+              "gpuprov_driver_version": "580.65.06"},
+             "cudnn_cuda: cuDNN 8.9.7.29 has no build for CUDA 13.x"),
+            ("torch build the driver cannot run", {"gpuprov_torch_cuda_build": "cu130"},
+             "torch_driver: driver 550.90.07 is too old for torch 2.13.0+cu130, CUDA 13.0")):
+        inventory = _inventory_copy(rack, tmp_path / name.replace(" ", "-"))
+        _set_lock(inventory, **values)
+        cases[name] = (rack.provision(inventory=inventory), rule)
+
+    unknown = _inventory_copy(rack, tmp_path / "profile")
+    unknown.write_text(unknown.read_text().replace("gpuprov_profile=l40s-pcie-4",
+                                                   "gpuprov_profile=l40s-pcie-16"))
+    cases["unknown profile"] = (rack.provision(inventory=unknown),
+                                "gpuprov_profile: unknown profile 'l40s-pcie-16'")
+
+    for name, (result, expected) in cases.items():
+        assert result.returncode == 2, (name, result.stdout, result.stderr)
+        assert result.stdout == "", name
+        assert expected in result.stderr, (name, result.stderr)
+        if "lock" not in name and "CUDA" not in name and "torch" not in name:
+            assert len(result.stderr.splitlines()) == 1, (name, result.stderr)
+    assert rack.snapshot() == before
+    nodes = gpuprov("nodes", env=rack.env())
+    assert nodes.returncode == 0 and nodes.stdout.startswith("no provisioning runs recorded")
+
+
+def test_full_provision_from_bare_nodes(rack):
+    result = rack.provision()
+    assert result.returncode == 0, result.stdout[-5000:] + result.stderr
+    table = summary(result.stdout)
+    assert set(table) == set(NODES)
+    for host, row in table.items():
+        assert row["outcome"] == "converged" and row["failed"] == 0, (host, row)
+        assert row["changed"] > 10, (host, row)
+    # not on a terminal: plain progress lines, one per host and role
+    assert "node01: nvidia_driver" in result.stdout and "node03: pytorch_env" in result.stdout
+    log = Path(result.stdout.split("log: ", 1)[1].splitlines()[0])
+    assert log.is_file() and "PLAY RECAP" in log.read_text()
+    # the stack each kind needs: fabric manager only on the NVSwitch nodes
+    assert rack.lab.ssh("node01", "systemctl is-active nvidia-fabricmanager").stdout.strip() == \
+        "active"
+    assert rack.lab.ssh("node03", "dpkg -l 'nvidia-fabricmanager*'").returncode != 0
+    smoke = rack.lab.ssh("node02", "cat /var/lib/gpuprov/pytorch-envs/default.json").stdout
+    assert '"torch": "2.13.0+cpu"' in smoke
+    nodes = gpuprov("nodes", env=rack.env())
+    assert [line.split()[:2] for line in nodes.stdout.splitlines()[1:]] == [
+        [host, "converged"] for host in NODES]
+
+
+def test_second_run_changes_nothing(rack):
+    result = rack.provision()
+    assert result.returncode == 0, result.stdout[-5000:]
+    assert {h: r["changed"] for h, r in summary(result.stdout).items()} == dict.fromkeys(NODES, 0)
+
+
+def test_check_mode_on_the_converged_rack_reports_no_change(rack):
+    result = rack.provision("--check")
+    assert result.returncode == 0, result.stdout[-5000:]
+    assert {h: r["changed"] for h, r in summary(result.stdout).items()} == dict.fromkeys(NODES, 0)
+
+
+def test_node_powered_off_mid_run_then_retry_failed(rack):
+    proc = rack.spawn()
+    output = []
+    try:
+        for line in proc.stdout:
+            output.append(line)
+            if line.startswith("node03: cuda_toolkit"):
+                off = gpuprov("lab", "power-off", "node03")
+                assert off.returncode == 0, off.stderr
+        proc.wait(timeout=900)
+    finally:
+        proc.kill()
+    stdout = "".join(output)
+    assert proc.returncode == 1, stdout[-5000:]
+    table = summary(stdout)
+    assert table["node03"]["outcome"] == "unreachable", table
+    assert table["node01"]["outcome"] == table["node02"]["outcome"] == "converged", table
+
+    assert gpuprov("lab", "up").returncode == 0      # node03 boots again
+    retry = rack.provision("--retry-failed")
+    assert retry.returncode == 0, retry.stdout[-5000:]
+    assert "retrying 1 host(s) of run" in retry.stdout
+    assert list(summary(retry.stdout)) == ["node03"]
+    assert summary(retry.stdout)["node03"]["outcome"] == "converged"
+
+
+def test_kill_9_mid_run_leaves_a_clean_ledger(rack):
+    proc = rack.spawn("--limit", "node02")
+    try:
+        for line in proc.stdout:
+            if line.startswith("node02: nvidia_driver"):
+                break
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        proc.kill()
+    _wait_for_ansible_to_end(rack.state)
+    ledger = rack.state / "ledger.sqlite3"
+    with sqlite3.connect(ledger) as db:
+        assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        status, = db.execute("SELECT status FROM runs ORDER BY started_at DESC LIMIT 1").fetchone()
+    assert status == "running"          # never finished: read back as interrupted
+    nodes = gpuprov("nodes", env=rack.env())
+    assert nodes.returncode == 0
+    assert "interrupted, no outcome recorded" in nodes.stdout
+    # node02's recorded outcome is still the last finished run's
+    assert any(line.split()[:2] == ["node02", "converged"] for line in nodes.stdout.splitlines())
+    # and a new run completes
+    again = rack.provision("--limit", "node02", "--tags", "nouveau")
+    assert again.returncode == 0, again.stdout[-3000:]
+
+
+def _wait_for_ansible_to_end(state: Path, timeout: float = 60) -> None:
+    """The killed run's ansible-playbook loses its terminal and ends; never leave it to
+    touch the nodes during later tests."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if subprocess.run(["pgrep", "-f", str(state)], capture_output=True).returncode != 0:
+            return
+        time.sleep(1)
+    subprocess.run(["pkill", "-9", "-f", str(state)], check=False)
+    pytest.fail("ansible-playbook outlived the killed gpuprov by a minute")

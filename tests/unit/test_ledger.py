@@ -1,0 +1,96 @@
+"""The ledger on disk: created on first use with its schema version, a run's outcomes land
+all together, a run whose process died reads as interrupted, concurrent writers queue, and
+a writer killed mid-transaction leaves the last committed state."""
+
+import multiprocessing
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+from gpuprov.ledger import HostOutcome, Ledger
+
+
+def test_created_on_first_use_with_schema_version(tmp_path):
+    path = tmp_path / "deep" / "ledger.sqlite3"
+    ledger = Ledger(path)
+    assert path.exists() and ledger.schema_version == 1
+    assert Ledger(path).schema_version == 1   # reopening migrates nothing
+    assert ledger.last_run("provision") is None and ledger.last_provisioning() == {}
+
+
+def test_run_and_outcomes(tmp_path):
+    ledger = Ledger(tmp_path / "l.db")
+    ledger.start_run("r1", "provision", "/inv/rack3.ini", ["n1", "n2"], {"check": False},
+                     {"n1": {"driver_version": "550.90.07"}}, "/logs/r1")
+    assert ledger.run("r1").status == "running"      # this process is alive
+    ledger.finish_run("r1", [HostOutcome("n1", "converged", ok=40, changed=12),
+                             HostOutcome("n2", "unreachable", unreachable=1, detail="gone")])
+    run = ledger.run("r1")
+    assert run.status == "finished" and run.hosts == ["n1", "n2"]
+    assert ledger.outcomes("r1")["n2"].outcome == "unreachable"
+    latest = ledger.last_provisioning()
+    assert latest["n1"][1].changed == 12 and latest["n1"][0].id == "r1"
+
+
+def test_run_of_a_dead_process_reads_interrupted(tmp_path):
+    ledger = Ledger(tmp_path / "l.db")
+    child = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                           capture_output=True, text=True, check=True)
+    ledger.start_run("r1", "provision", "/inv", ["n1"], {}, {}, None)
+    with sqlite3.connect(tmp_path / "l.db") as db:
+        db.execute("UPDATE runs SET pid = ? WHERE id = 'r1'", (int(child.stdout),))
+    assert ledger.run("r1").status == "interrupted"
+    assert ledger.last_provisioning() == {}           # no outcome from an unfinished run
+
+
+def _writer(path, prefix, count):
+    ledger = Ledger(path)
+    for i in range(count):
+        ledger.start_run(f"{prefix}{i}", "provision", "/inv", ["n"], {}, {}, None)
+        ledger.finish_run(f"{prefix}{i}", [HostOutcome("n", "converged")])
+
+
+def test_concurrent_writers_queue(tmp_path):
+    path = tmp_path / "l.db"
+    Ledger(path)
+    procs = [multiprocessing.Process(target=_writer, args=(path, p, 40)) for p in "abcd"]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    assert len(Ledger(path).runs("provision")) == 160
+
+
+def _slow_finisher(path):
+    """Finish a run with a huge outcome list, so the kill lands mid-transaction."""
+    ledger = Ledger(path)
+    ledger.start_run("big", "provision", "/inv", ["n"], {}, {}, None)
+    outcomes = [HostOutcome(f"n{i:06d}", "converged") for i in range(400_000)]
+    print("started", flush=True)     # the transaction takes seconds from here
+    ledger.finish_run("big", outcomes)
+
+
+def test_kill_mid_transaction_leaves_the_last_committed_state(tmp_path):
+    path = tmp_path / "l.db"
+    ledger = Ledger(path)
+    ledger.start_run("before", "provision", "/inv", ["n1"], {}, {}, None)
+    ledger.finish_run("before", [HostOutcome("n1", "converged")])
+    proc = subprocess.Popen(
+        [sys.executable, "-c", f"import sys; sys.path.insert(0, {os.getcwd()!r}); "
+         f"from pathlib import Path; from tests.unit.test_ledger import _slow_finisher; "
+         f"_slow_finisher(Path({str(path)!r}))"],
+        stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "started"
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    reopened = Ledger(path)
+    assert reopened.outcomes("big") == {}             # none of its outcomes, not some
+    assert reopened.run("big").status == "interrupted"
+    assert reopened.last_provisioning()["n1"][0].id == "before"
