@@ -9,13 +9,14 @@ playbook's first play), host keys checked.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import ansible_runner
 
-from gpuprov.errors import EnvironmentProblem
+from gpuprov.errors import CommandFailed, EnvironmentProblem
 from gpuprov.ledger import HostOutcome
 
 REPO = Path(__file__).resolve().parents[2]
@@ -157,7 +158,9 @@ def run_playbook(run_dir: Path, run_id: str, options: Options, listener: Listene
                                                   ("--diff", options.diff)) if wanted)
     sink = EventSink(options.hosts, listener)
     run_dir.mkdir(parents=True, exist_ok=True)
-    ansible_runner.run(
+    # ansible-playbook from the environment gpuprov runs in, whatever PATH says
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    result = ansible_runner.run(
         private_data_dir=str(run_dir),
         ident=run_id,
         project_dir=str(PLAYBOOK.parent),
@@ -168,8 +171,15 @@ def run_playbook(run_dir: Path, run_id: str, options: Options, listener: Listene
         forks=options.forks,
         extravars=extravars,
         cmdline=cmdline or None,
-        envvars={**ANSIBLE_SETTINGS, "HOME": os.environ.get("HOME", "/root")},
+        envvars={**ANSIBLE_SETTINGS, "PATH": path},
         event_handler=sink,
         quiet=True,
     )
-    return sink.outcomes(), run_dir / "artifacts" / run_id / "stdout"
+    log = run_dir / "artifacts" / run_id / "stdout"
+    if result.rc != 0 and not any(p.seen for p in sink.state.hosts.values()):
+        # nothing reached a host: a playbook or environment problem, not a host's
+        text = log.read_text(errors="replace").strip() if log.exists() else ""
+        reason = text.splitlines()[-1] if text else f"ansible-runner {result.status}"
+        raise CommandFailed(f"ansible-playbook ran no task (rc {result.rc}): {reason} "
+                            f"(log: {log})")
+    return sink.outcomes(), log
