@@ -10,3 +10,7 @@ gpuprov lab up
 inventory=$(gpuprov lab inventory)
 ansible -i "$inventory" all -m ansible.builtin.ping
 gpuprov lab status
+# the versions lock against the compatibility matrix, then the whole stack on the rack
+gpuprov lock check --inventory "$inventory"
+gpuprov provision --inventory "$inventory"
+gpuprov nodes
