@@ -22,7 +22,7 @@ from gpuprov.ledger import HostOutcome
 REPO = Path(__file__).resolve().parents[2]
 PLAYBOOK = REPO / "playbooks" / "provision.yml"
 ROLES = REPO / "roles"
-STATE_TASK = "gpuprov host state"   # the playbook's last task: each host's reboot state
+STATE_TASK = "Gpuprov host state"   # the playbook's last task: each host's reboot state
 
 ANSIBLE_SETTINGS = {
     "ANSIBLE_ROLES_PATH": str(ROLES),
