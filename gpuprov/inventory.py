@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-from collections.abc import Iterator
 from pathlib import Path
 
 import yaml
@@ -73,10 +72,6 @@ class Inventory:
             found = _parse_error([self.path.parent / "group_vars", self.path.parent / "host_vars"],
                                  yaml_only=True)
             raise InputError(f"host {host}: {found or exc.message}") from exc
-
-    def all_variables(self, limit: str | None = None) -> Iterator[tuple[str, dict]]:
-        for host in self.hosts(limit):
-            yield host, self.variables(host)
 
 
 class _LineReportingIni(IniInventory):

@@ -111,13 +111,13 @@ def plan_for(host: str, variables: dict) -> Plan:
     return Plan(lock, str(profile) if profile else None, str(fm) if fm else None)
 
 
-def check_inventory(inventory: Inventory, limit: str | None = None
+def check_inventory(inventory: Inventory, hosts: list[str]
                     ) -> tuple[dict[str, Plan], list[Problem]]:
     """Each host's plan and every problem; an unknown profile is bad input (InputError)."""
     plans: dict[str, Plan] = {}
     problems: list[Problem] = []
-    for host, variables in inventory.all_variables(limit):
-        plan = plans[host] = plan_for(host, variables)
+    for host in hosts:
+        plan = plans[host] = plan_for(host, inventory.variables(host))
         if plan.profile:
             _known_profile(plan.profile, host)
         problems += [Problem(host, *found) for found in judge(plan)]

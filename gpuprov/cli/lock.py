@@ -25,7 +25,7 @@ def lock() -> None:
 def check(inventory_option: str | None, limit: str | None) -> None:
     """Check each host's lock: exit 0 when every rule holds, 2 when any is broken."""
     inventory = Inventory(resolve_inventory(inventory_option))
-    plans, problems = check_inventory(inventory, limit)
+    plans, problems = check_inventory(inventory, inventory.hosts(limit))
     for problem in problems:
         click.echo(problem.line())
     if problems:
@@ -37,12 +37,9 @@ def check(inventory_option: str | None, limit: str | None) -> None:
                f"distinct lock(s), every rule of gpuprov/data/compat.yml holds")
 
 
-def preflight_or_exit(inventory: Inventory, limit: str | None, hosts: list[str] | None = None):
+def preflight_or_exit(inventory: Inventory, hosts: list[str]):
     """For provision: the plans when the lock holds; otherwise the problems and exit 2."""
-    plans, problems = check_inventory(inventory, limit)
-    if hosts is not None:
-        plans = {h: plans[h] for h in hosts if h in plans}
-        problems = [p for p in problems if p.host in plans]
+    plans, problems = check_inventory(inventory, hosts)
     for problem in problems:
         click.echo(problem.line(), err=True)
     if problems:

@@ -93,7 +93,7 @@ def provision(inventory_option: str | None, limit: str | None, tags: str | None,
     ledger = Ledger()
     hosts = (_retry_hosts(ledger, path, inventory.hosts()) if retry_failed
              else inventory.hosts(limit))
-    plans = preflight_or_exit(inventory, limit, hosts)
+    plans = preflight_or_exit(inventory, hosts)
 
     run_id = time.strftime("p%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
     run_dir = state_dir() / "runs" / run_id
