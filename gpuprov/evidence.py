@@ -34,6 +34,8 @@ SMI_BEFORE = "nvidia-smi-q.xml"
 SMI_AFTER = "nvidia-smi-q-after.xml"
 # Where a node's nvidia-smi cannot write XML, the text form is kept instead.
 SMI_TEXT_FALLBACK = {SMI_BEFORE: "nvidia-smi-q.txt", SMI_AFTER: "nvidia-smi-q-after.txt"}
+# Where nvidia-smi itself failed (e.g. "Driver/library version mismatch"): its output.
+SMI_ERROR = "nvidia-smi-error.txt"
 TOPO = "nvidia-smi-topo.txt"
 NVLINK_STATUS = "nvidia-smi-nvlink-status.txt"
 NVLINK_ERRORS_BEFORE = "nvidia-smi-nvlink-errors-before.txt"
@@ -94,6 +96,17 @@ class Evidence:
         if not self.has(name) and self.has(SMI_TEXT_FALLBACK[name]):
             name = SMI_TEXT_FALLBACK[name]
         return self._parsed(name, parse_smi_query)
+
+    def smi_error(self) -> str | None:
+        """Why nvidia-smi gave no report: its first line of complaint, if it failed."""
+        path = self.path(SMI_ERROR)
+        if not path.is_file():
+            return None
+        lines = [line.strip() for line in path.read_text(errors="replace").splitlines()]
+        status = next((line for line in lines if line.startswith("exit status")), "")
+        message = next((line for line in lines if line and not line.startswith(("$", "exit"))),
+                       "no output")
+        return f"nvidia-smi failed ({status or 'exit status unknown'}): {message}"
 
     def topo(self) -> Topology | None:
         return self._parsed(TOPO, parse_topo)

@@ -1,11 +1,15 @@
-"""The ledger: every provisioning (and, later, validation) run and each host's outcome.
+"""The ledger: every provisioning and validation run, each host's outcome, each node's
+verdict with its check results, evidence path and GPU serials.
 
 SQLite, created on first use, schema versioned (`PRAGMA user_version`, migrations in
 order). WAL journal and a busy timeout, so concurrent gpuprov processes queue rather than
 fail, and a process killed at any moment leaves the last committed state: a run is
-inserted as `running` before anything starts and its outcomes are written in one
-transaction at the end, so a kill leaves a run without outcomes, shown as `interrupted`.
-Only versions, host names, counts and log paths are stored: never variables or secrets.
+inserted as `running` before anything starts and is finished in one transaction at the
+end, so a kill leaves it `interrupted`. A validated node's results are written as soon
+as it is judged (nothing collected is lost), but its verdict only when the whole run
+finishes: a killed run leaves no node accepted. A run is refused while another live run
+holds one of its hosts. Only versions, host names, check results and paths are stored:
+never variables or secrets.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpuprov.config import state_dir
+from gpuprov.errors import InputError
 
 LEDGER_ENV = "GPUPROV_LEDGER"
 
@@ -53,6 +58,47 @@ MIGRATIONS = [
     );
     CREATE INDEX host_outcomes_by_host ON host_outcomes(host);
     """,
+    """
+    CREATE TABLE node_results (
+        run_id       TEXT NOT NULL REFERENCES runs(id),
+        node         TEXT NOT NULL,
+        -- what the evaluators found (the verdict stays NULL until the run finishes)
+        judged       TEXT NOT NULL CHECK (judged IN ('accepted', 'rejected', 'unreachable')),
+        verdict      TEXT CHECK (verdict IN ('accepted', 'rejected', 'unreachable')),
+        profile      TEXT NOT NULL,
+        reason       TEXT NOT NULL,         -- one line: the failing checks, or why unreachable
+        evidence_dir TEXT NOT NULL,
+        started_at   REAL NOT NULL,
+        judged_at    REAL NOT NULL,
+        PRIMARY KEY (run_id, node)
+    );
+    CREATE INDEX node_results_by_node ON node_results(node);
+    CREATE TABLE check_results (
+        run_id     TEXT NOT NULL,
+        node       TEXT NOT NULL,
+        check_id   TEXT NOT NULL,
+        status     TEXT NOT NULL CHECK (status IN ('pass', 'fail', 'warn', 'missing', 'skip')),
+        summary    TEXT NOT NULL,
+        gpu_index  INTEGER,
+        gpu_bus_id TEXT,
+        gpu_serial TEXT,
+        measured   TEXT NOT NULL,           -- JSON: the values the check judged
+        PRIMARY KEY (run_id, node, check_id),
+        FOREIGN KEY (run_id, node) REFERENCES node_results(run_id, node)
+    );
+    CREATE TABLE node_gpus (
+        run_id    TEXT NOT NULL,
+        node      TEXT NOT NULL,
+        gpu_index INTEGER NOT NULL,
+        bus_id    TEXT,
+        serial    TEXT,
+        uuid      TEXT,
+        name      TEXT,
+        PRIMARY KEY (run_id, node, gpu_index),
+        FOREIGN KEY (run_id, node) REFERENCES node_results(run_id, node)
+    );
+    CREATE INDEX node_gpus_by_serial ON node_gpus(serial);
+    """,
 ]
 
 
@@ -73,6 +119,43 @@ class HostOutcome:
     unreachable: int = 0
     reboot_pending: bool = False
     detail: str = ""
+
+
+@dataclass(frozen=True)
+class CheckRecord:
+    id: str
+    status: str
+    summary: str
+    gpu: dict | None
+    values: dict
+
+
+@dataclass(frozen=True)
+class GpuRecord:
+    index: int
+    bus_id: str | None
+    serial: str | None
+    uuid: str | None
+    name: str | None
+
+
+@dataclass(frozen=True)
+class NodeResult:
+    run_id: str
+    node: str
+    judged: str
+    verdict: str | None        # None: the run has not finished (or was killed)
+    profile: str
+    reason: str
+    evidence_dir: str
+    started_at: float
+    judged_at: float
+    checks: list[CheckRecord]
+    gpus: list[GpuRecord]
+
+
+class HostBusy(InputError):
+    """Another live run holds one of the hosts."""
 
 
 @dataclass(frozen=True)
@@ -135,7 +218,17 @@ class Ledger:
 
     def start_run(self, run_id: str, kind: str, inventory: str, hosts: list[str],
                   options: dict, lock: dict, log_path: str | None) -> None:
+        """Record the run, unless a live run holds one of its hosts (HostBusy names it).
+        Check and insert share one write transaction, so two starts cannot both pass."""
         with self._transaction() as db:
+            for row in db.execute("SELECT * FROM runs WHERE status = 'running'"):
+                held = sorted(set(json.loads(row["hosts"])) & set(hosts))
+                if held and _alive(row["pid"]):
+                    verb = "validated" if row["kind"] == "validate" else "provisioned"
+                    raise HostBusy(
+                        f"{held[0]} is being {verb} by run {row['id']} (pid {row['pid']}, "
+                        f"started {time.strftime('%H:%M:%S', time.localtime(row['started_at']))}"
+                        "); wait for it or stop that process")
             db.execute(
                 "INSERT INTO runs (id, kind, started_at, status, pid, inventory, hosts, options,"
                 " lock, log_path) VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, ?)",
@@ -153,6 +246,73 @@ class Ledger:
                   int(o.reboot_pending), o.detail) for o in outcomes])
             db.execute("UPDATE runs SET status = 'finished', finished_at = ? WHERE id = ?",
                        (time.time(), run_id))
+
+    def record_node(self, run_id: str, result: NodeResult) -> None:
+        """One judged node, its checks and GPUs, in one transaction (verdict left NULL)."""
+        with self._transaction() as db:
+            db.execute(
+                "INSERT INTO node_results (run_id, node, judged, profile, reason, evidence_dir,"
+                " started_at, judged_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (run_id, result.node, result.judged, result.profile, result.reason,
+                 result.evidence_dir, result.started_at, result.judged_at))
+            db.executemany(
+                "INSERT INTO check_results (run_id, node, check_id, status, summary, gpu_index,"
+                " gpu_bus_id, gpu_serial, measured) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [(run_id, result.node, c.id, c.status, c.summary,
+                  (c.gpu or {}).get("index"), (c.gpu or {}).get("bus_id"),
+                  (c.gpu or {}).get("serial"), json.dumps(c.values, sort_keys=True, default=str))
+                 for c in result.checks])
+            db.executemany(
+                "INSERT INTO node_gpus (run_id, node, gpu_index, bus_id, serial, uuid, name)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [(run_id, result.node, g.index, g.bus_id, g.serial, g.uuid, g.name)
+                 for g in result.gpus])
+
+    def finish_validation(self, run_id: str) -> None:
+        """Every judged node's verdict and the run's end, in one transaction."""
+        with self._transaction() as db:
+            db.execute("UPDATE node_results SET verdict = judged WHERE run_id = ?", (run_id,))
+            db.execute("UPDATE runs SET status = 'finished', finished_at = ? WHERE id = ?",
+                       (time.time(), run_id))
+
+    def node_results(self, run_id: str | None = None, node: str | None = None
+                     ) -> list[NodeResult]:
+        """Results of one run, or one node's history (oldest first), with checks and GPUs."""
+        where, args = [], []
+        if run_id:
+            where, args = [*where, "run_id = ?"], [*args, run_id]
+        if node:
+            where, args = [*where, "node = ?"], [*args, node]
+        clause = f" WHERE {' AND '.join(where)}" if where else ""
+        with self._connect() as db:
+            rows = db.execute(f"SELECT * FROM node_results{clause} ORDER BY started_at, node",
+                              args).fetchall()
+            return [self._node_result(db, row) for row in rows]
+
+    @staticmethod
+    def _node_result(db: sqlite3.Connection, row: sqlite3.Row) -> NodeResult:
+        key = (row["run_id"], row["node"])
+        checks = [CheckRecord(c["check_id"], c["status"], c["summary"],
+                              {"index": c["gpu_index"], "bus_id": c["gpu_bus_id"],
+                               "serial": c["gpu_serial"]}
+                              if c["gpu_bus_id"] or c["gpu_index"] is not None else None,
+                              json.loads(c["measured"]))
+                  for c in db.execute("SELECT * FROM check_results WHERE run_id = ? AND node = ?"
+                                      " ORDER BY rowid", key)]
+        gpus = [GpuRecord(g["gpu_index"], g["bus_id"], g["serial"], g["uuid"], g["name"])
+                for g in db.execute("SELECT * FROM node_gpus WHERE run_id = ? AND node = ?"
+                                    " ORDER BY gpu_index", key)]
+        return NodeResult(row["run_id"], row["node"], row["judged"], row["verdict"],
+                          row["profile"], row["reason"], row["evidence_dir"],
+                          row["started_at"], row["judged_at"], checks, gpus)
+
+    def current_verdicts(self) -> dict[str, NodeResult]:
+        """Each node's latest final verdict (finished runs only)."""
+        latest: dict[str, NodeResult] = {}
+        for result in self.node_results():
+            if result.verdict is not None:
+                latest[result.node] = result
+        return latest
 
     def run(self, run_id: str) -> RunRecord | None:
         with self._connect() as db:

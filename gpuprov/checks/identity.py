@@ -35,11 +35,17 @@ def gpu_inventory(ctx: Context) -> CheckResult:
     lspci = ctx.evidence.lspci()
     if lspci is not None:
         values["lspci_count"] = len(lspci)
+    lost = _lost_from_driver(gpus, lspci or [])
+    if lost:
+        values["on_bus_not_in_driver"] = lost
     if len(gpus) != spec["count"]:
         extra = (f"; lspci sees {len(lspci)}" if lspci is not None else "")
+        if lost:
+            extra += f" (on the PCI bus but not in the driver: {', '.join(lost)})"
         return CheckResult("gpu_inventory", Status.FAIL,
                            f"{len(gpus)} GPUs visible, profile expects {spec['count']}{extra}",
-                           values=values)
+                           gpu={"index": None, "bus_id": lost[0], "serial": None}
+                           if len(lost) == 1 else None, values=values)
     if lspci is not None and len(lspci) != len(gpus):
         return CheckResult("gpu_inventory", Status.FAIL,
                            f"lspci lists {len(lspci)} NVIDIA GPUs but nvidia-smi {len(gpus)}",
@@ -67,9 +73,19 @@ def gpu_inventory(ctx: Context) -> CheckResult:
                        values=values)
 
 
+def _lost_from_driver(gpus, lspci: list[str]) -> list[str]:
+    """PCI addresses lspci lists that nvidia-smi does not: GPUs fallen off the driver."""
+    seen = {g.bus_id.lower()[-7:] for g in gpus if g.bus_id}   # "18:00.0"
+    return [line.split()[0] for line in lspci if line.split()[0].lower()[-7:] not in seen]
+
+
 def driver_version(ctx: Context) -> CheckResult:
     smi = ctx.evidence.smi()
     if smi is None:
+        failure = ctx.evidence.smi_error()
+        if failure:  # e.g. a driver/library mismatch, or no driver at all
+            return CheckResult("driver_version", Status.FAIL, failure,
+                               values={"nvidia_smi_error": failure})
         return missing("driver_version", SMI_BEFORE)
     values: dict = {"driver": smi.driver_version, "cuda_reported": smi.cuda_version}
     packages = ctx.evidence.packages() or {}

@@ -35,6 +35,11 @@ EVALUATORS: dict[str, Callable[[Context], CheckResult]] = {
 }
 assert tuple(EVALUATORS) == CHECK_IDS
 
+# Judged before the soak: a node that is not the right hardware with the right stack is
+# not worth burning (validation skips the soak unless told otherwise).
+IDENTITY_CHECKS = ("gpu_inventory", "driver_version", "cuda_compat", "cudnn", "torch_env",
+                   "nouveau", "persistence_mode", "fabric_manager", "container_toolkit")
+
 
 @dataclass
 class Judgement:
@@ -49,12 +54,15 @@ class Judgement:
 
 
 def judge(evidence: Evidence, profile: Profile, lock: Lock | None,
-          strict: bool = True) -> Judgement:
-    """Every check, in CHECK_IDS order. strict: malformed evidence raises (evaluate's
-    exit 2); otherwise it fails the checks that read it (a live node's broken output)."""
+          strict: bool = True, only: tuple[str, ...] = CHECK_IDS) -> Judgement:
+    """Every check (or those in `only`), in CHECK_IDS order. strict: malformed evidence
+    raises (evaluate's exit 2); otherwise it fails the checks that read it (a live node's
+    broken output)."""
     ctx = Context(evidence, profile, lock)
     results = []
     for check_id, evaluate in EVALUATORS.items():
+        if check_id not in only:
+            continue
         try:
             results.append(evaluate(ctx))
         except ParseError as exc:

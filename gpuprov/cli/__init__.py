@@ -16,6 +16,8 @@ from gpuprov.cli.lab import lab
 from gpuprov.cli.lock import lock
 from gpuprov.cli.nodes import nodes
 from gpuprov.cli.provision import provision
+from gpuprov.cli.report import report_command
+from gpuprov.cli.validate import validate
 from gpuprov.errors import GpuprovError
 
 
@@ -31,6 +33,8 @@ cli.add_command(profiles)
 cli.add_command(lock)
 cli.add_command(provision)
 cli.add_command(nodes)
+cli.add_command(validate)
+cli.add_command(report_command)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,4 +1,4 @@
-"""`gpuprov nodes`: each host's last provisioning outcome from the ledger."""
+"""`gpuprov nodes [NODE]`: every node's current state, or one node's history."""
 
 from __future__ import annotations
 
@@ -6,6 +6,9 @@ import time
 
 import click
 
+from gpuprov.config import resolve_inventory
+from gpuprov.errors import InputError
+from gpuprov.inventory import Inventory
 from gpuprov.ledger import Ledger
 
 
@@ -13,21 +16,67 @@ def _when(timestamp: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(timestamp)) if timestamp else "-"
 
 
+def _inventory_hosts(option: str | None) -> list[str]:
+    """The inventory's hosts when one is given or configured; none otherwise."""
+    try:
+        return Inventory(resolve_inventory(option)).hosts()
+    except InputError:
+        if option:
+            raise
+        return []
+
+
 @click.command()
-def nodes() -> None:
-    """Every host the ledger knows: its last provisioning outcome, when, and by which run."""
+@click.argument("node", required=False)
+@click.option("--inventory", "-i", "inventory_option", metavar="FILE",
+              help="Also list this inventory's hosts that the ledger has never seen.")
+def nodes(node: str | None, inventory_option: str | None) -> None:
+    """Each node's state: never validated, accepted, rejected or unreachable, since when,
+    why and by which run, and its last provisioning outcome. With NODE: its history."""
     ledger = Ledger()
-    latest = ledger.last_provisioning()
-    interrupted = [r for r in ledger.runs("provision") if r.status != "finished"]
-    if not latest and not interrupted:
-        click.echo(f"no provisioning runs recorded yet ({ledger.path})")
+    if node:
+        _history(ledger, node)
         return
-    width = max([4] + [len(h) for h in latest])
-    click.echo(f"{'HOST':<{width}}  {'PROVISIONED':<15} {'WHEN':<19}  {'RUN':<24} DETAIL")
-    for host in sorted(latest):
-        run, outcome = latest[host]
-        click.echo(f"{host:<{width}}  {outcome.outcome:<15} {_when(run.finished_at):<19}  "
-                   f"{run.id:<24} {outcome.detail}")
-    for run in interrupted:
-        click.echo(f"run {run.id} ({_when(run.started_at)}, {len(run.hosts)} host(s)): "
-                   f"{run.status}, no outcome recorded")
+    provisioned = ledger.last_provisioning()
+    verdicts = ledger.current_verdicts()
+    unfinished = [r for r in ledger.runs() if r.status != "finished"]
+    known = sorted(set(provisioned) | set(verdicts) | set(_inventory_hosts(inventory_option)))
+    if not known and not unfinished:
+        click.echo(f"no runs recorded yet ({ledger.path})")
+        return
+    width = max([4] + [len(h) for h in known])
+    click.echo(f"{'NODE':<{width}}  {'STATE':<15} {'SINCE':<19}  {'RUN':<24} "
+               f"{'PROVISIONED':<14} WHY")
+    for host in known:
+        result = verdicts.get(host)
+        outcome = provisioned.get(host)
+        state = result.verdict if result else "never-validated"
+        click.echo(f"{host:<{width}}  {state:<15} {_when(result.judged_at if result else None):<19}"
+                   f"  {result.run_id if result else '-':<24} "
+                   f"{outcome[1].outcome if outcome else '-':<14} "
+                   f"{result.reason if result else '-'}")
+    for run in unfinished:
+        click.echo(f"{run.kind} run {run.id} ({_when(run.started_at)}, {len(run.hosts)} "
+                   f"host(s)): {run.status}, no outcome recorded")
+
+
+def _history(ledger: Ledger, node: str) -> None:
+    events = []
+    for run in ledger.runs("provision"):
+        if node in run.hosts:
+            outcome = ledger.outcomes(run.id).get(node)
+            events.append((run.started_at, "provision", run.id,
+                           outcome.outcome if outcome else run.status,
+                           outcome.detail if outcome else ""))
+    results = {r.run_id: r for r in ledger.node_results(node=node)}
+    for run in ledger.runs("validate"):
+        if node in run.hosts:
+            r = results.get(run.id)
+            state = (r.verdict or f"{run.status} (judged {r.judged})") if r else run.status
+            events.append((run.started_at, "validate", run.id, state,
+                           f"{r.reason} [{r.evidence_dir}]" if r else ""))
+    if not events:
+        raise InputError(f"node {node}: no runs recorded ({ledger.path})")
+    click.echo(f"{'WHEN':<19}  {'KIND':<9} {'RUN':<24} {'RESULT':<28} DETAIL")
+    for when, kind, run_id, state, detail in sorted(events):
+        click.echo(f"{_when(when):<19}  {kind:<9} {run_id:<24} {state:<28} {detail}")

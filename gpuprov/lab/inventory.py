@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpuprov.lab import pci
+from gpuprov.lab import kernel_view, pci
 from gpuprov.lab.mirror import KEYRING_NAME, read_sha256sums
 from gpuprov.lab.paths import NODE_MIRROR_PATH, LabPaths
 from gpuprov.lab.sim.node import MODULE_VERSION as NODE_MODULE_VERSION_FILE
@@ -57,6 +57,9 @@ def write_inventory(paths: LabPaths, plan: dict[str, str]) -> None:
         f"nvidia_driver_pci_devices_dir: {pci.DEVICES_DIR}\n"
         f"nvidia_driver_module_version_file: {NODE_MODULE_VERSION_FILE}\n"
         "nvidia_driver_boot_time_command: ps -o lstart= -p 1\n"
+        "# The validator reads modules, PCI devices and the kernel log through the lab's views\n"
+        "# of the simulated kernel (gpuprov/lab/kernel_view.py).\n"
+        + kernel_view.inventory_vars()
     )
     (inv / "group_vars" / "all" / "versions.yml").write_text(LAB_LOCK)
 

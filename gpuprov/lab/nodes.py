@@ -20,7 +20,7 @@ from pathlib import Path
 import yaml
 
 from gpuprov.errors import CommandFailed
-from gpuprov.lab import docker, pci
+from gpuprov.lab import docker, kernel_view, pci
 from gpuprov.lab.mirror import KEYRING_NAME
 from gpuprov.lab.paths import LABEL, NODE_LAB_DIR, NODE_MIRROR_PATH
 from gpuprov.proc import run
@@ -70,6 +70,7 @@ def config_tar(spec: NodeSpec, host_key: Path, client_pub: Path, keyring: Path,
         (f"{NODE_LAB_DIR.lstrip('/')}/hardware.yml",
          yaml.safe_dump(spec.hardware, sort_keys=False).encode(), 0o644),
         *pci.sysfs_files(spec.hardware),
+        *kernel_view.files(spec.name),
     ]
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:

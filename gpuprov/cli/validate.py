@@ -1,0 +1,129 @@
+"""`gpuprov validate`: collect evidence from nodes in parallel, judge it, record verdicts."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import click
+
+from gpuprov import report
+from gpuprov.config import resolve_inventory, state_dir
+from gpuprov.errors import InputError
+from gpuprov.inventory import Inventory
+from gpuprov.ledger import Ledger
+from gpuprov.lock import PREFIX, Lock
+from gpuprov.profiles import Profile, load_profile
+from gpuprov.validation.collect import NodeSettings
+from gpuprov.validation.connect import prime_inventory
+from gpuprov.validation.pipeline import NodeJob, validate_all
+from gpuprov.validation.progress import view_for
+
+
+def pick_nodes(inventory: Inventory, nodes: tuple[str, ...], all_nodes: bool) -> list[str]:
+    if bool(nodes) == all_nodes:
+        raise InputError("name the nodes to validate (NODE…) or pass --all, not both")
+    known = inventory.hosts()
+    if all_nodes:
+        return known
+    for node in nodes:
+        if node not in known:
+            close = difflib.get_close_matches(node, known, n=1)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            raise InputError(f"unknown node {node!r}: not in {inventory.path}{hint}")
+    return list(dict.fromkeys(nodes))
+
+
+def node_profile(node: str, variables: dict, override: Profile | None) -> Profile:
+    if override:
+        return override
+    name = variables.get("gpuprov_profile")
+    if not name:
+        raise InputError(f"host {node}: no gpuprov_profile in the inventory; pass --profile")
+    try:
+        return load_profile(str(name))
+    except InputError as exc:
+        raise InputError(f"host {node}: gpuprov_profile: {exc}") from exc
+
+
+def node_lock(node: str, variables: dict) -> Lock | None:
+    """The host's versions lock; none when its inventory has no lock at all."""
+    if not any(k.startswith(PREFIX + "driver_version") for k in variables):
+        return None
+    return Lock.from_vars(variables, f"host {node}")
+
+
+@click.command()
+@click.argument("nodes", nargs=-1)
+@click.option("--all", "all_nodes", is_flag=True, help="Every host of the inventory.")
+@click.option("--inventory", "-i", "inventory_option", metavar="FILE",
+              help="Ansible inventory (default: $GPUPROV_INVENTORY or ./ansible.cfg's).")
+@click.option("--profile", "profile_name", metavar="NAME|PATH",
+              help="Hardware profile for every node (default: each host's gpuprov_profile).")
+@click.option("--soak", "soak_seconds", type=click.IntRange(1, 7 * 86400), metavar="SECONDS",
+              help="gpu-burn soak length (default: the profile's gpu_burn.soak_seconds).")
+@click.option("--soak-after-identity-failure", is_flag=True,
+              help="Soak and run DDP even on a node whose identity checks failed.")
+@click.option("--parallel", type=click.IntRange(1, 512), default=32, show_default=True,
+              help="Nodes validated at once.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the report as JSON (data/schemas/validation-report.schema.json).")
+@click.option("--junit", "junit_path", type=click.Path(path_type=Path), metavar="FILE",
+              help="Also write a JUnit XML report (a testsuite per node, a testcase per check).")
+@click.option("--evidence-dir", "evidence_root", type=click.Path(path_type=Path), metavar="DIR",
+              help="Where evidence goes: DIR/<run>/<node>/ (default: the state directory's "
+                   "evidence/).")
+def validate(nodes: tuple[str, ...], all_nodes: bool, inventory_option: str | None,
+             profile_name: str | None, soak_seconds: int | None,
+             soak_after_identity_failure: bool, parallel: int, as_json: bool,
+             junit_path: Path | None, evidence_root: Path | None) -> None:
+    """Validate NODEs: exit 0 all accepted, 1 any rejected or unreachable, 2 bad input."""
+    if junit_path and not junit_path.parent.resolve().is_dir():
+        raise InputError(f"--junit {junit_path}: directory {junit_path.parent} does not exist")
+    path = resolve_inventory(inventory_option)
+    inventory = Inventory(path)
+    hosts = pick_nodes(inventory, nodes, all_nodes)
+    override = load_profile(profile_name) if profile_name else None
+
+    run_id = time.strftime("v%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
+    evidence_base = (evidence_root or state_dir() / "evidence") / run_id
+    jobs, locks = [], {}
+    for host in hosts:
+        variables = inventory.variables(host)
+        profile = node_profile(host, variables, override)
+        lock = node_lock(host, variables)
+        locks[host] = lock.as_dict() if lock else None
+        settings = NodeSettings.from_vars(
+            host, variables, profile=profile, lock=lock, run_id=run_id,
+            soak_seconds=soak_seconds or int(profile["gpu_burn"]["soak_seconds"]),
+            soak_after_identity_failure=soak_after_identity_failure)
+        jobs.append(NodeJob(settings, path, evidence_base / host,
+                            state_dir() / "ssh-control"))
+
+    ledger = Ledger()
+    ledger.start_run(run_id, "validate", str(path.resolve()), hosts,
+                     {"profile": profile_name, "soak": soak_seconds,
+                      "soak_after_identity_failure": soak_after_identity_failure},
+                     locks, str(evidence_base))
+    prime_inventory(path)
+    out = sys.stderr if as_json else sys.stdout
+    print(f"run {run_id}: validating {len(hosts)} node(s); evidence in {evidence_base}",
+          file=out, flush=True)
+    with view_for(hosts, as_json) as view:
+        validate_all(jobs, view, parallel, lambda result: ledger.record_node(run_id, result))
+    ledger.finish_validation(run_id)
+
+    run = ledger.run(run_id)
+    results = ledger.node_results(run_id)
+    if junit_path:
+        junit_path.write_text(report.as_junit(run, results))
+    if as_json:
+        click.echo(json.dumps(report.as_json(run, results), indent=2, default=str))
+    else:
+        click.echo(report.as_table(run, results))
+    sys.exit(0 if all(r.verdict == "accepted" for r in results) and len(results) == len(hosts)
+             else 1)

@@ -1,0 +1,68 @@
+"""What a lab node's kernel would show the validator: loaded modules, PCI devices, a kernel log.
+
+A container shares the controller's kernel: `lsmod` finds no /proc/modules, `lspci`
+sees no NVIDIA device and `dmesg` prints the controller's ring buffer. Each node gets
+small tools that print the real formats from the node's simulated state instead, and
+the lab inventory points the validator at them (`gpuprov_validate_*_command`), as it
+points the driver role at the simulated sysfs:
+
+- lsmod: the NVIDIA modules once a driver module is "loaded" (its version file in /run),
+  nouveau while no modprobe.d file blacklists it (as on a fresh server; the lab has no
+  initramfs, so the blacklist takes effect at once);
+- lspci: `lspci -nn -d 10de:` lines for the simulated sysfs functions (a GPU that no
+  longer enumerates to the driver stays on the bus, as one that fell off NVML does);
+- the kernel log: /var/log/kern.log as rsyslog writes it, starting with the boot line;
+  the lab's Xid faults append to it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from gpuprov.lab import pci
+from gpuprov.lab.sim import node as sim_node
+
+LSMOD = "/usr/local/sbin/gpuprov-lab-lsmod"
+LSPCI = "/usr/local/sbin/gpuprov-lab-lspci"
+
+_LSMOD_SCRIPT = f"""#!/bin/sh
+# gpuprov lab: lsmod of the simulated kernel (see gpuprov/lab/kernel_view.py)
+echo "Module                  Size  Used by"
+if [ -s {sim_node.MODULE_VERSION} ]; then
+  echo "nvidia_uvm           1437696  0"
+  echo "nvidia_modeset       1306624  0"
+  echo "nvidia              8814592  2 nvidia_uvm,nvidia_modeset"
+fi
+grep -qsE '^[[:space:]]*blacklist[[:space:]]+nouveau' /etc/modprobe.d/*.conf \\
+  || echo "nouveau              2797568  0"
+"""
+
+_LSPCI_SCRIPT = f"""#!/bin/sh
+# gpuprov lab: `lspci -nn -d 10de:` of the simulated sysfs (see gpuprov/lab/kernel_view.py)
+for dev in {pci.DEVICES_DIR}/*; do
+  [ -d "$dev" ] || continue
+  [ "$(cat "$dev/vendor")" = "{pci.NVIDIA_VENDOR}" ] || continue
+  id=$(sed 's/^0x//' "$dev/device"); class=$(cat "$dev/class")
+  addr=${{dev##*/}}; addr=${{addr#0000:}}
+  case "$class" in
+    0x0302*) echo "$addr 3D controller [0302]: NVIDIA Corporation Device [10de:$id] (rev a1)" ;;
+    *) echo "$addr Bridge [0680]: NVIDIA Corporation Device [10de:$id] (rev a1)" ;;
+  esac
+done
+"""
+
+
+def files(node: str) -> list[tuple[str, bytes, int]]:
+    """(path relative to /, content, mode) for the node's configuration tar."""
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%f+00:00")
+    boot = f"{stamp} {node} kernel: Linux version 6.1.0-gpuprov-lab (simulated boot)\n"
+    return [(LSMOD.lstrip("/"), _LSMOD_SCRIPT.encode(), 0o755),
+            (LSPCI.lstrip("/"), _LSPCI_SCRIPT.encode(), 0o755),
+            (sim_node.KERNEL_LOG.lstrip("/"), boot.encode(), 0o640)]
+
+
+def inventory_vars() -> str:
+    """The lab's group_vars lines pointing the validator at these views."""
+    return (f"gpuprov_validate_lsmod_command: {LSMOD}\n"
+            f"gpuprov_validate_lspci_command: {LSPCI}\n"
+            f"gpuprov_validate_kernel_log: {sim_node.KERNEL_LOG}\n")

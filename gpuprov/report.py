@@ -1,0 +1,171 @@
+"""Validation reports from the ledger: a verdict table, JSON (schema in
+data/schemas/validation-report.schema.json), JUnit XML (one testsuite per node, one testcase
+per check), and an RMA-ready markdown summary of a rejected node with its evidence bundled
+as one archive."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tarfile
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from gpuprov.checks.result import BLOCKING
+from gpuprov.ledger import NodeResult, RunRecord
+
+SCHEMA = "gpuprov.validation-report/1"
+
+
+
+def _iso(timestamp: float | None) -> str | None:
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(timestamp)) if timestamp else None
+
+
+def verdict_of(result: NodeResult) -> str:
+    """The recorded verdict; a node of an unfinished run has none ("interrupted")."""
+    return result.verdict or "interrupted"
+
+
+def as_json(run: RunRecord, results: list[NodeResult]) -> dict:
+    return {
+        "schema": SCHEMA,
+        "run": {"id": run.id, "status": run.status, "started_at": _iso(run.started_at),
+                "finished_at": _iso(run.finished_at), "inventory": run.inventory,
+                "nodes": run.hosts, "options": run.options},
+        "nodes": [{
+            "node": r.node, "verdict": verdict_of(r), "judged": r.judged, "profile": r.profile,
+            "reason": r.reason, "evidence_dir": r.evidence_dir,
+            "started_at": _iso(r.started_at), "judged_at": _iso(r.judged_at),
+            "gpus": [vars(g) for g in r.gpus],
+            "checks": [{"id": c.id, "status": c.status, "summary": c.summary, "gpu": c.gpu,
+                        "values": c.values} for c in r.checks],
+        } for r in results],
+    }
+
+
+def failing(result: NodeResult) -> list:
+    return [c for c in result.checks if c.status in BLOCKING]
+
+
+def as_table(run: RunRecord, results: list[NodeResult]) -> str:
+    width = max([4] + [len(r.node) for r in results])
+    lines = [f"run {run.id} ({run.status}, started {_iso(run.started_at)})", "",
+             f"{'NODE':<{width}}  {'VERDICT':<12} FAILING CHECKS"]
+    for r in results:
+        bad = failing(r)
+        first = (f"{bad[0].id}: {bad[0].summary}" if bad else
+                 r.reason if r.judged != "accepted" else "-")
+        lines.append(f"{r.node:<{width}}  {verdict_of(r).upper():<12} {first}")
+        lines += [f"{'':<{width}}  {'':<12} {c.id}: {c.summary}" for c in bad[1:]]
+    lines.append("")
+    lines += [f"evidence {r.node}: {r.evidence_dir}" for r in results]
+    return "\n".join(lines)
+
+
+def as_junit(run: RunRecord, results: list[NodeResult]) -> str:
+    suites = ET.Element("testsuites", name=f"gpuprov validate {run.id}")
+    totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    for r in results:
+        suite = ET.SubElement(suites, "testsuite", name=r.node,
+                              timestamp=_iso(r.started_at) or "",
+                              time=f"{r.judged_at - r.started_at:.1f}")
+        counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+        props = ET.SubElement(suite, "properties")
+        for key, value in (("verdict", verdict_of(r)), ("profile", r.profile),
+                           ("evidence_dir", r.evidence_dir), ("run_id", run.id)):
+            ET.SubElement(props, "property", name=key, value=value)
+        cases = r.checks or []
+        if r.judged == "unreachable" or not cases:
+            case = ET.SubElement(suite, "testcase", classname=f"gpuprov.{r.node}",
+                                 name="reachable")
+            ET.SubElement(case, "error", message=r.reason, type=r.judged).text = r.reason
+            counts["tests"] += 1
+            counts["errors"] += 1
+        for c in cases:
+            case = ET.SubElement(suite, "testcase", classname=f"gpuprov.{r.node}", name=c.id)
+            counts["tests"] += 1
+            values = json.dumps(c.values, sort_keys=True, default=str)
+            if c.status in BLOCKING:
+                ET.SubElement(case, "failure", message=c.summary, type=c.status).text = values
+                counts["failures"] += 1
+            elif c.status == "skip":
+                ET.SubElement(case, "skipped", message=c.summary)
+                counts["skipped"] += 1
+            else:
+                ET.SubElement(case, "system-out").text = f"{c.status}: {c.summary}"
+        for key, value in counts.items():
+            suite.set(key, str(value))
+            totals[key] += value
+    for key, value in totals.items():
+        suites.set(key, str(value))
+    ET.indent(suites)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, "unicode") + "\n"
+
+
+def archive(result: NodeResult, out_dir: Path) -> tuple[Path, str]:
+    """The node's evidence directory as one .tar.gz; its path and sha256."""
+    source = Path(result.evidence_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    target = out_dir / f"gpuprov-evidence-{result.node}-{result.run_id}.tar.gz"
+    tmp = target.with_suffix(".tmp")
+    with tarfile.open(tmp, "w:gz") as tar:
+        tar.add(source, arcname=f"{result.node}-{result.run_id}")
+    tmp.replace(target)
+    return target, hashlib.sha256(target.read_bytes()).hexdigest()
+
+
+def _cell(text: object) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def as_markdown(run: RunRecord, result: NodeResult, system: str, bundle: tuple[Path, str]
+                ) -> str:
+    """An RMA-ready summary of one node: system, failing GPU(s), failed checks with their
+    measured values, and the evidence archive."""
+    bad = failing(result)
+    gpus = {g.index: g for g in result.gpus}
+    at_fault = []
+    for c in bad:
+        index = (c.gpu or {}).get("index")
+        if c.gpu and (index, c.gpu.get("bus_id")) not in [(i, b) for i, b, *_ in at_fault]:
+            g = gpus.get(index)
+            at_fault.append((index, c.gpu.get("bus_id"), c.gpu.get("serial") or
+                             (g.serial if g else None), g.uuid if g else None,
+                             g.name if g else None, c.id))
+    lines = [f"# RMA evidence: {result.node} — {verdict_of(result).upper()}", "",
+             "| | |", "|---|---|",
+             f"| Node | {result.node} |",
+             f"| System | {_cell(system)} (profile `{result.profile}`) |",
+             f"| Validation run | `{run.id}` ({run.status}), judged {_iso(result.judged_at)} |",
+             f"| Reason | {_cell(result.reason)} |", ""]
+    lines += ["## Failing GPU" + ("s" if len(at_fault) != 1 else ""), ""]
+    if at_fault:
+        lines += ["| index | bus id | serial | UUID | name | check |", "|---|---|---|---|---|---|"]
+        lines += [f"| {i if i is not None else '-'} | {b or '-'} | {s or '-'} | {u or '-'} | "
+                  f"{n or '-'} | {check} |" for i, b, s, u, n, check in at_fault]
+    else:
+        lines.append("No single GPU is at fault: the failures below are node-wide.")
+    lines += ["", "## Failed checks", "", "| check | status | summary | measured |",
+              "|---|---|---|---|"]
+    for c in bad:
+        measured = json.dumps(c.values, sort_keys=True, default=str)
+        if len(measured) > 400:
+            measured = measured[:400] + "…"
+        lines.append(f"| `{c.id}` | {c.status} | {_cell(c.summary)} | `{_cell(measured)}` |")
+    if not bad:
+        lines.append("| - | - | none failed | - |")
+    lines += ["", "## All GPUs", "", "| index | bus id | serial | UUID | name |",
+              "|---|---|---|---|---|"]
+    lines += [f"| {g.index} | {g.bus_id} | {g.serial} | {g.uuid} | {g.name} |"
+              for g in result.gpus] or ["| - | - | - | - | no GPU listed |"]
+    path, digest = bundle
+    files = sorted(p.name for p in Path(result.evidence_dir).iterdir()) if Path(
+        result.evidence_dir).is_dir() else []
+    lines += ["", "## Evidence", "",
+              f"- archive: `{path}`", f"- sha256: `{digest}`",
+              f"- files: {', '.join(f'`{f}`' for f in files)}",
+              f"- re-judge offline: `gpuprov evaluate <unpacked dir> --profile {result.profile}`",
+              ""]
+    return "\n".join(lines)

@@ -1,0 +1,271 @@
+"""Evidence collection from one live node through testinfra's host API.
+
+A `Collector` fills one node's evidence directory (DESIGN.md) stage by stage: it runs each
+command on the node with a hard timeout (coreutils `timeout` on the node, so a hung tool
+is killed there), keeps stdout under the contract's file name when the command worked,
+and logs every command (exit status, seconds, file) in meta.json. A tool that fails leaves
+its file absent, so its checks read `missing`, never `pass`; only nvidia-smi's own failure
+text is kept (`nvidia-smi-error.txt`), because "Driver/library version mismatch" is the
+reason a node is rejected. SSH failing (exit 255, nothing printed) raises `Unreachable`.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import shlex
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from importlib import resources
+from pathlib import Path
+
+from testinfra.host import Host
+
+from gpuprov import __version__, evidence
+from gpuprov.lock import Lock
+from gpuprov.parsers.errors import ParseError
+from gpuprov.profiles import Profile
+
+UNITS = ("nvidia-persistenced.service", "nvidia-fabricmanager.service", "docker.service",
+         "containerd.service")
+PACKAGE_PATTERNS = ("*nvidia*", "cuda-*", "libcudnn*", "cudnn*", "docker*", "containerd*",
+                    "libnvidia-container*")
+CUDNN_HEADERS = ("/usr/include/cudnn_version.h", "/usr/include/x86_64-linux-gnu/cudnn_version_v9.h",
+                 "/usr/include/x86_64-linux-gnu/cudnn_version_v8.h",
+                 "/usr/local/cuda/include/cudnn_version.h", "/usr/include/cudnn.h")
+NVCC = "PATH=$PATH:/usr/local/cuda/bin nvcc --version"
+TORCH_RECORDS = "/var/lib/gpuprov/pytorch-envs"
+SSH_FAILED = 255
+
+
+class Unreachable(Exception):
+    """The node did not answer over SSH."""
+
+
+@dataclass(frozen=True)
+class NodeSettings:
+    """How one node is validated: its profile and lock, and where its tools are."""
+    node: str
+    profile: Profile
+    lock: Lock | None
+    run_id: str
+    soak_seconds: int
+    lsmod_command: str = "lsmod"
+    lspci_command: str = "lspci -nn -d 10de:"
+    kernel_log: str = "dmesg"          # or a log file on the node (rsyslog's kern.log)
+    gpu_burn_dir: str = "/opt/gpu-burn"
+    pytorch_env: str = "default"       # the pytorch_env role's smoke record to validate with
+    ddp_timeout_s: int = 120
+    soak_after_identity_failure: bool = False
+
+    @classmethod
+    def from_vars(cls, node: str, variables: dict, **fixed) -> NodeSettings:
+        """Inventory variables `gpuprov_validate_<field>` override the defaults."""
+        own = {name: variables[f"gpuprov_validate_{name}"]
+               for name in ("lsmod_command", "lspci_command", "kernel_log", "gpu_burn_dir",
+                            "pytorch_env") if variables.get(f"gpuprov_validate_{name}")}
+        return cls(node=node, **fixed, **{k: str(v) for k, v in own.items()})
+
+
+@dataclass
+class Collector:
+    host: Host
+    directory: Path
+    settings: NodeSettings
+    meta: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        s = self.settings
+        self.workdir = f"/var/tmp/gpuprov-validate/{s.run_id}"
+        self.meta = {"node": s.node, "profile": s.profile.name, "run_id": s.run_id,
+                     "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
+                     "gpuprov_version": __version__,
+                     "lock": s.lock.as_dict() if s.lock else None,
+                     "soak_seconds": s.soak_seconds, "stages": {}, "skipped": {},
+                     "commands": []}
+        self.save_meta()
+
+    # -- files -------------------------------------------------------------------------
+    def write(self, name: str, text: str) -> None:
+        tmp = self.directory / f".{name}.tmp"
+        tmp.write_text(text)
+        tmp.replace(self.directory / name)
+
+    def save_meta(self) -> None:
+        self.write(evidence.META, json.dumps(self.meta, indent=2, default=str) + "\n")
+
+    # -- commands ----------------------------------------------------------------------
+    def run(self, command: str, timeout: int = 60, file: str | None = None):
+        """`command` under `timeout` on the node; its stdout kept as `file` if it worked."""
+        started = time.monotonic()
+        result = self.host.run(f"timeout -k 5 {timeout} sh -c {shlex.quote(command)}")
+        seconds = round(time.monotonic() - started, 2)
+        if result.rc == SSH_FAILED and not result.stdout:
+            raise Unreachable((result.stderr.strip().splitlines() or ["ssh failed"])[-1])
+        kept = file if file and result.rc == 0 else None
+        if kept:
+            self.write(kept, result.stdout)
+        self.meta["commands"].append({"command": command, "rc": result.rc,
+                                      "seconds": seconds, "file": kept})
+        return result
+
+    def upload(self, name: str, text: str) -> str:
+        """A probe script into the node's work directory (testinfra has no copy: base64)."""
+        path = f"{self.workdir}/{name}"
+        payload = base64.b64encode(text.encode()).decode()
+        self.run(f"mkdir -p {self.workdir} && echo {payload} | base64 -d > {path}")
+        return path
+
+    def stage(self, name: str):
+        return _Stage(self, name)
+
+    def skip(self, stage: str, why: str) -> None:
+        self.meta["skipped"][stage] = why
+        self.save_meta()
+
+    def finish(self) -> None:
+        try:
+            self.host.run(f"rm -rf {self.workdir}")
+        finally:
+            self.meta["finished_at"] = datetime.now(UTC).isoformat(timespec="seconds")
+            self.save_meta()
+
+
+class _Stage:
+    def __init__(self, collector: Collector, name: str):
+        self.collector, self.name = collector, name
+
+    def __enter__(self):
+        self.started = time.monotonic()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.collector.meta["stages"][self.name] = round(time.monotonic() - self.started, 2)
+        self.collector.save_meta()
+
+
+def probe_source(name: str) -> str:
+    return resources.files("gpuprov.validation.probes").joinpath(f"{name}.py").read_text()
+
+
+# -- stages ------------------------------------------------------------------------------
+
+def identity(c: Collector) -> None:
+    """Cheap identity and version evidence: packages, modules, PCI, units, toolkit, cuDNN,
+    nvidia-smi -q -x (the before-soak GPU state), torch."""
+    with c.stage("identity"):
+        uptime = c.run("cat /proc/uptime")
+        if uptime.rc == 0:
+            c.meta["uptime_at_start_s"] = float(uptime.stdout.split()[0])
+        patterns = " ".join(shlex.quote(p) for p in PACKAGE_PATTERNS)
+        c.run(f"dpkg-query -W -f='${{Package}}\\t${{Version}}\\n' {patterns} 2>/dev/null; true",
+              file=evidence.PACKAGES)
+        c.run(c.settings.lsmod_command, file=evidence.LSMOD)
+        c.run(c.settings.lspci_command, file=evidence.LSPCI)
+        c.run("systemctl show -p Id,LoadState,ActiveState,SubState,UnitFileState "
+              + " ".join(UNITS), file=evidence.SYSTEMCTL)
+        c.run(NVCC, file=evidence.NVCC)
+        header = next((p for p in CUDNN_HEADERS if c.host.file(p).exists), None)
+        if header:
+            c.write(evidence.CUDNN, c.host.file(header).content_string)
+            c.meta["cudnn_header"] = header
+        smi = c.run("nvidia-smi -q -x", file=evidence.SMI_BEFORE)
+        if smi.rc != 0:
+            c.write(evidence.SMI_ERROR, f"$ nvidia-smi -q -x\nexit status {smi.rc}\n"
+                               f"{smi.stdout}{smi.stderr}")
+        python = torch_python(c)
+        if python:
+            probe = c.upload("torch_env.py", probe_source("torch_env"))
+            c.run(f"{python} {probe}", timeout=120, file=evidence.TORCH_ENV)
+
+
+def torch_python(c: Collector) -> str | None:
+    """The interpreter of the environment the pytorch_env role recorded, if any."""
+    record = c.host.file(f"{TORCH_RECORDS}/{c.settings.pytorch_env}.json")
+    if not record.exists:
+        c.skip("torch", f"no PyTorch environment {c.settings.pytorch_env!r} "
+                        f"({record.path} absent)")
+        return None
+    try:
+        env = json.loads(record.content_string)["env"]
+    except (ValueError, KeyError):
+        c.skip("torch", f"{record.path}: not a pytorch_env smoke record")
+        return None
+    c.meta["pytorch_env"] = env
+    return f"{env}/bin/python"
+
+
+def snapshot(c: Collector, after: bool) -> None:
+    """Interconnect and health counters: before the soak (topology, links, NVLink errors,
+    kernel log) and after it (nvidia-smi -q -x and NVLink errors again, the kernel log)."""
+    with c.stage("after-soak" if after else "snapshot"):
+        if after:
+            c.run("nvidia-smi -q -x", file=evidence.SMI_AFTER)
+            c.run("nvidia-smi nvlink -e", file=evidence.NVLINK_ERRORS_AFTER)
+        else:
+            c.run("nvidia-smi topo -m", file=evidence.TOPO)
+            c.run("nvidia-smi nvlink -s", file=evidence.NVLINK_STATUS)
+            c.run("nvidia-smi nvlink -e", file=evidence.NVLINK_ERRORS_BEFORE)
+        log = c.settings.kernel_log
+        c.run("dmesg --time-format iso" if log == "dmesg" else f"cat {shlex.quote(log)}",
+              file=evidence.DMESG)
+
+
+def soak(c: Collector) -> None:
+    seconds = c.settings.soak_seconds
+    with c.stage("soak"):
+        binary = f"{c.settings.gpu_burn_dir}/gpu_burn"
+        if not c.host.file(binary).exists:
+            c.skip("soak", f"{binary} absent: gpu-burn is not installed")
+            return
+        # gpu-burn exits 0 even when a GPU is FAULTY: the log is the evidence, whatever rc
+        result = c.run(f"cd {shlex.quote(c.settings.gpu_burn_dir)} && ./gpu_burn {seconds} 2>&1",
+                       timeout=seconds + 120)
+        c.write(evidence.GPU_BURN, result.stdout)
+
+
+def ddp_smoke(c: Collector) -> None:
+    """The DDP probe under torchrun, one rank per GPU nvidia-smi listed (one without)."""
+    with c.stage("ddp"):
+        python = c.meta.get("pytorch_env") and f"{c.meta['pytorch_env']}/bin/python"
+        if not python:
+            c.skip("ddp", "no PyTorch environment to run the DDP probe in")
+            return
+        ranks = max(gpu_count(c), 1)
+        probe = c.upload("ddp_smoke.py", probe_source("ddp_smoke"))
+        out = f"{c.workdir}/ddp-smoke.json"
+        limit = c.settings.ddp_timeout_s
+        started = time.monotonic()
+        result = c.run(
+            f"cd {c.workdir} && rm -f {out} && {python} -m torch.distributed.run --standalone "
+            f"--nnodes=1 --nproc-per-node={ranks} --max-restarts=0 --tee=3 {probe} "
+            f"--out {out} --timeout {max(limit // 2, 10)} 2>&1", timeout=limit)
+        seconds = round(time.monotonic() - started, 1)
+        c.write(evidence.DDP_LOG, result.stdout)
+        written = c.run(f"cat {out}", file=evidence.DDP_JSON)
+        if written.rc != 0:
+            c.write(evidence.DDP_JSON, json.dumps(_no_result(result, ranks, limit, seconds),
+                                                  indent=2) + "\n")
+
+
+def gpu_count(c: Collector) -> int:
+    try:
+        smi = evidence.Evidence(c.directory).smi()
+    except ParseError:  # judged as a failed check; the probe still runs on one rank
+        return 0
+    return len(smi.gpus) if smi else 0
+
+
+def _no_result(result, ranks: int, limit: int, seconds: float) -> dict:
+    """torchrun ended without the probe's JSON: why, from its exit and last error line."""
+    if result.rc in (124, 137):
+        why = (f"torchrun killed after the {limit}s hard timeout: a rank never joined or "
+               "hung")
+    else:
+        lines = [line for line in result.stdout.splitlines() if line.strip()]
+        errors = [line for line in lines if "Error" in line or "error" in line]
+        last = (errors or lines or ["no output"])[-1].strip()
+        why = f"torchrun exited {result.rc} after {seconds}s without a result: {last[:200]}"
+    return {"ok": False, "world_size": ranks, "backend": "unknown", "error": why}

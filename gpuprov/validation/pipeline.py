@@ -1,0 +1,118 @@
+"""One node's validation, start to verdict, and many nodes in parallel.
+
+Order (issue #8): identity and version evidence, judged at once; then the before-soak
+snapshot; the gpu-burn soak and the after-soak snapshot (skipped when identity failed,
+unless asked); the DDP smoke; then every evaluator over the saved directory, the same
+`judge` that `gpuprov evaluate` runs, so the saved evidence reproduces the verdict.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpuprov.checks.result import BLOCKING
+from gpuprov.checks.run import IDENTITY_CHECKS, Judgement, judge
+from gpuprov.evidence import Evidence
+from gpuprov.ledger import CheckRecord, GpuRecord, NodeResult
+from gpuprov.validation import collect
+from gpuprov.validation.connect import node_host
+
+# (node, stage, detail) -> None; stages: connect identity snapshot soak after-soak ddp
+# judge done
+Progress = Callable[[str, str, dict], None]
+
+
+@dataclass(frozen=True)
+class NodeJob:
+    settings: collect.NodeSettings
+    inventory: Path
+    evidence_dir: Path
+    control_dir: Path
+
+
+def validate_node(job: NodeJob, progress: Progress) -> NodeResult:
+    s = job.settings
+    started = time.time()
+    collector = None
+    try:
+        progress(s.node, "connect", {})
+        host = node_host(s.node, job.inventory, job.control_dir)
+        collector = collect.Collector(host, job.evidence_dir, s)
+        progress(s.node, "identity", {})
+        collect.identity(collector)
+        identity = judge(Evidence(job.evidence_dir), s.profile, s.lock, strict=False,
+                         only=IDENTITY_CHECKS)
+        failing = [c.id for c in identity.checks if c.status in BLOCKING]
+        progress(s.node, "snapshot", {"identity_failing": failing})
+        collect.snapshot(collector, after=False)
+        if failing and not s.soak_after_identity_failure:
+            why = f"identity checks failed: {', '.join(failing)}"
+            collector.skip("soak", why)
+            collector.skip("ddp", why)
+        else:
+            progress(s.node, "soak", {"seconds": s.soak_seconds, "started": time.monotonic()})
+            collect.soak(collector)
+            progress(s.node, "after-soak", {})
+            collect.snapshot(collector, after=True)
+            progress(s.node, "ddp", {})
+            collect.ddp_smoke(collector)
+        collector.finish()
+    except collect.Unreachable as exc:
+        if collector is not None:
+            collector.meta["unreachable"] = str(exc)
+            collector.save_meta()
+        progress(s.node, "done", {"verdict": "unreachable"})
+        return _result(job, started, "unreachable", f"unreachable: {exc}", None)
+    except Exception as exc:  # a node that breaks the collector is never accepted
+        progress(s.node, "done", {"verdict": "rejected"})
+        return _result(job, started, "rejected",
+                       f"validation aborted: {type(exc).__name__}: {exc}", None)
+    progress(s.node, "judge", {})
+    judgement = judge(Evidence(job.evidence_dir), s.profile, s.lock, strict=False)
+    result = _result(job, started, judgement.verdict, reason(judgement), judgement)
+    progress(s.node, "done", {"verdict": result.judged})
+    return result
+
+
+def reason(judgement: Judgement) -> str:
+    """One line: each blocking check with its summary."""
+    bad = [c for c in judgement.checks if c.status in BLOCKING]
+    return "; ".join(f"{c.id}: {c.summary}" for c in bad) or "all checks passed"
+
+
+def _result(job: NodeJob, started: float, verdict: str, why: str,
+            judgement: Judgement | None) -> NodeResult:
+    checks = [CheckRecord(c.id, str(c.status), c.summary, c.gpu, c.values)
+              for c in (judgement.checks if judgement else [])]
+    return NodeResult(job.settings.run_id, job.settings.node, verdict, None,
+                      job.settings.profile.name, why, str(job.evidence_dir), started,
+                      time.time(), checks, _gpus(job.evidence_dir))
+
+
+def _gpus(directory: Path) -> list[GpuRecord]:
+    """The GPUs (with serials) the before-soak snapshot saw."""
+    try:
+        smi = Evidence(directory).smi() if directory.is_dir() else None
+    except Exception:  # a malformed report is already a failed check; no serials then
+        return []
+    return [GpuRecord(g.index, g.bus_id, g.serial, g.uuid, g.name)
+            for g in (smi.gpus if smi else [])]
+
+
+def validate_all(jobs: list[NodeJob], progress: Progress, parallel: int,
+                 on_result: Callable[[NodeResult], None]) -> list[NodeResult]:
+    """Nodes in parallel threads (each node's work is remote); results as they come."""
+    results: list[NodeResult] = []
+
+    def one(job: NodeJob) -> NodeResult:
+        result = validate_node(job, progress)
+        on_result(result)
+        return result
+
+    with ThreadPoolExecutor(max_workers=max(1, min(parallel, len(jobs)))) as pool:
+        results = list(pool.map(one, jobs))
+    return results

@@ -1,0 +1,1 @@
+"""Scripts copied to nodes and run there (standard library and torch only)."""
