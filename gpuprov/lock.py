@@ -47,6 +47,13 @@ class Lock:
         return cls(**values)
 
     @classmethod
+    def of_host(cls, variables: dict, source: str) -> Lock | None:
+        """A host's lock from its inventory variables; None when it has no lock at all."""
+        if PREFIX + "driver_version" not in variables:
+            return None
+        return cls.from_vars(variables, source)
+
+    @classmethod
     def load(cls, path: Path) -> Lock:
         try:
             data = yaml.safe_load(path.read_text())

@@ -16,7 +16,7 @@ from gpuprov.config import resolve_inventory, state_dir
 from gpuprov.errors import InputError
 from gpuprov.inventory import Inventory
 from gpuprov.ledger import Ledger
-from gpuprov.lock import PREFIX, Lock
+from gpuprov.lock import Lock
 from gpuprov.profiles import Profile, load_profile
 from gpuprov.validation.collect import NodeSettings
 from gpuprov.validation.connect import prime_inventory
@@ -48,13 +48,6 @@ def node_profile(node: str, variables: dict, override: Profile | None) -> Profil
         return load_profile(str(name))
     except InputError as exc:
         raise InputError(f"host {node}: gpuprov_profile: {exc}") from exc
-
-
-def node_lock(node: str, variables: dict) -> Lock | None:
-    """The host's versions lock; none when its inventory has no lock at all."""
-    if not any(k.startswith(PREFIX + "driver_version") for k in variables):
-        return None
-    return Lock.from_vars(variables, f"host {node}")
 
 
 @click.command()
@@ -95,7 +88,7 @@ def validate(nodes: tuple[str, ...], all_nodes: bool, inventory_option: str | No
     for host in hosts:
         variables = inventory.variables(host)
         profile = node_profile(host, variables, override)
-        lock = node_lock(host, variables)
+        lock = Lock.of_host(variables, f"host {host}")
         locks[host] = lock.as_dict() if lock else None
         settings = NodeSettings.from_vars(
             host, variables, profile=profile, lock=lock, run_id=run_id,

@@ -37,12 +37,18 @@ def log(rank: int, message: str) -> None:
     print(f"rank {rank}: {message}", flush=True)
 
 
-def spread(value: torch.Tensor) -> float:
-    """Largest difference of a tensor between any two ranks."""
-    high, low = value.detach().clone(), value.detach().clone()
+def spread_each(values: list[torch.Tensor]) -> list[float]:
+    """For each tensor, the largest difference of an element between any two ranks."""
+    flat = torch.cat([v.detach().flatten().float() for v in values])
+    high, low = flat.clone(), flat.clone()
     dist.all_reduce(high, op=dist.ReduceOp.MAX)
     dist.all_reduce(low, op=dist.ReduceOp.MIN)
-    return float((high - low).abs().max().item()) if value.numel() else 0.0
+    gaps, spreads, start = (high - low).abs(), [], 0
+    for v in values:
+        part = gaps[start:start + v.numel()]
+        spreads.append(float(part.max().item()) if part.numel() else 0.0)
+        start += v.numel()
+    return spreads
 
 
 def train(rank: int, world: int, device: torch.device, steps: int) -> dict:
@@ -58,21 +64,23 @@ def train(rank: int, world: int, device: torch.device, steps: int) -> dict:
     targets = inputs @ weights + 0.01 * torch.randn(512, 1, generator=shard)
     inputs, targets = inputs.to(device), targets.to(device)
 
-    losses, grad_spread = [], 0.0
+    losses = []
     for _ in range(steps):
         optimiser.zero_grad()
         loss = nn.functional.mse_loss(ddp(inputs), targets)
         loss.backward()
         grads = torch.cat([p.grad.flatten() for p in model.parameters()])
-        grad_spread = max(grad_spread, spread(grads))
         optimiser.step()
         total = loss.detach().clone()
         dist.all_reduce(total)
         losses.append(total.item() / world)
+    # the last step's gradients, the trained parameters and the loss history, compared
+    # across ranks with one MAX and one MIN all-reduce
     params = torch.cat([p.detach().flatten() for p in model.parameters()])
-    loss_spread = spread(torch.tensor(losses, device=device))
-    return {"losses": losses, "grad_spread": grad_spread, "param_spread": spread(params),
-            "loss_spread": loss_spread}
+    history = torch.tensor(losses, device=device)
+    parts = spread_each([grads, params, history])
+    return {"losses": losses, "grad_spread": parts[0], "param_spread": parts[1],
+            "loss_spread": parts[2]}
 
 
 def bus_bandwidth(device: torch.device, world: int, mib: int, iterations: int) -> dict:
@@ -110,7 +118,7 @@ def run(args: argparse.Namespace, rank: int, world: int, local_rank: int) -> dic
     log(rank, f"trained {args.steps} steps, loss {result['losses'][0]:.5f} -> "
               f"{result['losses'][-1]:.5f}")
     # a large tensor on GPUs; on CPUs (gloo, the lab) a smaller one keeps the probe short
-    mib = args.bandwidth_mib or (256 if use_gpu else 16)
+    mib = args.bandwidth_mib or (256 if use_gpu else 8)
     result.update(bus_bandwidth(device, world, mib, args.iterations))
     log(rank, f"all-reduce {result['allreduce_bytes']} B: "
               f"{result['allreduce_busbw_gbps']:.3f} GB/s bus bandwidth")
@@ -141,8 +149,8 @@ def main() -> int:
     parser.add_argument("--out", required=True, help="result JSON, written by rank 0")
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--bandwidth-mib", type=int, default=0,
-                        help="all-reduce tensor size (default: 256 on GPUs, 16 on CPUs)")
-    parser.add_argument("--iterations", type=int, default=5)
+                        help="all-reduce tensor size (default: 256 on GPUs, 8 on CPUs)")
+    parser.add_argument("--iterations", type=int, default=4)
     parser.add_argument("--timeout", type=int, default=60,
                         help="seconds a collective (or a rank joining) may take")
     args = parser.parse_args()

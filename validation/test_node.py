@@ -1,0 +1,42 @@
+"""A node's validation as pytest tests, in gpuprov's order: identity, snapshot, soak, DDP.
+
+Each test collects its stage's evidence with gpuprov's collectors (testinfra's host API)
+and asserts the checks that evidence decides, through the evaluators `gpuprov evaluate`
+uses. The soak and the DDP smoke are skipped on a node that failed its identity checks.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuprov.checks.run import IDENTITY_CHECKS
+from gpuprov.validation import collect
+
+
+def test_identity(node):
+    collect.identity(node.collector)
+    try:
+        node.assert_checks(*IDENTITY_CHECKS)
+    except AssertionError:
+        node.failing_identity.append("identity")
+        raise
+
+
+def test_interconnect_and_health_before_soak(node):
+    collect.snapshot(node.collector, after=False)
+    node.assert_checks("nvlink_topology", "nvlink_status", "pcie_link", "clocks_throttle")
+
+
+def test_gpu_burn_soak(node):
+    if node.failing_identity and not node.collector.settings.soak_after_identity_failure:
+        pytest.skip("identity checks failed: not soaked")
+    collect.soak(node.collector)
+    collect.snapshot(node.collector, after=True)
+    node.assert_checks("gpu_burn", "ecc", "xid", "nvlink_errors")
+
+
+def test_ddp_smoke(node):
+    if node.failing_identity and not node.collector.settings.soak_after_identity_failure:
+        pytest.skip("identity checks failed: no DDP smoke")
+    collect.ddp_smoke(node.collector)
+    node.assert_checks("ddp_smoke")
