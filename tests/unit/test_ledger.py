@@ -10,14 +10,14 @@ import subprocess
 import sys
 import time
 
-from gpuprov.ledger import HostOutcome, Ledger
+from gpuprov.ledger import MIGRATIONS, HostOutcome, Ledger
 
 
 def test_created_on_first_use_with_schema_version(tmp_path):
     path = tmp_path / "deep" / "ledger.sqlite3"
     ledger = Ledger(path)
-    assert path.exists() and ledger.schema_version == 1
-    assert Ledger(path).schema_version == 1   # reopening migrates nothing
+    assert path.exists() and ledger.schema_version == len(MIGRATIONS) == 2
+    assert Ledger(path).schema_version == 2   # reopening migrates nothing
     assert ledger.last_run("provision") is None and ledger.last_provisioning() == {}
 
 
@@ -49,8 +49,10 @@ def test_run_of_a_dead_process_reads_interrupted(tmp_path):
 def _writer(path, prefix, count):
     ledger = Ledger(path)
     for i in range(count):
-        ledger.start_run(f"{prefix}{i}", "provision", "/inv", ["n"], {}, {}, None)
-        ledger.finish_run(f"{prefix}{i}", [HostOutcome("n", "converged")])
+        # each writer its own host: a host held by a live run is refused (see
+        # test_validation_ledger), and the point here is writers queueing on the file
+        ledger.start_run(f"{prefix}{i}", "provision", "/inv", [prefix], {}, {}, None)
+        ledger.finish_run(f"{prefix}{i}", [HostOutcome(prefix, "converged")])
 
 
 def test_concurrent_writers_queue(tmp_path):

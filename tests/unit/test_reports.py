@@ -1,0 +1,81 @@
+"""Reports from ledger records of real judgements (evaluators over evidence built from the
+fixtures): JUnit loads in junitparser, JSON matches the shipped schema, markdown names the
+failing GPU's bus id and serial and bundles the evidence as one archive."""
+
+import json
+import tarfile
+from importlib import resources
+
+import jsonschema
+import pytest
+from junitparser import Failure, JUnitXml, Skipped
+
+from gpuprov import report
+from gpuprov.checks.run import judge
+from gpuprov.evidence import Evidence
+from gpuprov.ledger import Ledger
+from gpuprov.profiles import load_profile
+from gpuprov.validation.pipeline import NodeJob, _result, reason
+from tests import evidence_builder as eb
+
+
+@pytest.fixture
+def recorded(tmp_path):
+    """A finished run: node07 healthy, node08 with gpu-burn errors on GPU 2."""
+    healthy = eb.healthy_h100(tmp_path / "node07")
+    faulty = eb.replace(eb.copy(healthy, tmp_path / "node08"), "gpu-burn.log",
+                        eb.gpu_burn_log([52000] * 8, errors=[0, 0, 1542, 0, 0, 0, 0, 0]))
+    ledger = Ledger(tmp_path / "ledger.db")
+    ledger.start_run("v1", "validate", "/inv/rack3.ini", ["node07", "node08"], {}, {}, "/ev")
+    profile = load_profile("h100-sxm-8")
+    for node, directory in (("node07", healthy), ("node08", faulty)):
+        judgement = judge(Evidence(directory), profile, None)
+        job = NodeJob(_settings(node, profile), directory, directory, directory)
+        ledger.record_node("v1", _result(job, 1.0, judgement.verdict, reason(judgement),
+                                         judgement))
+    ledger.finish_validation("v1")
+    return ledger.run("v1"), ledger.node_results("v1")
+
+
+def _settings(node, profile):
+    from gpuprov.validation.collect import NodeSettings
+    return NodeSettings(node=node, profile=profile, lock=None, run_id="v1", soak_seconds=30)
+
+
+def test_junit_loads_in_a_junit_parser(recorded, tmp_path):
+    path = tmp_path / "report.xml"
+    path.write_text(report.as_junit(*recorded))
+    xml = JUnitXml.fromfile(str(path))
+    suites = {s.name: s for s in xml}
+    assert set(suites) == {"node07", "node08"}
+    assert suites["node07"].tests == 18 and suites["node07"].failures == 0
+    failed = {c.name: c for c in suites["node08"] if any(isinstance(r, Failure) for r in c.result)}
+    assert list(failed) == ["gpu_burn"]
+    assert "GPU 2 (00000000:3A:00.0" in failed["gpu_burn"].result[0].message
+    skipped = [c.name for c in suites["node07"] if any(isinstance(r, Skipped) for r in c.result)]
+    assert skipped == []   # the H100 profile skips nothing
+
+
+def test_json_matches_the_documented_schema(recorded):
+    schema = json.loads(resources.files("gpuprov").joinpath(
+        "data/schemas/validation-report.schema.json").read_text())
+    data = json.loads(json.dumps(report.as_json(*recorded), default=str))
+    jsonschema.validate(data, schema)
+    verdicts = {n["node"]: n["verdict"] for n in data["nodes"]}
+    assert verdicts == {"node07": "accepted", "node08": "rejected"}
+    broken = dict(data, nodes=[dict(data["nodes"][0], verdict="maybe")])
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(broken, schema)
+
+
+def test_markdown_names_the_gpu_and_bundles_the_evidence(recorded, tmp_path):
+    run, results = recorded
+    node08 = next(r for r in results if r.node == "node08")
+    bundle = report.archive(node08, tmp_path / "out")
+    text = report.as_markdown(run, node08, "HGX H100 8-GPU", bundle)
+    serial = next(g.serial for g in node08.gpus if g.index == 2)
+    assert "# RMA evidence: node08 — REJECTED" in text
+    assert f"| 2 | 00000000:3A:00.0 | {serial} |" in text
+    assert "| `gpu_burn` | fail |" in text and bundle[1] in text
+    with tarfile.open(bundle[0]) as tar:
+        assert "node08-v1/gpu-burn.log" in tar.getnames()
