@@ -19,7 +19,7 @@ def env(tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["node07"], "unknown node 'node07': not in {inv}; did you mean node01?"),
+    (["node-01"], "unknown node 'node-01': not in {inv}; did you mean node01?"),
     (["node01", "--all"], "name the nodes to validate (NODE…) or pass --all, not both"),
     ([], "name the nodes to validate (NODE…) or pass --all, not both"),
     (["node01", "--profile", "h100-sxm-16"], "unknown profile 'h100-sxm-16'"),
