@@ -14,3 +14,10 @@ gpuprov lab status
 gpuprov lock check --inventory "$inventory"
 gpuprov provision --inventory "$inventory"
 gpuprov nodes
+# validate the rack (short soak), then a fault: rejected naming the GPU, with an RMA report
+gpuprov validate --inventory "$inventory" --all --soak 10
+gpuprov lab fault node02 burn-errors --gpu 3
+gpuprov validate --inventory "$inventory" node02 --soak 10 || true
+gpuprov report node02 --format markdown --output "${TMPDIR:-/tmp}"
+gpuprov lab fault node02 --clear
+gpuprov nodes

@@ -1,0 +1,219 @@
+"""`gpuprov validate` on the provisioned lab rack, as an operator runs it (the CLI as a
+subprocess): three healthy nodes of different kinds are accepted; each fault kind of the
+lab is rejected with its check id and the failing GPU named; cleared nodes are accepted
+again; saved evidence re-judged by `gpuprov evaluate` gives the recorded verdict; kill -9
+mid-soak leaves a clean ledger and no accepted node; a never-provisioned node is rejected
+with reasons. Named to run right after test_provision.py, whose rack it provisions (a
+no-op there; a full provision when run alone).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import jsonschema
+import pytest
+from junitparser import JUnitXml
+
+from tests.conftest import BIN, REPO, gpuprov
+
+pytestmark = pytest.mark.lab
+
+NODES = ("node01", "node02", "node03")
+SOAK = "5"
+SCHEMA = json.loads((REPO / "gpuprov/data/schemas/validation-report.schema.json").read_text())
+
+
+@dataclass
+class Rack:
+    inventory: Path
+    state: Path
+
+    def env(self) -> dict:
+        return {**os.environ, "GPUPROV_STATE_DIR": str(self.state), "NO_COLOR": "1"}
+
+    def validate(self, *args: str, timeout: float = 600):
+        return gpuprov("validate", "--inventory", str(self.inventory), "--soak", SOAK, *args,
+                       timeout=timeout, env=self.env())
+
+    def spawn(self, *args: str) -> subprocess.Popen:
+        return subprocess.Popen(
+            [str(BIN / "gpuprov"), "validate", "--inventory", str(self.inventory), *args],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=self.env())
+
+    def cli(self, *args: str, **kwargs):
+        return gpuprov(*args, env=self.env(), timeout=300, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def rack(lab, tmp_path_factory) -> Rack:
+    rack = Rack(lab.inventory, tmp_path_factory.mktemp("validate-state"))
+    provisioned = gpuprov("provision", "--inventory", str(lab.inventory), env=rack.env(),
+                          timeout=1500)
+    assert provisioned.returncode == 0, provisioned.stdout[-3000:] + provisioned.stderr
+    return rack
+
+
+def report_of(result) -> dict:
+    assert result.returncode in (0, 1), result.stderr[-3000:]
+    data = json.loads(result.stdout)
+    jsonschema.validate(data, SCHEMA)
+    return {n["node"]: n for n in data["nodes"]}
+
+
+def blocking(node: dict) -> dict[str, dict]:
+    return {c["id"]: c for c in node["checks"] if c["status"] in ("fail", "missing")}
+
+
+def assert_reproduced(rack: Rack, node: dict) -> None:
+    """`gpuprov evaluate` on the saved evidence gives the recorded verdict and statuses."""
+    again = rack.cli("evaluate", node["evidence_dir"], "--profile", node["profile"], "--json")
+    assert again.returncode == (0 if node["verdict"] == "accepted" else 1), again.stderr
+    judged = json.loads(again.stdout)
+    assert judged["verdict"] == node["verdict"]
+    assert {c["id"]: c["status"] for c in judged["checks"]} == {
+        c["id"]: c["status"] for c in node["checks"]}
+
+
+def fault(node: str, kind: str, gpu: int | None = None) -> None:
+    args = ["lab", "fault", node, kind] + (["--gpu", str(gpu)] if gpu is not None else [])
+    result = gpuprov(*args)
+    assert result.returncode == 0, result.stderr
+
+
+def clear(*nodes: str) -> None:
+    for node in nodes:
+        assert gpuprov("lab", "fault", node, "--clear").returncode == 0
+
+
+def test_three_healthy_nodes_of_different_kinds_are_accepted(rack, tmp_path):
+    junit = tmp_path / "validate.xml"
+    result = rack.validate("--all", "--json", "--junit", str(junit))
+    nodes = report_of(result)
+    assert result.returncode == 0, {n: v["reason"] for n, v in nodes.items()}
+    assert {n: v["verdict"] for n, v in nodes.items()} == dict.fromkeys(NODES, "accepted")
+    assert {n: v["profile"] for n, v in nodes.items()} == {
+        "node01": "h100-sxm-8", "node02": "a100-sxm-8", "node03": "l40s-pcie-4"}
+    for node in nodes.values():
+        assert_reproduced(rack, node)
+        assert all(g["serial"] for g in node["gpus"])
+        ddp = next(c for c in node["checks"] if c["id"] == "ddp_smoke")
+        assert ddp["values"]["world_size"] == len(node["gpus"]) and ddp["values"]["ok"]
+        assert "[default0]:rank 0: joined" in (Path(node["evidence_dir"]) / "ddp-smoke.log"
+                                                ).read_text()
+    suites = {s.name: s for s in JUnitXml.fromfile(str(junit))}
+    assert set(suites) == set(NODES) and all(s.failures == 0 for s in suites.values())
+    listing = rack.cli("nodes")
+    states = {line.split()[0]: line.split()[1] for line in listing.stdout.splitlines()[1:]
+              if line.split()[0] in NODES}
+    assert states == dict.fromkeys(NODES, "accepted")
+
+
+# (node, fault kind, GPU or None) per round, and the check each must fail. One fault per
+# node at a time; the three nodes of a round are validated together.
+ROUNDS = [
+    [("node01", "missing-gpu", 3, "gpu_inventory"), ("node02", "nvlink-down", 2, "nvlink_status"),
+     ("node03", "pcie-degraded", 1, "pcie_link")],
+    [("node01", "ecc-uncorrectable", 5, "ecc"), ("node02", "row-remap-pending", 1, "ecc"),
+     ("node03", "burn-errors", 2, "gpu_burn")],
+    [("node01", "slow-gpu", 6, "gpu_burn"), ("node02", "driver-mismatch", None, "driver_version"),
+     ("node03", "ddp-broken", None, "ddp_smoke")],
+]
+
+
+@pytest.mark.parametrize("round_", ROUNDS, ids=["inventory-links", "ecc-burn", "perf-sw"])
+def test_each_fault_is_rejected_with_its_check_naming_the_gpu(rack, round_):
+    try:
+        for node, kind, gpu, _ in round_:
+            fault(node, kind, gpu)
+        nodes = report_of(rack.validate("--all", "--json"))
+    finally:
+        clear(*NODES)
+    for node, kind, gpu, check_id in round_:
+        result = nodes[node]
+        assert result["verdict"] == "rejected", (node, kind)
+        failing = blocking(result)
+        assert check_id in failing, (node, kind, list(failing))
+        named = failing[check_id]["gpu"]
+        if kind == "missing-gpu":   # gone from the driver: named by its PCI address
+            assert named and named["bus_id"] and "not in the driver" in failing[check_id][
+                "summary"]
+        elif gpu is not None:
+            assert named and named["index"] == gpu, (node, kind, failing[check_id])
+            serial = next(g["serial"] for g in result["gpus"] if g["index"] == gpu)
+            assert named["serial"] == serial and serial in failing[check_id]["summary"]
+        assert_reproduced(rack, result)
+
+
+def test_xid_during_the_soak_rejects_and_cleared_nodes_are_accepted_again(rack):
+    run = rack.spawn("--all", "--json", "--soak", "20")
+    try:
+        for line in run.stderr:       # progress goes to stderr with --json
+            if line.startswith("node02: soak"):
+                fault("node02", "xid", 4)
+                break
+        stdout, _ = run.communicate(timeout=600)
+    finally:
+        clear("node02")
+    nodes = report_of(subprocess.CompletedProcess([], run.returncode, stdout, ""))
+    assert run.returncode == 1
+    xid = blocking(nodes["node02"])["xid"]
+    assert xid["gpu"]["index"] == 4 and "Xid 119" in xid["summary"]
+    # the nodes whose faults were cleared after the rounds above: accepted again
+    assert nodes["node01"]["verdict"] == nodes["node03"]["verdict"] == "accepted"
+    again = report_of(rack.validate("node02", "--json"))
+    assert again["node02"]["verdict"] == "accepted"
+    history = rack.cli("nodes", "node02").stdout
+    assert history.count(" validate ") >= 5 and "rejected" in history
+
+
+def test_kill_9_mid_soak_leaves_a_clean_ledger_and_no_accepted_node(rack):
+    before = rack.cli("nodes").stdout
+    run = rack.spawn("node03", "--soak", "60")
+    run_id = run.stdout.readline().split()[1].rstrip(":")
+    for line in run.stdout:
+        if line.startswith("node03: soak"):
+            break
+    # a second validation of the same node is refused, naming the holder
+    second = rack.validate("node03")
+    assert second.returncode == 2
+    assert f"node03 is being validated by run {run_id} (pid {run.pid}" in second.stderr
+    os.kill(run.pid, signal.SIGKILL)
+    run.wait(timeout=30)
+    with sqlite3.connect(rack.state / "ledger.sqlite3") as db:
+        assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        assert db.execute("SELECT COUNT(*) FROM node_results WHERE run_id = ? AND verdict IS "
+                          "NOT NULL", (run_id,)).fetchone()[0] == 0
+    after = rack.cli("nodes").stdout
+    assert f"validate run {run_id}" in after and "interrupted" in after
+    row = next(line for line in after.splitlines() if line.startswith("node03 "))
+    assert run_id not in row and row == next(
+        line for line in before.splitlines() if line.startswith("node03 "))
+    finished = report_of(rack.validate("node03", "--json"))
+    assert finished["node03"]["verdict"] == "accepted"
+
+
+def test_never_provisioned_node_is_rejected_with_reasons_and_an_rma_report(rack, tmp_path):
+    assert gpuprov("lab", "reset", "node03").returncode == 0
+    result = rack.validate("node03", "--json")
+    assert "Traceback" not in result.stderr
+    node = report_of(result)["node03"]
+    assert result.returncode == 1 and node["verdict"] == "rejected"
+    failing = blocking(node)
+    assert failing["driver_version"]["status"] == "fail"
+    assert "nvidia-smi failed" in failing["driver_version"]["summary"]
+    assert failing["gpu_burn"]["status"] == "missing"       # identity failed: not soaked
+    assert "identity checks failed" in json.loads(
+        (Path(node["evidence_dir"]) / "meta.json").read_text())["skipped"]["soak"]
+    assert_reproduced(rack, node)
+    rma = rack.cli("report", "node03", "--format", "markdown", "--output", str(tmp_path))
+    assert rma.returncode == 0, rma.stderr
+    assert "# RMA evidence: node03 — REJECTED" in rma.stdout
+    assert "driver_version" in rma.stdout
+    assert list(tmp_path.glob("gpuprov-evidence-node03-*.tar.gz"))
