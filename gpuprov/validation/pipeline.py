@@ -18,6 +18,7 @@ from gpuprov.checks.result import BLOCKING
 from gpuprov.checks.run import IDENTITY_CHECKS, Judgement, judge
 from gpuprov.evidence import Evidence
 from gpuprov.ledger import CheckRecord, GpuRecord, NodeResult
+from gpuprov.parsers.errors import ParseError
 from gpuprov.validation import collect
 from gpuprov.validation.connect import node_host
 
@@ -97,7 +98,7 @@ def _gpus(directory: Path) -> list[GpuRecord]:
     """The GPUs (with serials) the before-soak snapshot saw."""
     try:
         smi = Evidence(directory).smi() if directory.is_dir() else None
-    except Exception:  # a malformed report is already a failed check; no serials then
+    except ParseError:  # a malformed report is already a failed check; no serials then
         return []
     return [GpuRecord(g.index, g.bus_id, g.serial, g.uuid, g.name)
             for g in (smi.gpus if smi else [])]
