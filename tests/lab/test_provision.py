@@ -135,7 +135,7 @@ def test_bad_input_is_one_line_exit_2_and_touches_no_host(rack, tmp_path):
             assert len(result.stderr.splitlines()) == 1, (name, result.stderr)
     assert rack.snapshot() == before
     nodes = gpuprov("nodes", env=rack.env())
-    assert nodes.returncode == 0 and nodes.stdout.startswith("no provisioning runs recorded")
+    assert nodes.returncode == 0 and nodes.stdout.startswith("no runs recorded yet")
 
 
 def test_full_provision_from_bare_nodes(rack):
@@ -157,8 +157,9 @@ def test_full_provision_from_bare_nodes(rack):
     smoke = rack.lab.ssh("node02", "cat /var/lib/gpuprov/pytorch-envs/default.json").stdout
     assert '"torch": "2.13.0+cpu"' in smoke
     nodes = gpuprov("nodes", env=rack.env())
-    assert [line.split()[:2] for line in nodes.stdout.splitlines()[1:]] == [
-        [host, "converged"] for host in NODES]
+    # NODE STATE SINCE RUN PROVISIONED WHY ("-" where none): never validated, converged
+    assert [line.split()[:2] + line.split()[4:5] for line in nodes.stdout.splitlines()[1:]
+            ] == [[host, "never-validated", "converged"] for host in NODES]
 
 
 def test_second_run_changes_nothing(rack):
@@ -219,7 +220,8 @@ def test_kill_9_mid_run_leaves_a_clean_ledger(rack):
     assert nodes.returncode == 0
     assert "interrupted, no outcome recorded" in nodes.stdout
     # node02's recorded outcome is still the last finished run's
-    assert any(line.split()[:2] == ["node02", "converged"] for line in nodes.stdout.splitlines())
+    assert any(line.split()[0] == "node02" and line.split()[4] == "converged"
+               for line in nodes.stdout.splitlines())
     # and a new run completes
     again = rack.provision("--limit", "node02", "--tags", "nouveau")
     assert again.returncode == 0, again.stdout[-3000:]
