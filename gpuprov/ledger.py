@@ -308,11 +308,12 @@ class Ledger:
 
     def current_verdicts(self) -> dict[str, NodeResult]:
         """Each node's latest final verdict (finished runs only)."""
-        latest: dict[str, NodeResult] = {}
-        for result in self.node_results():
-            if result.verdict is not None:
-                latest[result.node] = result
-        return latest
+        with self._connect() as db:
+            rows = db.execute(
+                "SELECT * FROM node_results n WHERE verdict IS NOT NULL AND started_at = ("
+                " SELECT MAX(started_at) FROM node_results m"
+                " WHERE m.node = n.node AND m.verdict IS NOT NULL)").fetchall()
+            return {row["node"]: self._node_result(db, row) for row in rows}
 
     def run(self, run_id: str) -> RunRecord | None:
         with self._connect() as db:

@@ -119,7 +119,7 @@ def check_inventory(inventory: Inventory, hosts: list[str]
     for host in hosts:
         plan = plans[host] = plan_for(host, inventory.variables(host))
         if plan.profile:
-            _known_profile(plan.profile, host)
+            host_profile(host, plan.profile)
         problems += [Problem(host, *found) for found in judge(plan)]
     return plans, problems
 
@@ -129,8 +129,9 @@ def _loaded(name: str) -> Profile:
     return load_profile(name)
 
 
-def _known_profile(name: str, host: str) -> None:
+def host_profile(host: str, name: str) -> Profile:
+    """A host's gpuprov_profile, loaded once per name; unknown: an error naming the host."""
     try:
-        _loaded(name)
+        return _loaded(name)
     except InputError as exc:
         raise InputError(f"host {host}: gpuprov_profile: {exc}") from exc

@@ -126,14 +126,12 @@ def as_markdown(run: RunRecord, result: NodeResult, system: str, bundle: tuple[P
     measured values, and the evidence archive."""
     bad = failing(result)
     gpus = {g.index: g for g in result.gpus}
-    at_fault = []
-    for c in bad:
-        index = (c.gpu or {}).get("index")
-        if c.gpu and (index, c.gpu.get("bus_id")) not in [(i, b) for i, b, *_ in at_fault]:
-            g = gpus.get(index)
-            at_fault.append((index, c.gpu.get("bus_id"), c.gpu.get("serial") or
-                             (g.serial if g else None), g.uuid if g else None,
-                             g.name if g else None, c.id))
+    at_fault: dict[tuple, tuple] = {}   # (index, bus id) -> the row, from its first check
+    for c in (c for c in bad if c.gpu):
+        g = gpus.get(c.gpu["index"])
+        at_fault.setdefault((c.gpu["index"], c.gpu["bus_id"]), (
+            c.gpu["index"], c.gpu["bus_id"], c.gpu["serial"] or (g.serial if g else None),
+            g.uuid if g else None, g.name if g else None, c.id))
     lines = [f"# RMA evidence: {result.node} — {verdict_of(result).upper()}", "",
              "| | |", "|---|---|",
              f"| Node | {result.node} |",
@@ -144,7 +142,7 @@ def as_markdown(run: RunRecord, result: NodeResult, system: str, bundle: tuple[P
     if at_fault:
         lines += ["| index | bus id | serial | UUID | name | check |", "|---|---|---|---|---|---|"]
         lines += [f"| {i if i is not None else '-'} | {b or '-'} | {s or '-'} | {u or '-'} | "
-                  f"{n or '-'} | {check} |" for i, b, s, u, n, check in at_fault]
+                  f"{n or '-'} | {check} |" for i, b, s, u, n, check in at_fault.values()]
     else:
         lines.append("No single GPU is at fault: the failures below are node-wide.")
     lines += ["", "## Failed checks", "", "| check | status | summary | measured |",

@@ -40,6 +40,10 @@ class Node:
     collector: Collector
     failing_identity: list[str] = field(default_factory=list)
 
+    def skip_unless_soaked(self, what: str) -> None:
+        if self.failing_identity and not self.collector.settings.soak_after_identity_failure:
+            pytest.skip(f"identity checks failed: {what}")
+
     def assert_checks(self, *ids: str) -> None:
         s = self.collector.settings
         judgement = judge(Evidence(self.collector.directory), s.profile, s.lock, strict=False,

@@ -7,9 +7,8 @@ uses. The soak and the DDP smoke are skipped on a node that failed its identity 
 
 from __future__ import annotations
 
-import pytest
-
 from gpuprov.checks.run import IDENTITY_CHECKS
+from gpuprov.evidence import Evidence
 from gpuprov.validation import collect
 
 
@@ -28,15 +27,13 @@ def test_interconnect_and_health_before_soak(node):
 
 
 def test_gpu_burn_soak(node):
-    if node.failing_identity and not node.collector.settings.soak_after_identity_failure:
-        pytest.skip("identity checks failed: not soaked")
+    node.skip_unless_soaked("not soaked")
     collect.soak(node.collector)
     collect.snapshot(node.collector, after=True)
     node.assert_checks("gpu_burn", "ecc", "xid", "nvlink_errors")
 
 
 def test_ddp_smoke(node):
-    if node.failing_identity and not node.collector.settings.soak_after_identity_failure:
-        pytest.skip("identity checks failed: no DDP smoke")
-    collect.ddp_smoke(node.collector)
+    node.skip_unless_soaked("no DDP smoke")
+    collect.ddp_smoke(node.collector, collect.gpus_listed(Evidence(node.collector.directory)))
     node.assert_checks("ddp_smoke")

@@ -17,6 +17,7 @@ from gpuprov.errors import InputError
 from gpuprov.inventory import Inventory
 from gpuprov.ledger import Ledger
 from gpuprov.lock import Lock
+from gpuprov.preflight import host_profile
 from gpuprov.profiles import Profile, load_profile
 from gpuprov.validation.collect import NodeSettings
 from gpuprov.validation.connect import prime_inventory
@@ -44,10 +45,7 @@ def node_profile(node: str, variables: dict, override: Profile | None) -> Profil
     name = variables.get("gpuprov_profile")
     if not name:
         raise InputError(f"host {node}: no gpuprov_profile in the inventory; pass --profile")
-    try:
-        return load_profile(str(name))
-    except InputError as exc:
-        raise InputError(f"host {node}: gpuprov_profile: {exc}") from exc
+    return host_profile(node, str(name))
 
 
 @click.command()

@@ -15,6 +15,8 @@ import base64
 import json
 import shlex
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import resources
@@ -97,8 +99,10 @@ class Collector:
         self.write(evidence.META, json.dumps(self.meta, indent=2, default=str) + "\n")
 
     # -- commands ----------------------------------------------------------------------
-    def run(self, command: str, timeout: int = 60, file: str | None = None):
-        """`command` under `timeout` on the node; its stdout kept as `file` if it worked."""
+    def run(self, command: str, timeout: int = 60, file: str | None = None,
+            label: str | None = None):
+        """`command` under `timeout` on the node; its stdout kept as `file` if it worked.
+        meta.json logs it as `label` when given (a probe upload, not its payload)."""
         started = time.monotonic()
         result = self.host.run(f"timeout -k 5 {timeout} sh -c {shlex.quote(command)}")
         seconds = round(time.monotonic() - started, 2)
@@ -107,7 +111,7 @@ class Collector:
         kept = file if file and result.rc == 0 else None
         if kept:
             self.write(kept, result.stdout)
-        self.meta["commands"].append({"command": command, "rc": result.rc,
+        self.meta["commands"].append({"command": label or command, "rc": result.rc,
                                       "seconds": seconds, "file": kept})
         return result
 
@@ -115,11 +119,19 @@ class Collector:
         """A probe script into the node's work directory (testinfra has no copy: base64)."""
         path = f"{self.workdir}/{name}"
         payload = base64.b64encode(text.encode()).decode()
-        self.run(f"mkdir -p {self.workdir} && echo {payload} | base64 -d > {path}")
+        self.run(f"mkdir -p {self.workdir} && echo {payload} | base64 -d > {path}",
+                 label=f"upload {path}")
         return path
 
-    def stage(self, name: str):
-        return _Stage(self, name)
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        """Times a stage into meta.json, however it ends."""
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            self.meta["stages"][name] = round(time.monotonic() - started, 2)
+            self.save_meta()
 
     def skip(self, stage: str, why: str) -> None:
         self.meta["skipped"][stage] = why
@@ -131,19 +143,6 @@ class Collector:
         finally:
             self.meta["finished_at"] = datetime.now(UTC).isoformat(timespec="seconds")
             self.save_meta()
-
-
-class _Stage:
-    def __init__(self, collector: Collector, name: str):
-        self.collector, self.name = collector, name
-
-    def __enter__(self):
-        self.started = time.monotonic()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.collector.meta["stages"][self.name] = round(time.monotonic() - self.started, 2)
-        self.collector.save_meta()
 
 
 def probe_source(name: str) -> str:
@@ -226,14 +225,14 @@ def soak(c: Collector) -> None:
         c.write(evidence.GPU_BURN, result.stdout)
 
 
-def ddp_smoke(c: Collector) -> None:
+def ddp_smoke(c: Collector, gpus: int) -> None:
     """The DDP probe under torchrun, one rank per GPU nvidia-smi listed (one without)."""
     with c.stage("ddp"):
         python = c.meta.get("pytorch_env") and f"{c.meta['pytorch_env']}/bin/python"
         if not python:
             c.skip("ddp", "no PyTorch environment to run the DDP probe in")
             return
-        ranks = max(gpu_count(c), 1)
+        ranks = max(gpus, 1)
         probe = c.upload("ddp_smoke.py", probe_source("ddp_smoke"))
         out = f"{c.workdir}/ddp-smoke.json"
         limit = c.settings.ddp_timeout_s
@@ -250,9 +249,10 @@ def ddp_smoke(c: Collector) -> None:
                                                   indent=2) + "\n")
 
 
-def gpu_count(c: Collector) -> int:
+def gpus_listed(before: evidence.Evidence) -> int:
+    """How many GPUs the before-soak nvidia-smi listed (the DDP run's ranks)."""
     try:
-        smi = evidence.Evidence(c.directory).smi()
+        smi = before.smi()
     except ParseError:  # judged as a failed check; the probe still runs on one rank
         return 0
     return len(smi.gpus) if smi else 0

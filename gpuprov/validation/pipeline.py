@@ -45,8 +45,8 @@ def validate_node(job: NodeJob, progress: Progress) -> NodeResult:
         collector = collect.Collector(host, job.evidence_dir, s)
         progress(s.node, "identity", {})
         collect.identity(collector)
-        identity = judge(Evidence(job.evidence_dir), s.profile, s.lock, strict=False,
-                         only=IDENTITY_CHECKS)
+        before = Evidence(job.evidence_dir)   # its parsed nvidia-smi also sizes the DDP run
+        identity = judge(before, s.profile, s.lock, strict=False, only=IDENTITY_CHECKS)
         failing = [c.id for c in identity.checks if c.status in BLOCKING]
         progress(s.node, "snapshot", {"identity_failing": failing})
         collect.snapshot(collector, after=False)
@@ -60,7 +60,7 @@ def validate_node(job: NodeJob, progress: Progress) -> NodeResult:
             progress(s.node, "after-soak", {})
             collect.snapshot(collector, after=True)
             progress(s.node, "ddp", {})
-            collect.ddp_smoke(collector)
+            collect.ddp_smoke(collector, collect.gpus_listed(before))
         collector.finish()
     except collect.Unreachable as exc:
         if collector is not None:
@@ -73,8 +73,9 @@ def validate_node(job: NodeJob, progress: Progress) -> NodeResult:
         return _result(job, started, "rejected",
                        f"validation aborted: {type(exc).__name__}: {exc}", None)
     progress(s.node, "judge", {})
-    judgement = judge(Evidence(job.evidence_dir), s.profile, s.lock, strict=False)
-    result = _result(job, started, judgement.verdict, reason(judgement), judgement)
+    evidence = Evidence(job.evidence_dir)
+    judgement = judge(evidence, s.profile, s.lock, strict=False)
+    result = _result(job, started, judgement.verdict, reason(judgement), judgement, evidence)
     progress(s.node, "done", {"verdict": result.judged})
     return result
 
@@ -86,18 +87,20 @@ def reason(judgement: Judgement) -> str:
 
 
 def _result(job: NodeJob, started: float, verdict: str, why: str,
-            judgement: Judgement | None) -> NodeResult:
+            judgement: Judgement | None, evidence: Evidence | None = None) -> NodeResult:
     checks = [CheckRecord(c.id, str(c.status), c.summary, c.gpu, c.values)
               for c in (judgement.checks if judgement else [])]
+    if evidence is None and job.evidence_dir.is_dir():
+        evidence = Evidence(job.evidence_dir)
     return NodeResult(job.settings.run_id, job.settings.node, verdict, None,
                       job.settings.profile.name, why, str(job.evidence_dir), started,
-                      time.time(), checks, _gpus(job.evidence_dir))
+                      time.time(), checks, _gpus(evidence))
 
 
-def _gpus(directory: Path) -> list[GpuRecord]:
+def _gpus(evidence: Evidence | None) -> list[GpuRecord]:
     """The GPUs (with serials) the before-soak snapshot saw."""
     try:
-        smi = Evidence(directory).smi() if directory.is_dir() else None
+        smi = evidence.smi() if evidence else None
     except ParseError:  # a malformed report is already a failed check; no serials then
         return []
     return [GpuRecord(g.index, g.bus_id, g.serial, g.uuid, g.name)
@@ -107,7 +110,6 @@ def _gpus(directory: Path) -> list[GpuRecord]:
 def validate_all(jobs: list[NodeJob], progress: Progress, parallel: int,
                  on_result: Callable[[NodeResult], None]) -> list[NodeResult]:
     """Nodes in parallel threads (each node's work is remote); results as they come."""
-    results: list[NodeResult] = []
 
     def one(job: NodeJob) -> NodeResult:
         result = validate_node(job, progress)
@@ -115,5 +117,4 @@ def validate_all(jobs: list[NodeJob], progress: Progress, parallel: int,
         return result
 
     with ThreadPoolExecutor(max_workers=max(1, min(parallel, len(jobs)))) as pool:
-        results = list(pool.map(one, jobs))
-    return results
+        return list(pool.map(one, jobs))
