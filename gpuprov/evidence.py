@@ -1,58 +1,112 @@
-"""The evidence directory of one node's validation run (the contract in DESIGN.md).
+"""The evidence directory of one node's validation run: one table of every file in it.
 
-Plain files a human can read. `Evidence` reads each file at most once and parses it
-with the parser for its kind; a missing file is None (its checks become `missing`), a
-malformed one raises ParseError naming the file.
+Each `EvidenceKind` names its file, the stage that collects it, the command that produces
+it on the node (a template over the node's `NodeSettings`; None where the collector does
+more than run one command), its parser and what it holds. The collectors, `Evidence`'s
+reader, the checks' `needs`, and docs/evidence.md all come from this table.
+
+Plain files a human can read. `Evidence` reads each file at most once and parses it with
+its kind's parser; a missing file is None (its checks become `missing`), a malformed one
+raises ParseError naming the file.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import TypeVar
+from typing import Any
 
 from gpuprov.errors import InputError
-from gpuprov.parsers.dmesg import XidEvent, parse_xids
 from gpuprov.parsers.errors import ParseError
-from gpuprov.parsers.gpu_burn import GpuBurnRun, parse_gpu_burn
-from gpuprov.parsers.nvlink import (
-    NvlinkErrors,
-    NvlinkStatus,
-    parse_nvlink_errors,
-    parse_nvlink_status,
-)
+from gpuprov.parsers.gpu_burn import parse_gpu_burn
+from gpuprov.parsers.kernel_log import parse_kernel_log
+from gpuprov.parsers.nvlink import parse_nvlink_errors, parse_nvlink_status
 from gpuprov.parsers.probes import parse_ddp_smoke, parse_torch_env
-from gpuprov.parsers.smi_gpu import SmiQuery, parse_smi_query
+from gpuprov.parsers.smi_gpu import parse_smi_query
 from gpuprov.parsers.system import parse_lsmod, parse_lspci, parse_packages, parse_systemctl
-from gpuprov.parsers.topo import Topology, parse_topo
-from gpuprov.parsers.versions import NvccVersion, parse_cudnn_header, parse_nvcc
+from gpuprov.parsers.topo import parse_topo
+from gpuprov.parsers.versions import parse_cudnn_header, parse_nvcc
 
-META = "meta.json"
-SMI_BEFORE = "nvidia-smi-q.xml"
-SMI_AFTER = "nvidia-smi-q-after.xml"
-# Where a node's nvidia-smi cannot write XML, the text form is kept instead.
-SMI_TEXT_FALLBACK = {SMI_BEFORE: "nvidia-smi-q.txt", SMI_AFTER: "nvidia-smi-q-after.txt"}
-# Where nvidia-smi itself failed (e.g. "Driver/library version mismatch"): its output.
-SMI_ERROR = "nvidia-smi-error.txt"
-TOPO = "nvidia-smi-topo.txt"
-NVLINK_STATUS = "nvidia-smi-nvlink-status.txt"
-NVLINK_ERRORS_BEFORE = "nvidia-smi-nvlink-errors-before.txt"
-NVLINK_ERRORS_AFTER = "nvidia-smi-nvlink-errors-after.txt"
-NVCC = "nvcc-version.txt"
-CUDNN = "cudnn-version.h"
-TORCH_ENV = "torch-env.json"
-GPU_BURN = "gpu-burn.log"
-DDP_JSON = "ddp-smoke.json"
-DDP_LOG = "ddp-smoke.log"
-DMESG = "dmesg.txt"
-PACKAGES = "packages.txt"
-LSMOD = "lsmod.txt"
-LSPCI = "lspci.txt"
-SYSTEMCTL = "systemctl.txt"
+# The collection stages, in the order a validation runs them.
+STAGES = ("identity", "snapshot", "soak", "ddp")
 
-T = TypeVar("T")
+
+@dataclass(frozen=True)
+class EvidenceKind:
+    file: str
+    stage: str
+    parser: Callable[[str, str], Any] | None
+    command: str | None   # run on the node; `{field}` from NodeSettings
+    holds: str
+    fallback: str | None = None   # read instead when `file` is absent
+
+    def __str__(self) -> str:
+        return self.file
+
+
+PACKAGE_PATTERNS = ("*nvidia*", "cuda-*", "libcudnn*", "cudnn*", "docker*", "containerd*",
+                    "libnvidia-container*")
+UNITS = ("nvidia-persistenced.service", "nvidia-fabricmanager.service", "docker.service",
+         "containerd.service")
+
+META = EvidenceKind("meta.json", "identity", None, None,
+                    "node, profile, run id, start/end times, gpuprov version, versions lock, "
+                    "every command run (exit status, seconds, file), stage timings, skips")
+PACKAGES = EvidenceKind(
+    "packages.txt", "identity", parse_packages,
+    "dpkg-query -W -f='${{Package}}\\t${{Version}}\\n' "
+    + " ".join(f"'{p}'" for p in PACKAGE_PATTERNS) + " 2>/dev/null; true",
+    "`dpkg-query -W` of the NVIDIA, CUDA, cuDNN, container and Docker packages")
+LSMOD = EvidenceKind("lsmod.txt", "identity", parse_lsmod, "{lsmod_command}", "loaded modules")
+LSPCI = EvidenceKind("lspci.txt", "identity", parse_lspci, "{lspci_command}",
+                     "NVIDIA PCI functions (`lspci -nn -d 10de:`)")
+SYSTEMCTL = EvidenceKind(
+    "systemctl.txt", "identity", parse_systemctl,
+    "systemctl show -p Id,LoadState,ActiveState,SubState,UnitFileState " + " ".join(UNITS),
+    "state of the persistence daemon, fabric manager, Docker and containerd units")
+NVCC = EvidenceKind("nvcc-version.txt", "identity", parse_nvcc,
+                    "PATH=$PATH:/usr/local/cuda/bin nvcc --version", "`nvcc --version`")
+CUDNN = EvidenceKind("cudnn-version.h", "identity", parse_cudnn_header, None,
+                     "the installed `cudnn_version.h` (or `cudnn.h` for old cuDNN)")
+SMI_BEFORE = EvidenceKind("nvidia-smi-q.xml", "identity", parse_smi_query, "nvidia-smi -q -x",
+                          "`nvidia-smi -q -x` before the soak", fallback="nvidia-smi-q.txt")
+SMI_ERROR = EvidenceKind("nvidia-smi-error.txt", "identity", None, None,
+                         "nvidia-smi's own output when it failed (e.g. \"Driver/library "
+                         "version mismatch\"): the reason the node is rejected")
+TORCH_ENV = EvidenceKind("torch-env.json", "identity", parse_torch_env, None,
+                         "the torch probe's JSON: torch, CUDA, cuDNN and NCCL versions, "
+                         "device count, architecture list")
+TOPO = EvidenceKind("nvidia-smi-topo.txt", "snapshot", parse_topo, "nvidia-smi topo -m",
+                    "`nvidia-smi topo -m`")
+NVLINK_STATUS = EvidenceKind("nvidia-smi-nvlink-status.txt", "snapshot", parse_nvlink_status,
+                             "nvidia-smi nvlink -s", "`nvidia-smi nvlink -s`")
+NVLINK_ERRORS_BEFORE = EvidenceKind("nvidia-smi-nvlink-errors-before.txt", "snapshot",
+                                    parse_nvlink_errors, "nvidia-smi nvlink -e",
+                                    "`nvidia-smi nvlink -e` before the soak")
+KERNEL_LOG = EvidenceKind("dmesg.txt", "snapshot", parse_kernel_log, None,
+                          "the kernel log with timestamps (`dmesg --time-format iso`, or "
+                          "the node's `gpuprov_validate_kernel_log` file), again after the "
+                          "soak")
+GPU_BURN = EvidenceKind("gpu-burn.log", "soak", parse_gpu_burn, None,
+                        "full gpu-burn output (progress lines use `\\r`)")
+SMI_AFTER = EvidenceKind("nvidia-smi-q-after.xml", "soak", parse_smi_query, "nvidia-smi -q -x",
+                         "`nvidia-smi -q -x` after the soak (ECC / remap deltas)",
+                         fallback="nvidia-smi-q-after.txt")
+NVLINK_ERRORS_AFTER = EvidenceKind("nvidia-smi-nvlink-errors-after.txt", "soak",
+                                   parse_nvlink_errors, "nvidia-smi nvlink -e",
+                                   "`nvidia-smi nvlink -e` after the soak")
+DDP_JSON = EvidenceKind("ddp-smoke.json", "ddp", parse_ddp_smoke, None,
+                        "the DDP probe's result (or why torchrun gave none)")
+DDP_LOG = EvidenceKind("ddp-smoke.log", "ddp", None, None, "torchrun's per-rank log")
+
+KINDS: tuple[EvidenceKind, ...] = (
+    META, PACKAGES, LSMOD, LSPCI, SYSTEMCTL, NVCC, CUDNN, SMI_BEFORE, SMI_ERROR, TORCH_ENV,
+    TOPO, NVLINK_STATUS, NVLINK_ERRORS_BEFORE, KERNEL_LOG, GPU_BURN, SMI_AFTER,
+    NVLINK_ERRORS_AFTER, DDP_JSON, DDP_LOG,
+)
 
 
 class Evidence:
@@ -62,24 +116,31 @@ class Evidence:
         self.dir = directory
         self._cache: dict[str, object] = {}
 
-    def path(self, name: str) -> Path:
-        return self.dir / name
+    def path(self, name: str | EvidenceKind) -> Path:
+        return self.dir / str(name)
 
-    def has(self, name: str) -> bool:
-        return self.path(name).is_file()
+    def has(self, kind: str | EvidenceKind) -> bool:
+        """The file (or its fallback) is there."""
+        if isinstance(kind, EvidenceKind) and kind.fallback and self.path(kind.fallback).is_file():
+            return True
+        return self.path(kind).is_file()
 
-    def _parsed(self, name: str, parser: Callable[[str, str], T]) -> T | None:
-        if name not in self._cache:
+    def read(self, kind: EvidenceKind) -> Any:
+        """The parsed file; None when it was not collected."""
+        if kind.file not in self._cache:
+            name = kind.file
+            if kind.fallback and not self.path(name).is_file():
+                name = kind.fallback
             path = self.path(name)
             if not path.is_file():
-                self._cache[name] = None
+                self._cache[kind.file] = None
             else:
                 try:
                     text = path.read_text(errors="replace")
                 except OSError as exc:
                     raise ParseError(str(path), f"cannot read: {exc.strerror}") from exc
-                self._cache[name] = parser(text, str(path))
-        return self._cache[name]  # type: ignore[return-value]
+                self._cache[kind.file] = kind.parser(text, str(path)) if kind.parser else text
+        return self._cache[kind.file]
 
     @cached_property
     def meta(self) -> dict:
@@ -91,59 +152,13 @@ class Evidence:
         except json.JSONDecodeError as exc:
             raise ParseError(str(path), f"malformed JSON: {exc.msg}") from exc
 
-    def smi(self, after: bool = False) -> SmiQuery | None:
-        name = SMI_AFTER if after else SMI_BEFORE
-        if not self.has(name) and self.has(SMI_TEXT_FALLBACK[name]):
-            name = SMI_TEXT_FALLBACK[name]
-        return self._parsed(name, parse_smi_query)
-
     def smi_error(self) -> str | None:
         """Why nvidia-smi gave no report: its first line of complaint, if it failed."""
-        path = self.path(SMI_ERROR)
-        if not path.is_file():
+        text = self.read(SMI_ERROR)
+        if text is None:
             return None
-        lines = [line.strip() for line in path.read_text(errors="replace").splitlines()]
+        lines = [line.strip() for line in text.splitlines()]
         status = next((line for line in lines if line.startswith("exit status")), "")
         message = next((line for line in lines if line and not line.startswith(("$", "exit"))),
                        "no output")
         return f"nvidia-smi failed ({status or 'exit status unknown'}): {message}"
-
-    def topo(self) -> Topology | None:
-        return self._parsed(TOPO, parse_topo)
-
-    def nvlink_status(self) -> NvlinkStatus | None:
-        return self._parsed(NVLINK_STATUS, parse_nvlink_status)
-
-    def nvlink_errors(self, after: bool) -> NvlinkErrors | None:
-        name = NVLINK_ERRORS_AFTER if after else NVLINK_ERRORS_BEFORE
-        return self._parsed(name, parse_nvlink_errors)
-
-    def nvcc(self) -> list[NvccVersion] | None:
-        return self._parsed(NVCC, parse_nvcc)
-
-    def cudnn(self) -> str | None:
-        return self._parsed(CUDNN, parse_cudnn_header)
-
-    def torch_env(self) -> dict | None:
-        return self._parsed(TORCH_ENV, parse_torch_env)
-
-    def gpu_burn(self) -> GpuBurnRun | None:
-        return self._parsed(GPU_BURN, parse_gpu_burn)
-
-    def ddp(self) -> dict | None:
-        return self._parsed(DDP_JSON, parse_ddp_smoke)
-
-    def xids(self) -> list[XidEvent] | None:
-        return self._parsed(DMESG, parse_xids)
-
-    def packages(self) -> dict[str, str] | None:
-        return self._parsed(PACKAGES, parse_packages)
-
-    def lsmod(self) -> set[str] | None:
-        return self._parsed(LSMOD, parse_lsmod)
-
-    def lspci(self) -> list[str] | None:
-        return self._parsed(LSPCI, parse_lspci)
-
-    def systemctl(self) -> dict[str, dict[str, str]] | None:
-        return self._parsed(SYSTEMCTL, parse_systemctl)

@@ -25,6 +25,17 @@ from pathlib import Path
 
 from gpuprov.config import state_dir
 from gpuprov.errors import InputError
+from gpuprov.model import (
+    Action,
+    CheckResult,
+    GpuRecord,
+    GpuRef,
+    HostOutcome,
+    NodeResult,
+    Outcome,
+    Status,
+    Verdict,
+)
 
 LEDGER_ENV = "GPUPROV_LEDGER"
 
@@ -99,6 +110,12 @@ MIGRATIONS = [
     );
     CREATE INDEX node_gpus_by_serial ON node_gpus(serial);
     """,
+    """
+    -- what an operator should do about a failing check (model.Action), older rows none
+    ALTER TABLE check_results ADD COLUMN action TEXT NOT NULL DEFAULT 'none'
+        CHECK (action IN ('none', 'restart-workload', 'reset-gpu', 'reboot',
+                          'reseat-or-inspect', 'rma'))
+    """,
 ]
 
 
@@ -107,51 +124,6 @@ def default_path() -> Path:
     if configured:
         return Path(configured)
     return state_dir() / "ledger.sqlite3"
-
-
-@dataclass(frozen=True)
-class HostOutcome:
-    host: str
-    outcome: str
-    ok: int = 0
-    changed: int = 0
-    failed: int = 0
-    unreachable: int = 0
-    reboot_pending: bool = False
-    detail: str = ""
-
-
-@dataclass(frozen=True)
-class CheckRecord:
-    id: str
-    status: str
-    summary: str
-    gpu: dict | None
-    values: dict
-
-
-@dataclass(frozen=True)
-class GpuRecord:
-    index: int
-    bus_id: str | None
-    serial: str | None
-    uuid: str | None
-    name: str | None
-
-
-@dataclass(frozen=True)
-class NodeResult:
-    run_id: str
-    node: str
-    judged: str
-    verdict: str | None        # None: the run has not finished (or was killed)
-    profile: str
-    reason: str
-    evidence_dir: str
-    started_at: float
-    judged_at: float
-    checks: list[CheckRecord]
-    gpus: list[GpuRecord]
 
 
 class HostBusy(InputError):
@@ -242,7 +214,7 @@ class Ledger:
             db.executemany(
                 "INSERT INTO host_outcomes (run_id, host, outcome, ok, changed, failed,"
                 " unreachable, reboot_pending, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [(run_id, o.host, o.outcome, o.ok, o.changed, o.failed, o.unreachable,
+                [(run_id, o.host, str(o.outcome), o.ok, o.changed, o.failed, o.unreachable,
                   int(o.reboot_pending), o.detail) for o in outcomes])
             db.execute("UPDATE runs SET status = 'finished', finished_at = ? WHERE id = ?",
                        (time.time(), run_id))
@@ -253,14 +225,16 @@ class Ledger:
             db.execute(
                 "INSERT INTO node_results (run_id, node, judged, profile, reason, evidence_dir,"
                 " started_at, judged_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (run_id, result.node, result.judged, result.profile, result.reason,
+                (run_id, result.node, str(result.judged), result.profile, result.reason,
                  result.evidence_dir, result.started_at, result.judged_at))
             db.executemany(
                 "INSERT INTO check_results (run_id, node, check_id, status, summary, gpu_index,"
-                " gpu_bus_id, gpu_serial, measured) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [(run_id, result.node, c.id, c.status, c.summary,
-                  (c.gpu or {}).get("index"), (c.gpu or {}).get("bus_id"),
-                  (c.gpu or {}).get("serial"), json.dumps(c.values, sort_keys=True, default=str))
+                " gpu_bus_id, gpu_serial, measured, action)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [(run_id, result.node, c.id, str(c.status), c.summary,
+                  c.gpu.index if c.gpu else None, c.gpu.bus_id if c.gpu else None,
+                  c.gpu.serial if c.gpu else None,
+                  json.dumps(c.values, sort_keys=True, default=str), str(c.action))
                  for c in result.checks])
             db.executemany(
                 "INSERT INTO node_gpus (run_id, node, gpu_index, bus_id, serial, uuid, name)"
@@ -292,17 +266,17 @@ class Ledger:
     @staticmethod
     def _node_result(db: sqlite3.Connection, row: sqlite3.Row) -> NodeResult:
         key = (row["run_id"], row["node"])
-        checks = [CheckRecord(c["check_id"], c["status"], c["summary"],
-                              {"index": c["gpu_index"], "bus_id": c["gpu_bus_id"],
-                               "serial": c["gpu_serial"]}
+        checks = [CheckResult(c["check_id"], Status(c["status"]), c["summary"],
+                              GpuRef(c["gpu_index"], c["gpu_bus_id"], c["gpu_serial"])
                               if c["gpu_bus_id"] or c["gpu_index"] is not None else None,
-                              json.loads(c["measured"]))
+                              json.loads(c["measured"]), Action(c["action"]))
                   for c in db.execute("SELECT * FROM check_results WHERE run_id = ? AND node = ?"
                                       " ORDER BY rowid", key)]
         gpus = [GpuRecord(g["gpu_index"], g["bus_id"], g["serial"], g["uuid"], g["name"])
                 for g in db.execute("SELECT * FROM node_gpus WHERE run_id = ? AND node = ?"
                                     " ORDER BY gpu_index", key)]
-        return NodeResult(row["run_id"], row["node"], row["judged"], row["verdict"],
+        return NodeResult(row["run_id"], row["node"], Verdict(row["judged"]),
+                          Verdict(row["verdict"]) if row["verdict"] else None,
                           row["profile"], row["reason"], row["evidence_dir"],
                           row["started_at"], row["judged_at"], checks, gpus)
 
@@ -374,5 +348,6 @@ def _record(row: sqlite3.Row) -> RunRecord:
 
 
 def _outcome(row: sqlite3.Row) -> HostOutcome:
-    return HostOutcome(row["host"], row["outcome"], row["ok"], row["changed"], row["failed"],
-                       row["unreachable"], bool(row["reboot_pending"]), row["detail"])
+    return HostOutcome(row["host"], Outcome(row["outcome"]), row["ok"], row["changed"],
+                       row["failed"], row["unreachable"], bool(row["reboot_pending"]),
+                       row["detail"])

@@ -12,8 +12,8 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from gpuprov.checks.result import BLOCKING
-from gpuprov.ledger import NodeResult, RunRecord
+from gpuprov.ledger import RunRecord
+from gpuprov.model import NodeResult, Status
 
 SCHEMA = "gpuprov.validation-report/1"
 
@@ -39,14 +39,9 @@ def as_json(run: RunRecord, results: list[NodeResult]) -> dict:
             "reason": r.reason, "evidence_dir": r.evidence_dir,
             "started_at": _iso(r.started_at), "judged_at": _iso(r.judged_at),
             "gpus": [vars(g) for g in r.gpus],
-            "checks": [{"id": c.id, "status": c.status, "summary": c.summary, "gpu": c.gpu,
-                        "values": c.values} for c in r.checks],
+            "checks": [c.as_dict() for c in r.checks],
         } for r in results],
     }
-
-
-def failing(result: NodeResult) -> list:
-    return [c for c in result.checks if c.status in BLOCKING]
 
 
 def as_table(run: RunRecord, results: list[NodeResult]) -> str:
@@ -54,7 +49,7 @@ def as_table(run: RunRecord, results: list[NodeResult]) -> str:
     lines = [f"run {run.id} ({run.status}, started {_iso(run.started_at)})", "",
              f"{'NODE':<{width}}  {'VERDICT':<12} FAILING CHECKS"]
     for r in results:
-        bad = failing(r)
+        bad = r.failing
         first = (f"{bad[0].id}: {bad[0].summary}" if bad else
                  r.reason if r.judged != "accepted" else "-")
         lines.append(f"{r.node:<{width}}  {verdict_of(r).upper():<12} {first}")
@@ -87,10 +82,10 @@ def as_junit(run: RunRecord, results: list[NodeResult]) -> str:
             case = ET.SubElement(suite, "testcase", classname=f"gpuprov.{r.node}", name=c.id)
             counts["tests"] += 1
             values = json.dumps(c.values, sort_keys=True, default=str)
-            if c.status in BLOCKING:
+            if c.blocking:
                 ET.SubElement(case, "failure", message=c.summary, type=c.status).text = values
                 counts["failures"] += 1
-            elif c.status == "skip":
+            elif c.status == Status.SKIP:
                 ET.SubElement(case, "skipped", message=c.summary)
                 counts["skipped"] += 1
             else:
@@ -124,13 +119,15 @@ def as_markdown(run: RunRecord, result: NodeResult, system: str, bundle: tuple[P
                 ) -> str:
     """An RMA-ready summary of one node: system, failing GPU(s), failed checks with their
     measured values, and the evidence archive."""
-    bad = failing(result)
+    bad = result.failing
     gpus = {g.index: g for g in result.gpus}
     at_fault: dict[tuple, tuple] = {}   # (index, bus id) -> the row, from its first check
-    for c in (c for c in bad if c.gpu):
-        g = gpus.get(c.gpu["index"])
-        at_fault.setdefault((c.gpu["index"], c.gpu["bus_id"]), (
-            c.gpu["index"], c.gpu["bus_id"], c.gpu["serial"] or (g.serial if g else None),
+    for c in bad:
+        if c.gpu is None:
+            continue
+        g = gpus.get(c.gpu.index) if c.gpu.index is not None else None
+        at_fault.setdefault((c.gpu.index, c.gpu.bus_id), (
+            c.gpu.index, c.gpu.bus_id, c.gpu.serial or (g.serial if g else None),
             g.uuid if g else None, g.name if g else None, c.id))
     lines = [f"# RMA evidence: {result.node} — {verdict_of(result).upper()}", "",
              "| | |", "|---|---|",

@@ -11,18 +11,16 @@ with `gpuprov validate`.
 
 from __future__ import annotations
 
-import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-from gpuprov.checks.result import BLOCKING
 from gpuprov.checks.run import judge
 from gpuprov.evidence import Evidence
 from gpuprov.lock import Lock
 from gpuprov.profiles import load_profile
+from gpuprov.runs import new_run_id
 from gpuprov.validation.collect import Collector, NodeSettings
 
 
@@ -48,12 +46,11 @@ class Node:
         s = self.collector.settings
         judgement = judge(Evidence(self.collector.directory), s.profile, s.lock, strict=False,
                           only=ids)
-        bad = [f"{c.id}: {c.status}: {c.summary}" for c in judgement.checks
-               if c.status in BLOCKING]
+        bad = [f"{c.id}: {c.status}: {c.summary}" for c in judgement.checks if c.blocking]
         assert not bad, "\n".join(bad)
 
 
-RUN_ID = time.strftime("t%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
+RUN_ID = new_run_id("testinfra")
 
 
 @pytest.fixture(scope="module")

@@ -7,15 +7,18 @@ uses. The soak and the DDP smoke are skipped on a node that failed its identity 
 
 from __future__ import annotations
 
-from gpuprov.checks.run import IDENTITY_CHECKS
+from gpuprov.checks.registry import stage_checks
 from gpuprov.evidence import Evidence
 from gpuprov.validation import collect
+
+# Which checks each stage's evidence decides: from the check registry.
+IDENTITY, SNAPSHOT, SOAK, DDP = (stage_checks(s) for s in ("identity", "snapshot", "soak", "ddp"))
 
 
 def test_identity(node):
     collect.identity(node.collector)
     try:
-        node.assert_checks(*IDENTITY_CHECKS)
+        node.assert_checks(*IDENTITY)
     except AssertionError:
         node.failing_identity.append("identity")
         raise
@@ -23,17 +26,17 @@ def test_identity(node):
 
 def test_interconnect_and_health_before_soak(node):
     collect.snapshot(node.collector, after=False)
-    node.assert_checks("nvlink_topology", "nvlink_status", "pcie_link", "clocks_throttle")
+    node.assert_checks(*SNAPSHOT)
 
 
 def test_gpu_burn_soak(node):
     node.skip_unless_soaked("not soaked")
     collect.soak(node.collector)
     collect.snapshot(node.collector, after=True)
-    node.assert_checks("gpu_burn", "ecc", "xid", "nvlink_errors")
+    node.assert_checks(*SOAK)
 
 
 def test_ddp_smoke(node):
     node.skip_unless_soaked("no DDP smoke")
     collect.ddp_smoke(node.collector, collect.gpus_listed(Evidence(node.collector.directory)))
-    node.assert_checks("ddp_smoke")
+    node.assert_checks(*DDP)

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import re
 import sys
-import time
-import uuid
 from dataclasses import asdict
 from pathlib import Path
 
@@ -19,6 +17,7 @@ from gpuprov.inventory import Inventory
 from gpuprov.ledger import HostOutcome, Ledger
 from gpuprov.provision.progress import view_for
 from gpuprov.provision.runner import Options, run_playbook
+from gpuprov.runs import new_run_id
 
 BATCH = re.compile(r"^[1-9]\d*%?$")
 
@@ -95,7 +94,7 @@ def provision(inventory_option: str | None, limit: str | None, tags: str | None,
              else inventory.hosts(limit))
     plans = preflight_or_exit(inventory, hosts)
 
-    run_id = time.strftime("p%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
+    run_id = new_run_id("provision")
     run_dir = state_dir() / "runs" / run_id
     log_path = run_dir / "artifacts" / run_id / "stdout"
     options = Options(inventory=path, hosts=hosts, check=check, diff=diff, tags=tags,

@@ -5,8 +5,6 @@ from __future__ import annotations
 import difflib
 import json
 import sys
-import time
-import uuid
 from pathlib import Path
 
 import click
@@ -19,6 +17,7 @@ from gpuprov.ledger import Ledger
 from gpuprov.lock import Lock
 from gpuprov.preflight import host_profile
 from gpuprov.profiles import Profile, load_profile
+from gpuprov.runs import new_run_id
 from gpuprov.validation.collect import NodeSettings
 from gpuprov.validation.connect import prime_inventory
 from gpuprov.validation.pipeline import NodeJob, validate_all
@@ -80,7 +79,7 @@ def validate(nodes: tuple[str, ...], all_nodes: bool, inventory_option: str | No
     hosts = pick_nodes(inventory, nodes, all_nodes)
     override = load_profile(profile_name) if profile_name else None
 
-    run_id = time.strftime("v%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
+    run_id = new_run_id("validate")
     evidence_base = (evidence_root or state_dir() / "evidence") / run_id
     jobs, locks = [], {}
     for host in hosts:

@@ -25,18 +25,14 @@ from pathlib import Path
 from testinfra.host import Host
 
 from gpuprov import __version__, evidence
+from gpuprov.evidence import EvidenceKind
 from gpuprov.lock import Lock
 from gpuprov.parsers.errors import ParseError
 from gpuprov.profiles import Profile
 
-UNITS = ("nvidia-persistenced.service", "nvidia-fabricmanager.service", "docker.service",
-         "containerd.service")
-PACKAGE_PATTERNS = ("*nvidia*", "cuda-*", "libcudnn*", "cudnn*", "docker*", "containerd*",
-                    "libnvidia-container*")
 CUDNN_HEADERS = ("/usr/include/cudnn_version.h", "/usr/include/x86_64-linux-gnu/cudnn_version_v9.h",
                  "/usr/include/x86_64-linux-gnu/cudnn_version_v8.h",
                  "/usr/local/cuda/include/cudnn_version.h", "/usr/include/cudnn.h")
-NVCC = "PATH=$PATH:/usr/local/cuda/bin nvcc --version"
 TORCH_RECORDS = "/var/lib/gpuprov/pytorch-envs"
 SSH_FAILED = 255
 
@@ -90,16 +86,17 @@ class Collector:
         self.save_meta()
 
     # -- files -------------------------------------------------------------------------
-    def write(self, name: str, text: str) -> None:
+    def write(self, name: str | EvidenceKind, text: str) -> None:
+        name = str(name)
         tmp = self.directory / f".{name}.tmp"
         tmp.write_text(text)
         tmp.replace(self.directory / name)
 
     def save_meta(self) -> None:
-        self.write(evidence.META, json.dumps(self.meta, indent=2, default=str) + "\n")
+        self.write(evidence.META.file, json.dumps(self.meta, indent=2, default=str) + "\n")
 
     # -- commands ----------------------------------------------------------------------
-    def run(self, command: str, timeout: int = 60, file: str | None = None,
+    def run(self, command: str, timeout: int = 60, file: str | EvidenceKind | None = None,
             label: str | None = None):
         """`command` under `timeout` on the node; its stdout kept as `file` if it worked.
         meta.json logs it as `label` when given (a probe upload, not its payload)."""
@@ -108,7 +105,7 @@ class Collector:
         seconds = round(time.monotonic() - started, 2)
         if result.rc == SSH_FAILED and not result.stdout:
             raise Unreachable((result.stderr.strip().splitlines() or ["ssh failed"])[-1])
-        kept = file if file and result.rc == 0 else None
+        kept = str(file) if file and result.rc == 0 else None
         if kept:
             self.write(kept, result.stdout)
         self.meta["commands"].append({"command": label or command, "rc": result.rc,
@@ -137,6 +134,12 @@ class Collector:
         self.meta["skipped"][stage] = why
         self.save_meta()
 
+    def collect(self, kind: EvidenceKind, timeout: int = 60):
+        """Run `kind`'s command (its `{field}`s from the node's settings) into its file."""
+        if kind.command is None:
+            raise ValueError(f"{kind.file} has no single command: its stage collects it")
+        return self.run(kind.command.format(**vars(self.settings)), timeout, file=kind)
+
     def finish(self) -> None:
         try:
             self.host.run(f"rm -rf {self.workdir}")
@@ -158,19 +161,14 @@ def identity(c: Collector) -> None:
         uptime = c.run("cat /proc/uptime")
         if uptime.rc == 0:
             c.meta["uptime_at_start_s"] = float(uptime.stdout.split()[0])
-        patterns = " ".join(shlex.quote(p) for p in PACKAGE_PATTERNS)
-        c.run(f"dpkg-query -W -f='${{Package}}\\t${{Version}}\\n' {patterns} 2>/dev/null; true",
-              file=evidence.PACKAGES)
-        c.run(c.settings.lsmod_command, file=evidence.LSMOD)
-        c.run(c.settings.lspci_command, file=evidence.LSPCI)
-        c.run("systemctl show -p Id,LoadState,ActiveState,SubState,UnitFileState "
-              + " ".join(UNITS), file=evidence.SYSTEMCTL)
-        c.run(NVCC, file=evidence.NVCC)
+        for kind in (evidence.PACKAGES, evidence.LSMOD, evidence.LSPCI, evidence.SYSTEMCTL,
+                     evidence.NVCC):
+            c.collect(kind)
         header = next((p for p in CUDNN_HEADERS if c.host.file(p).exists), None)
         if header:
             c.write(evidence.CUDNN, c.host.file(header).content_string)
             c.meta["cudnn_header"] = header
-        smi = c.run("nvidia-smi -q -x", file=evidence.SMI_BEFORE)
+        smi = c.collect(evidence.SMI_BEFORE)
         if smi.rc != 0:
             c.write(evidence.SMI_ERROR, f"$ nvidia-smi -q -x\nexit status {smi.rc}\n"
                                f"{smi.stdout}{smi.stderr}")
@@ -200,16 +198,13 @@ def snapshot(c: Collector, after: bool) -> None:
     """Interconnect and health counters: before the soak (topology, links, NVLink errors,
     kernel log) and after it (nvidia-smi -q -x and NVLink errors again, the kernel log)."""
     with c.stage("after-soak" if after else "snapshot"):
-        if after:
-            c.run("nvidia-smi -q -x", file=evidence.SMI_AFTER)
-            c.run("nvidia-smi nvlink -e", file=evidence.NVLINK_ERRORS_AFTER)
-        else:
-            c.run("nvidia-smi topo -m", file=evidence.TOPO)
-            c.run("nvidia-smi nvlink -s", file=evidence.NVLINK_STATUS)
-            c.run("nvidia-smi nvlink -e", file=evidence.NVLINK_ERRORS_BEFORE)
+        kinds = ((evidence.SMI_AFTER, evidence.NVLINK_ERRORS_AFTER) if after else
+                 (evidence.TOPO, evidence.NVLINK_STATUS, evidence.NVLINK_ERRORS_BEFORE))
+        for kind in kinds:
+            c.collect(kind)
         log = c.settings.kernel_log
         c.run("dmesg --time-format iso" if log == "dmesg" else f"cat {shlex.quote(log)}",
-              file=evidence.DMESG)
+              file=evidence.KERNEL_LOG)
 
 
 def soak(c: Collector) -> None:
@@ -252,7 +247,7 @@ def ddp_smoke(c: Collector, gpus: int) -> None:
 def gpus_listed(before: evidence.Evidence) -> int:
     """How many GPUs the before-soak nvidia-smi listed (the DDP run's ranks)."""
     try:
-        smi = before.smi()
+        smi = before.read(evidence.SMI_BEFORE)
     except ParseError:  # judged as a failed check; the probe still runs on one rank
         return 0
     return len(smi.gpus) if smi else 0

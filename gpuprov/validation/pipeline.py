@@ -14,10 +14,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpuprov.checks.result import BLOCKING
-from gpuprov.checks.run import IDENTITY_CHECKS, Judgement, judge
-from gpuprov.evidence import Evidence
-from gpuprov.ledger import CheckRecord, GpuRecord, NodeResult
+from gpuprov.checks.registry import stage_checks
+from gpuprov.checks.run import Judgement, judge
+from gpuprov.evidence import SMI_BEFORE, Evidence
+from gpuprov.model import GpuRecord, NodeResult, Verdict
 from gpuprov.parsers.errors import ParseError
 from gpuprov.validation import collect
 from gpuprov.validation.connect import node_host
@@ -46,8 +46,8 @@ def validate_node(job: NodeJob, progress: Progress) -> NodeResult:
         progress(s.node, "identity", {})
         collect.identity(collector)
         before = Evidence(job.evidence_dir)   # its parsed nvidia-smi also sizes the DDP run
-        identity = judge(before, s.profile, s.lock, strict=False, only=IDENTITY_CHECKS)
-        failing = [c.id for c in identity.checks if c.status in BLOCKING]
+        identity = judge(before, s.profile, s.lock, strict=False, only=stage_checks("identity"))
+        failing = [c.id for c in identity.checks if c.blocking]
         progress(s.node, "snapshot", {"identity_failing": failing})
         collect.snapshot(collector, after=False)
         if failing and not s.soak_after_identity_failure:
@@ -66,30 +66,23 @@ def validate_node(job: NodeJob, progress: Progress) -> NodeResult:
         if collector is not None:
             collector.meta["unreachable"] = str(exc)
             collector.save_meta()
-        progress(s.node, "done", {"verdict": "unreachable"})
-        return _result(job, started, "unreachable", f"unreachable: {exc}", None)
+        progress(s.node, "done", {"verdict": Verdict.UNREACHABLE})
+        return _result(job, started, Verdict.UNREACHABLE, f"unreachable: {exc}", None)
     except Exception as exc:  # a node that breaks the collector is never accepted
-        progress(s.node, "done", {"verdict": "rejected"})
-        return _result(job, started, "rejected",
+        progress(s.node, "done", {"verdict": Verdict.REJECTED})
+        return _result(job, started, Verdict.REJECTED,
                        f"validation aborted: {type(exc).__name__}: {exc}", None)
     progress(s.node, "judge", {})
     evidence = Evidence(job.evidence_dir)
     judgement = judge(evidence, s.profile, s.lock, strict=False)
-    result = _result(job, started, judgement.verdict, reason(judgement), judgement, evidence)
+    result = _result(job, started, judgement.verdict, judgement.reason(), judgement, evidence)
     progress(s.node, "done", {"verdict": result.judged})
     return result
 
 
-def reason(judgement: Judgement) -> str:
-    """One line: each blocking check with its summary."""
-    bad = [c for c in judgement.checks if c.status in BLOCKING]
-    return "; ".join(f"{c.id}: {c.summary}" for c in bad) or "all checks passed"
-
-
-def _result(job: NodeJob, started: float, verdict: str, why: str,
+def _result(job: NodeJob, started: float, verdict: Verdict, why: str,
             judgement: Judgement | None, evidence: Evidence | None = None) -> NodeResult:
-    checks = [CheckRecord(c.id, str(c.status), c.summary, c.gpu, c.values)
-              for c in (judgement.checks if judgement else [])]
+    checks = judgement.checks if judgement else []
     if evidence is None and job.evidence_dir.is_dir():
         evidence = Evidence(job.evidence_dir)
     return NodeResult(job.settings.run_id, job.settings.node, verdict, None,
@@ -100,7 +93,7 @@ def _result(job: NodeJob, started: float, verdict: str, why: str,
 def _gpus(evidence: Evidence | None) -> list[GpuRecord]:
     """The GPUs (with serials) the before-soak snapshot saw."""
     try:
-        smi = evidence.smi() if evidence else None
+        smi = evidence.read(SMI_BEFORE) if evidence else None
     except ParseError:  # a malformed report is already a failed check; no serials then
         return []
     return [GpuRecord(g.index, g.bus_id, g.serial, g.uuid, g.name)

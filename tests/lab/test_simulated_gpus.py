@@ -9,8 +9,8 @@ import time
 import pytest
 
 from gpuprov.lab import kinds
-from gpuprov.parsers.dmesg import parse_xids
 from gpuprov.parsers.gpu_burn import parse_gpu_burn
+from gpuprov.parsers.kernel_log import parse_kernel_log
 from gpuprov.parsers.nvlink import parse_nvlink_status
 from gpuprov.parsers.smi_gpu import parse_smi_query
 from gpuprov.parsers.smi_table import parse_smi_header
@@ -210,13 +210,13 @@ def _snapshot(lab, node: str) -> dict:
      == 8 and after["00000000:18:00.0"].pcie_width_current == 16),
     ("ecc-uncorrectable", lambda before, after, lab: after["00000000:3A:00.0"]
      .ecc_volatile.uncorrectable == 1 and after["00000000:3A:00.0"].remap_pending
-     and [(x.code, x.bus_id()) for x in parse_xids(_ok(lab, "node01", "cat /var/log/kern.log"),
-                                                   "kern.log")] == [(94, "00000000:3A:00.0")]),
+     and [(x.code, x.bus_id()) for x in parse_kernel_log(
+         _ok(lab, "node01", "cat /var/log/kern.log"), "kern.log")] == [(94, "00000000:3A:00.0")]),
     ("row-remap-pending", lambda before, after, lab: after["00000000:3A:00.0"].remap_pending
      and not before["00000000:3A:00.0"].remap_pending
      and after["00000000:3A:00.0"].ecc_volatile.uncorrectable == 0),
     ("xid", lambda before, after, lab: before == after and [
-        (x.code, x.bus_id()) for x in parse_xids(_ok(lab, "node01", "cat /var/log/kern.log"),
+        (x.code, x.bus_id()) for x in parse_kernel_log(_ok(lab, "node01", "cat /var/log/kern.log"),
                                                  "kern.log")] == [(119, "00000000:3A:00.0")]),
     ("nvlink-down", lambda before, after, lab: parse_topo(
         _ok(lab, "node01", "nvidia-smi topo -m"), "t").link("GPU2", "GPU0") == "NV17"

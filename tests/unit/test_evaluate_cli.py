@@ -5,7 +5,7 @@ import json
 import pytest
 import yaml
 
-from gpuprov.checks.result import CHECK_IDS
+from gpuprov.checks.registry import check_ids
 from tests.conftest import gpuprov
 from tests.evidence_builder import LOCK, fixture, healthy_h100, replace
 
@@ -19,7 +19,7 @@ def test_accepted_table_and_exit_0(node):
     result = gpuprov("evaluate", str(node), "--profile", "h100-sxm-8")
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.strip().endswith("verdict: ACCEPTED")
-    for check_id in CHECK_IDS:
+    for check_id in check_ids():
         assert check_id in result.stdout
 
 
@@ -31,9 +31,9 @@ def test_rejected_json_schema_and_exit_1(node):
     assert set(data) == {"node", "profile", "verdict", "checks"}
     assert (data["node"], data["profile"], data["verdict"]) == ("node07", "h100-sxm-8",
                                                                 "rejected")
-    assert [c["id"] for c in data["checks"]] == list(CHECK_IDS)
+    assert [c["id"] for c in data["checks"]] == list(check_ids())
     for check in data["checks"]:
-        assert set(check) == {"id", "status", "summary", "gpu", "values"}
+        assert set(check) == {"id", "status", "summary", "gpu", "values", "action"}
         assert check["status"] in {"pass", "fail", "warn", "missing", "skip"}
     topo = next(c for c in data["checks"] if c["id"] == "nvlink_topology")
     assert topo["status"] == "fail"

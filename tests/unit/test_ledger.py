@@ -10,14 +10,15 @@ import subprocess
 import sys
 import time
 
-from gpuprov.ledger import MIGRATIONS, HostOutcome, Ledger
+from gpuprov.ledger import MIGRATIONS, Ledger
+from gpuprov.model import HostOutcome
 
 
 def test_created_on_first_use_with_schema_version(tmp_path):
     path = tmp_path / "deep" / "ledger.sqlite3"
     ledger = Ledger(path)
-    assert path.exists() and ledger.schema_version == len(MIGRATIONS) == 2
-    assert Ledger(path).schema_version == 2   # reopening migrates nothing
+    assert path.exists() and ledger.schema_version == len(MIGRATIONS) == 3
+    assert Ledger(path).schema_version == 3   # reopening migrates nothing
     assert ledger.last_run("provision") is None and ledger.last_provisioning() == {}
 
 

@@ -15,7 +15,7 @@ from gpuprov.checks.run import judge
 from gpuprov.evidence import Evidence
 from gpuprov.ledger import Ledger
 from gpuprov.profiles import load_profile
-from gpuprov.validation.pipeline import NodeJob, _result, reason
+from gpuprov.validation.pipeline import NodeJob, _result
 from tests import evidence_builder as eb
 
 
@@ -31,7 +31,7 @@ def recorded(tmp_path):
     for node, directory in (("node07", healthy), ("node08", faulty)):
         judgement = judge(Evidence(directory), profile, None)
         job = NodeJob(_settings(node, profile), directory, directory, directory)
-        ledger.record_node("v1", _result(job, 1.0, judgement.verdict, reason(judgement),
+        ledger.record_node("v1", _result(job, 1.0, judgement.verdict, judgement.reason(),
                                          judgement))
     ledger.finish_validation("v1")
     return ledger.run("v1"), ledger.node_results("v1")

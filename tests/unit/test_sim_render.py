@@ -5,9 +5,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from gpuprov.checks.context import Context
-from gpuprov.checks.identity import gpu_inventory
-from gpuprov.checks.interconnect import nvlink_errors, nvlink_status, nvlink_topology, pcie_link
+from gpuprov.checks.run import judge
 from gpuprov.evidence import Evidence
 from gpuprov.lab import kinds
 from gpuprov.lab.sim import render
@@ -75,10 +73,11 @@ def test_healthy_lab_kind_passes_its_profile(kind, tmp_path):
              "nvidia-smi-nvlink-errors-after.txt": render.nvlink_errors(hw)}
     for name, text in files.items():
         (tmp_path / name).write_text(text)
-    ctx = Context(Evidence(tmp_path), load_profile(kind), None)
-    for check in (gpu_inventory, nvlink_topology, nvlink_status, nvlink_errors, pcie_link):
-        result = check(ctx)
-        assert result.status in ("pass", "skip"), (check.__name__, result.summary)
+    judged = judge(Evidence(tmp_path), load_profile(kind), None, only=(
+        "gpu_inventory", "nvlink_topology", "nvlink_status", "nvlink_errors", "pcie_link"))
+    assert len(judged.checks) == 5
+    for result in judged.checks:
+        assert result.status in ("pass", "skip"), (result.id, result.summary)
 
 
 # --- the plain table, -L, -q text, --query-gpu -----------------------------------------

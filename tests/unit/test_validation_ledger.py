@@ -8,13 +8,14 @@ import sys
 
 import pytest
 
-from gpuprov.ledger import MIGRATIONS, CheckRecord, GpuRecord, HostBusy, Ledger, NodeResult
+from gpuprov.ledger import MIGRATIONS, HostBusy, Ledger
+from gpuprov.model import CheckResult, GpuRecord, GpuRef, NodeResult, Status
 
 
 def result(node: str, judged: str = "accepted", run_id: str = "v1") -> NodeResult:
-    checks = [CheckRecord("gpu_burn", "fail" if judged == "rejected" else "pass",
+    checks = [CheckResult("gpu_burn", Status("fail" if judged == "rejected" else "pass"),
                           "GPU 2 (00000000:3A:00.0, serial 1654321) 1542 compute errors",
-                          {"index": 2, "bus_id": "00000000:3A:00.0", "serial": "1654321"},
+                          GpuRef(2, "00000000:3A:00.0", "1654321"),
                           {"gpus": {"2": {"errors": 1542}}})]
     gpus = [GpuRecord(i, f"00000000:{i:02X}:00.0", f"16543{i}", f"GPU-{i}", "NVIDIA H100")
             for i in range(4)]
@@ -40,7 +41,7 @@ def test_verdicts_only_when_the_run_finishes(tmp_path):
     current = ledger.current_verdicts()
     assert current["n1"].verdict == "accepted" and current["n2"].verdict == "rejected"
     check = current["n2"].checks[0]
-    assert check.gpu["serial"] == "1654321" and check.values == {"gpus": {"2": {"errors": 1542}}}
+    assert check.gpu.serial == "1654321" and check.values == {"gpus": {"2": {"errors": 1542}}}
     assert [g.serial for g in current["n2"].gpus] == ["165430", "165431", "165432", "165433"]
 
 
@@ -89,6 +90,28 @@ def test_schema_1_ledger_migrates_keeping_its_runs(tmp_path):
         db.execute("INSERT INTO runs VALUES ('p1', 'provision', 1.0, 2.0, 'finished', 1, '/inv',"
                    " '[\"n1\"]', '{}', '{}', NULL)")
     ledger = Ledger(path)
-    assert ledger.schema_version == 2 and ledger.run("p1").status == "finished"
+    assert ledger.schema_version == 3 and ledger.run("p1").status == "finished"
     with sqlite3.connect(path) as db:
         assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def test_schema_2_ledger_migrates_its_checks_to_action_none(tmp_path):
+    path = tmp_path / "l.db"
+    with sqlite3.connect(path) as db:
+        for script in MIGRATIONS[:2]:
+            for statement in filter(str.strip, script.split(";")):
+                db.execute(statement)
+        db.execute("PRAGMA user_version = 2")
+        db.execute("INSERT INTO runs VALUES ('v0', 'validate', 1.0, 2.0, 'finished', 1, '/inv',"
+                   " '[\"n1\"]', '{}', '{}', NULL)")
+        db.execute("INSERT INTO node_results VALUES ('v0', 'n1', 'rejected', 'rejected',"
+                   " 'h100-sxm-8', 'xid: …', '/ev', 1.0, 2.0)")
+        db.execute("INSERT INTO check_results VALUES ('v0', 'n1', 'xid', 'fail', 'Xid 79',"
+                   " 3, NULL, NULL, '{}')")
+    ledger = Ledger(path)
+    check = ledger.node_results("v0")[0].checks[0]
+    assert ledger.schema_version == 3
+    assert (check.id, check.status, check.action, check.gpu.index) == ("xid", "fail", "none", 3)
+    ledger.start_run("v1", "validate", "/inv", ["n1"], {}, {}, "/ev")
+    ledger.record_node("v1", result("n1", "rejected"))
+    assert ledger.node_results("v1")[0].checks[0].action == "none"

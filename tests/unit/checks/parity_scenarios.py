@@ -4,7 +4,8 @@ evaluator tests make, judged under every shipped profile.
 
 `golden-judgements.json` holds what `judge` gave for each before the check registry
 (issue #16); `test_judgement_parity` holds today's results equal to it, `action` aside.
-Regenerate only for a deliberate change of behaviour: `python -m tests.unit.checks.parity_scenarios`.
+Regenerate only for a deliberate change of behaviour:
+`python -m tests.unit.checks.parity_scenarios`.
 """
 
 from __future__ import annotations

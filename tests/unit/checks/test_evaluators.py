@@ -85,7 +85,7 @@ def test_all_links_inactive_fails_nvlink_status(node):
     assert result.status == "fail"
     assert "GPU 6 (00000000:BA:00.0, serial" in result.summary
     assert "all links inactive" in result.summary
-    assert result.gpu["index"] == 6
+    assert result.gpu.index == 6
 
 
 def test_empty_nvlink_status_fails_on_nvlink_profile(node):
@@ -123,9 +123,9 @@ def test_slow_gpu_fails_against_the_node_median(node):
     replace(node, "gpu-burn.log", gpu_burn_log(rates))
     _, by_id = results(node)
     result = by_id["gpu_burn"]
-    assert result.status == "fail" and result.gpu["index"] == 3
+    assert result.status == "fail" and result.gpu.index == 3
     assert "15% below the node median" in result.summary
-    assert "serial 1654423001592" not in result.summary or result.gpu["serial"]
+    assert "serial 1654423001592" not in result.summary or result.gpu.serial
 
 
 def test_gpu_burn_errors_name_the_gpu(node):
@@ -133,7 +133,7 @@ def test_gpu_burn_errors_name_the_gpu(node):
     errors[5] = 12
     replace(node, "gpu-burn.log", gpu_burn_log([52000] * 8, errors))
     _, by_id = results(node)
-    assert by_id["gpu_burn"].gpu["index"] == 5
+    assert by_id["gpu_burn"].gpu.index == 5
     assert "GPU 5 (00000000:AB:00.0" in by_id["gpu_burn"].summary
 
 
@@ -156,7 +156,7 @@ def test_nvlink_errors_compare_before_and_after(node):
     replace(node, "nvidia-smi-nvlink-errors-after.txt", nvlink_errors(8, 18, {2: 43}))
     _, by_id = results(node)
     assert by_id["nvlink_errors"].status == "fail"
-    assert by_id["nvlink_errors"].gpu["index"] == 2
+    assert by_id["nvlink_errors"].gpu.index == 2
     assert "CRC Errors +3" in by_id["nvlink_errors"].summary
 
 
@@ -191,7 +191,7 @@ def test_xid_during_run_names_the_gpu(node):
             "GPU has fallen off the bus.\n")
     replace(node, "dmesg.txt", line)
     _, by_id = results(node)
-    assert by_id["xid"].gpu["index"] == 3 and "class reboot" in by_id["xid"].summary
+    assert by_id["xid"].gpu.index == 3 and "class reboot" in by_id["xid"].summary
 
 
 def test_lock_mismatches(node):

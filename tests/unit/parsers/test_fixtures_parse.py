@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from gpuprov.parsers.dmesg import parse_xids
 from gpuprov.parsers.errors import ParseError
 from gpuprov.parsers.gpu_burn import parse_gpu_burn
+from gpuprov.parsers.kernel_log import parse_kernel_log
 from gpuprov.parsers.nvlink import parse_nvlink_errors, parse_nvlink_status
 from gpuprov.parsers.smi_gpu import parse_smi_query
 from gpuprov.parsers.smi_table import parse_smi_header
@@ -172,18 +172,18 @@ def test_gpu_burn_died_marker():
 
 @pytest.mark.parametrize("path", kind("dmesg-xid"), ids=ids(kind("dmesg-xid")))
 def test_xids_every_capture(path):
-    events = parse_xids(path.read_text(), str(path))
+    events = parse_kernel_log(path.read_text(), str(path))
     assert events and all(e.time is not None for e in events)
 
 
 def test_xid_fields_and_bus_ids():
-    events = parse_xids(fixture_text("dmesg-xid/xid43-xid31-xid94-dmesg-T-535.txt"), "x")
+    events = parse_kernel_log(fixture_text("dmesg-xid/xid43-xid31-xid94-dmesg-T-535.txt"), "x")
     assert [e.code for e in events] == [43, 43, 31, 94]
     assert events[3].bus_id() == "00000000:00:08.0"
-    iso = parse_xids(fixture_text("dmesg-xid/xid13-xid43-dmesg-iso-format.txt"), "i")
+    iso = parse_kernel_log(fixture_text("dmesg-xid/xid13-xid43-dmesg-iso-format.txt"), "i")
     assert iso[0].time.isoformat() == "2025-01-21T04:41:44.283302"
-    mono = parse_xids("[ 1234.567890] NVRM: Xid (PCI:0000:18:00): 79, pid=0, GPU has fallen off"
-                      " the bus.\n", "m")
+    mono = parse_kernel_log("[ 1234.567890] NVRM: Xid (PCI:0000:18:00): 79, pid=0, GPU has "
+                            "fallen off the bus.\n", "m")
     assert mono[0].uptime_s == 1234.56789 and mono[0].code == 79
 
 

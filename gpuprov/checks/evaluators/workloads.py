@@ -5,15 +5,18 @@ from __future__ import annotations
 import math
 import statistics
 
-from gpuprov.checks.context import Context, failed, missing
-from gpuprov.checks.result import CheckResult, Status
+from gpuprov.checks.context import Context
+from gpuprov.checks.registry import Results, check
 from gpuprov.evidence import DDP_JSON, GPU_BURN
+from gpuprov.model import Action, CheckResult
 
 
-def gpu_burn(ctx: Context) -> CheckResult:
-    run = ctx.evidence.gpu_burn()
-    if run is None:
-        return missing("gpu_burn", GPU_BURN)
+@check("gpu_burn", stage="soak", needs=(GPU_BURN,), action=Action.RMA,
+       rule="gpu-burn finished and measured work; no GPU FAULTY, with errors, dead or idle; "
+            "no GPU over the temperature limit, below the Gflop/s floor or the allowed "
+            "spread below the node median")
+def gpu_burn(ctx: Context, r: Results) -> CheckResult:
+    run = ctx.evidence.read(GPU_BURN)
     spec = ctx.profile["gpu_burn"]
     gpus = sorted(run.gpus.values(), key=lambda g: g.index)
     values: dict = {"seconds": run.seconds, "progress_lines": run.progress_lines,
@@ -22,6 +25,8 @@ def gpu_burn(ctx: Context) -> CheckResult:
                                   "max_temp_c": g.max_temp_c, "verdict": g.verdict}
                         for g in gpus}}
     fails: list[tuple[int | None, str]] = []
+    # compute errors call for RMA; a slow, hot or silent GPU first for an inspection
+    action = Action.RESEAT_OR_INSPECT
     if run.aborted:
         fails.append((None, "gpu-burn aborted: no clients alive"))
     if run.init_failures:
@@ -35,8 +40,10 @@ def gpu_burn(ctx: Context) -> CheckResult:
         label = ctx.gpu_label(g.index)
         if g.verdict == "FAULTY":
             fails.append((g.index, f"{label} FAULTY ({g.errors} compute errors)"))
+            action = Action.RMA
         elif g.errors:
             fails.append((g.index, f"{label} {g.errors} compute errors"))
+            action = Action.RMA
         if g.died:
             fails.append((g.index, f"{label} died during the soak"))
         elif g.ops == 0 and run.progress_lines:
@@ -63,37 +70,30 @@ def gpu_burn(ctx: Context) -> CheckResult:
                 fails.append((g.index, f"{label} {g.gflops:.0f} Gflop/s is {shortfall:.0f}% "
                                        f"below the node median {median:.0f}"))
     if fails:
-        return failed(ctx, "gpu_burn", fails, values)
-    return CheckResult("gpu_burn", Status.PASS,
-                       f"{len(gpus)} GPUs OK for {run.seconds}s, median "
-                       f"{values.get('median_gflops', 0):.0f} Gflop/s", values=values)
+        return r.failed(fails, values, action=action)
+    return r.passed(f"{len(gpus)} GPUs OK for {run.seconds}s, median "
+                    f"{values.get('median_gflops', 0):.0f} Gflop/s", values)
 
 
-def ddp_smoke(ctx: Context) -> CheckResult:
-    result = ctx.evidence.ddp()
-    if result is None:
-        return missing("ddp_smoke", DDP_JSON)
+@check("ddp_smoke", stage="ddp", needs=(DDP_JSON,), action=Action.REBOOT,
+       rule="the DDP probe's ranks agree, loss finite and falling, one rank per GPU (NCCL), "
+            "all-reduce bus bandwidth at the profile's floor")
+def ddp_smoke(ctx: Context, r: Results) -> CheckResult:
+    result = ctx.evidence.read(DDP_JSON)
     values = dict(result)
     if not result["ok"]:
-        return CheckResult("ddp_smoke", Status.FAIL,
-                           f"DDP smoke failed: {result.get('error', 'no reason given')}",
-                           values=values)
+        return r.fail(f"DDP smoke failed: {result.get('error', 'no reason given')}", values)
     losses = result.get("losses") or []
     if not losses or not all(math.isfinite(x) for x in losses) or losses[-1] >= losses[0]:
-        return CheckResult("ddp_smoke", Status.FAIL,
-                           f"DDP loss not finite and falling: {losses}", values=values)
+        return r.fail(f"DDP loss not finite and falling: {losses}", values)
     expected = ctx.profile.gpu_count if result["backend"] == "nccl" else result["world_size"]
     if result["world_size"] != expected:
-        return CheckResult("ddp_smoke", Status.FAIL,
-                           f"DDP ran {result['world_size']} ranks, expected {expected}",
-                           values=values)
+        return r.fail(f"DDP ran {result['world_size']} ranks, expected {expected}", values)
     busbw = result.get("allreduce_busbw_gbps")
     floor = ctx.profile["ddp"]["busbw_min_gbps"]
     if result["backend"] == "nccl" and busbw is not None and busbw < floor:
-        return CheckResult("ddp_smoke", Status.FAIL,
-                           f"all-reduce bus bandwidth {busbw:.1f} GB/s below the floor {floor}",
-                           values=values)
+        return r.fail(f"all-reduce bus bandwidth {busbw:.1f} GB/s below the floor {floor}",
+                      values, action=Action.RESEAT_OR_INSPECT)
     bw = f", all-reduce {busbw:.2f} GB/s" if busbw is not None else ""
-    return CheckResult("ddp_smoke", Status.PASS,
-                       f"{result['world_size']} ranks ({result['backend']}) agree, loss "
-                       f"{losses[0]:.4f} -> {losses[-1]:.4f}{bw}", values=values)
+    return r.passed(f"{result['world_size']} ranks ({result['backend']}) agree, loss "
+                    f"{losses[0]:.4f} -> {losses[-1]:.4f}{bw}", values)

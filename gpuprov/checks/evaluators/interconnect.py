@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from gpuprov.checks.context import Context, failed, missing, single_gpu, skip
-from gpuprov.checks.result import CheckResult, Status
+from gpuprov.checks.context import Context
+from gpuprov.checks.registry import Results, check
 from gpuprov.evidence import (
     NVLINK_ERRORS_AFTER,
     NVLINK_ERRORS_BEFORE,
@@ -12,19 +12,23 @@ from gpuprov.evidence import (
     SMI_BEFORE,
     TOPO,
 )
+from gpuprov.model import Action, CheckResult
 
 
-def nvlink_topology(ctx: Context) -> CheckResult:
-    topo = ctx.evidence.topo()
-    if topo is None:
-        return missing("nvlink_topology", TOPO)
+def _has_nvlink(profile) -> bool:
+    return profile.nvlink is not None
+
+
+@check("nvlink_topology", stage="snapshot", needs=(TOPO,), action=Action.RESEAT_OR_INSPECT,
+       rule="`topo -m` shows the profile's GPU count and its link for every GPU pair")
+def nvlink_topology(ctx: Context, r: Results) -> CheckResult:
+    topo = ctx.evidence.read(TOPO)
     gpus = topo.gpus
     values: dict = {"gpus": len(gpus), "pairs": {f"{a}-{b}": code for a, b, code in
                                                   topo.gpu_pairs()}}
     if len(gpus) != ctx.profile.gpu_count:
-        return CheckResult("nvlink_topology", Status.FAIL,
-                           f"topology shows {len(gpus)} GPUs, profile expects "
-                           f"{ctx.profile.gpu_count}", values=values)
+        return r.fail(f"topology shows {len(gpus)} GPUs, profile expects "
+                      f"{ctx.profile.gpu_count}", values)
     bad = []
     for a, b, code in topo.gpu_pairs():
         ia, ib = int(a[3:]), int(b[3:])
@@ -38,31 +42,28 @@ def nvlink_topology(ctx: Context) -> CheckResult:
     if bad:
         shown = "; ".join(values["bad_pairs"][:4])
         more = f" and {len(bad) - 4} more" if len(bad) > 4 else ""
+        # the GPU in every off-profile pair (a lone pair names no single GPU)
         common = set.intersection(*[{int(a[3:]), int(b[3:])} for a, b, _, _ in bad])
-        gpu = ctx.gpu_ref(next(iter(common))) if len(common) == 1 and len(bad) > 1 else None
-        return CheckResult("nvlink_topology", Status.FAIL,
-                           f"{len(bad)} GPU pair(s) off-profile: {shown}{more}",
-                           gpu=gpu, values=values)
+        gpu = r.at_fault(common) if len(bad) > 1 else None
+        return r.fail(f"{len(bad)} GPU pair(s) off-profile: {shown}{more}", values, gpu=gpu)
     expected = (ctx.profile.nvlink or {}).get("all_pairs", "no NVLink")
-    return CheckResult("nvlink_topology", Status.PASS,
-                       f"all {len(list(topo.gpu_pairs()))} GPU pairs {expected}", values=values)
+    return r.passed(f"all {len(list(topo.gpu_pairs()))} GPU pairs {expected}", values)
 
 
-def nvlink_status(ctx: Context) -> CheckResult:
+@check("nvlink_status", stage="snapshot", needs=(NVLINK_STATUS,),
+       action=Action.RESEAT_OR_INSPECT, applies=_has_nvlink,
+       skip_reason="no NVLink in this profile",
+       rule="every GPU listed with the profile's link count, all active, at the profile's "
+            "per-link speed")
+def nvlink_status(ctx: Context, r: Results) -> CheckResult:
     spec = ctx.profile.nvlink
-    if spec is None:
-        return skip("nvlink_status", "no NVLink in this profile")
-    status = ctx.evidence.nvlink_status()
-    if status is None:
-        return missing("nvlink_status", NVLINK_STATUS)
+    status = ctx.evidence.read(NVLINK_STATUS)
     values: dict = {"links": {g.index: {"active": len(g.active), "inactive": g.inactive,
                                         "all_inactive": g.all_inactive}
                               for g in status.gpus}}
     if status.empty:
-        return CheckResult("nvlink_status", Status.FAIL,
-                           "`nvidia-smi nvlink -s` reported no links on an NVLink system",
-                           values=values)
-    problems: list[tuple[int, str]] = []
+        return r.fail("`nvidia-smi nvlink -s` reported no links on an NVLink system", values)
+    problems: list[tuple[int | None, str]] = []
     for g in status.gpus:
         if g.all_inactive:
             problems.append((g.index, f"{ctx.gpu_label(g.index)}: all links inactive"))
@@ -83,20 +84,17 @@ def nvlink_status(ctx: Context) -> CheckResult:
     absent = [i for i in range(ctx.profile.gpu_count) if i not in seen]
     problems += [(i, f"GPU {i}: not listed") for i in absent]
     if problems:
-        return failed(ctx, "nvlink_status", problems, values)
-    return CheckResult("nvlink_status", Status.PASS,
-                       f"{len(status.gpus)} GPUs x {spec['links_per_gpu']} links active",
-                       values=values)
+        return r.failed(problems, values)
+    return r.passed(f"{len(status.gpus)} GPUs x {spec['links_per_gpu']} links active", values)
 
 
-def nvlink_errors(ctx: Context) -> CheckResult:
-    if ctx.profile.nvlink is None:
-        return skip("nvlink_errors", "no NVLink in this profile")
-    before, after = ctx.evidence.nvlink_errors(False), ctx.evidence.nvlink_errors(True)
-    if before is None or after is None:
-        absent = [f for f, v in ((NVLINK_ERRORS_BEFORE, before), (NVLINK_ERRORS_AFTER, after))
-                  if v is None]
-        return missing("nvlink_errors", *absent)
+@check("nvlink_errors", stage="soak", needs=(NVLINK_ERRORS_BEFORE, NVLINK_ERRORS_AFTER),
+       action=Action.RESEAT_OR_INSPECT, applies=_has_nvlink,
+       skip_reason="no NVLink in this profile",
+       rule="no NVLink replay, recovery or CRC error counter grew during the soak")
+def nvlink_errors(ctx: Context, r: Results) -> CheckResult:
+    before = ctx.evidence.read(NVLINK_ERRORS_BEFORE)
+    after = ctx.evidence.read(NVLINK_ERRORS_AFTER)
     b, a = before.totals(), after.totals()
     deltas: dict[int, dict[str, int]] = {}
     for gpu, counters in a.items():
@@ -109,26 +107,26 @@ def nvlink_errors(ctx: Context) -> CheckResult:
     if deltas:
         gpu = sorted(deltas)[0]
         what = ", ".join(f"{k} +{v}" for k, v in deltas[gpu].items())
-        return CheckResult("nvlink_errors", Status.FAIL,
-                           f"NVLink errors during the soak on {ctx.gpu_label(gpu)}: {what}",
-                           gpu=single_gpu(ctx, list(deltas)), values=values)
+        return r.fail(f"NVLink errors during the soak on {ctx.gpu_label(gpu)}: {what}", values,
+                      gpu=r.at_fault(deltas))
     if old:
-        return CheckResult("nvlink_errors", Status.PASS,
-                           f"no new NVLink errors during the soak (older counts on GPU "
-                           f"{', '.join(map(str, old))} reported)", values=values)
-    return CheckResult("nvlink_errors", Status.PASS, "no NVLink errors", values=values)
+        return r.passed(f"no new NVLink errors during the soak (older counts on GPU "
+                        f"{', '.join(map(str, old))} reported)", values)
+    return r.passed("no NVLink errors", values)
 
 
 REPLAYS_PER_SOAK_MAX = 80  # DCGM's pcie plugin default (validation-practice.md §3)
 
 
-def pcie_link(ctx: Context) -> CheckResult:
-    before = ctx.evidence.smi()
-    if before is None:
-        return missing("pcie_link", SMI_BEFORE)
-    after = ctx.evidence.smi(after=True)
+@check("pcie_link", stage="snapshot", needs=(SMI_BEFORE,), action=Action.RESEAT_OR_INSPECT,
+       rule=f"every GPU's link at the profile's width and generation; at most "
+            f"{REPLAYS_PER_SOAK_MAX} PCIe replays during the soak; below max generation at "
+            "idle warns")
+def pcie_link(ctx: Context, r: Results) -> CheckResult:
+    before = ctx.evidence.read(SMI_BEFORE)
+    after = ctx.evidence.read(SMI_AFTER)
     want = ctx.profile["pcie"]
-    problems: list[tuple[int, str]] = []
+    problems: list[tuple[int | None, str]] = []
     warnings: list[str] = []
     values: dict = {"expected": want, "gpus": {}}
     after_by_bus = after.by_bus_id() if after else {}
@@ -152,9 +150,8 @@ def pcie_link(ctx: Context) -> CheckResult:
             if delta > REPLAYS_PER_SOAK_MAX:
                 problems.append((g.index, f"{g.label()} {delta} PCIe replays during the soak"))
     if problems:
-        return failed(ctx, "pcie_link", problems, values)
+        return r.failed(problems, values)
     if warnings:
-        return CheckResult("pcie_link", Status.WARN, warnings[0], values=values)
+        return r.warn(warnings[0], values, action=Action.NONE)
     note = "" if after else f" ({SMI_AFTER} absent: replay delta not judged)"
-    return CheckResult("pcie_link", Status.PASS,
-                       f"every GPU at Gen{want['gen']} x{want['width']}{note}", values=values)
+    return r.passed(f"every GPU at Gen{want['gen']} x{want['width']}{note}", values)

@@ -1,25 +1,28 @@
-"""Memory health (ECC, remapped rows, retired pages), Xid events, clock throttling."""
+"""Memory health (ECC, remapped rows, retired pages), kernel-log faults, clock throttling."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from functools import cache
 
-from gpuprov.checks.context import Context, failed, missing, single_gpu
-from gpuprov.checks.result import CheckResult, Status
-from gpuprov.evidence import DMESG, SMI_AFTER, SMI_BEFORE
-from gpuprov.resources import load_yaml
+from gpuprov.checks.context import Context
+from gpuprov.checks.registry import Results, check
+from gpuprov.evidence import KERNEL_LOG, SMI_AFTER, SMI_BEFORE
+from gpuprov.model import Action, CheckResult
+from gpuprov.parsers.kernel_log import CLASS_ORDER, catalog
 
 
-def ecc(ctx: Context) -> CheckResult:
-    before = ctx.evidence.smi()
-    if before is None:
-        return missing("ecc", SMI_BEFORE)
-    after = ctx.evidence.smi(after=True)
+@check("ecc", stage="soak", needs=(SMI_BEFORE,), action=Action.RMA,
+       rule="ECC enabled where required; no row-remap failure, pending remap or pending "
+            "retirement; no uncorrectable error or remapped row during the soak; lifetime "
+            "uncorrectable counts and correctable growth warn")
+def ecc(ctx: Context, r: Results) -> CheckResult:
+    before = ctx.evidence.read(SMI_BEFORE)
+    after = ctx.evidence.read(SMI_AFTER)
     latest = after or before
     after_by_bus = after.by_bus_id() if after else {}
-    fails: list[tuple[int, str]] = []
+    fails: list[tuple[int | None, str]] = []
     warns: list[str] = []
+    actions: list[Action] = []
     values: dict = {"gpus": {}}
     for g in latest.gpus:
         first = next((b for b in before.gpus if b.bus_id == g.bus_id), g)
@@ -31,13 +34,17 @@ def ecc(ctx: Context) -> CheckResult:
         values["gpus"][g.index] = v
         if ctx.profile["ecc_required"] and g.ecc_enabled is False:
             fails.append((g.index, f"{g.label()}: ECC disabled"))
+            actions.append(Action.NONE)
         if g.remap_failure:
             fails.append((g.index, f"{g.label()}: row remapping failure (needs service)"))
+            actions.append(Action.RMA)
         if g.remap_pending:
             fails.append((g.index, f"{g.label()}: row remap pending (reset the GPU, then "
                                    "re-validate)"))
+            actions.append(Action.RESET_GPU)
         if g.retired_pending:
             fails.append((g.index, f"{g.label()}: page retirement pending"))
+            actions.append(Action.RESET_GPU)
         if after and g.bus_id in after_by_bus:
             for scope in ("volatile", "aggregate"):
                 now, then = getattr(g, f"ecc_{scope}"), getattr(first, f"ecc_{scope}")
@@ -46,33 +53,22 @@ def ecc(ctx: Context) -> CheckResult:
                     v["uncorrectable_during_soak"] = delta
                     fails.append((g.index, f"{g.label()}: {delta} uncorrectable ECC errors "
                                            "during the soak"))
+                    actions.append(Action.RMA)
                     break
             if (g.remap_uncorrectable or 0) > (first.remap_uncorrectable or 0):
                 fails.append((g.index, f"{g.label()}: rows remapped during the soak"))
+                actions.append(Action.RESET_GPU)
             if (g.ecc_volatile.correctable or 0) > (first.ecc_volatile.correctable or 0):
                 warns.append(f"{g.label()}: correctable ECC errors during the soak")
         if (g.ecc_aggregate.uncorrectable or 0) > 0 and not any(i == g.index for i, _ in fails):
             warns.append(f"{g.label()}: {g.ecc_aggregate.uncorrectable} uncorrectable ECC errors "
                          "in its lifetime (none during this run)")
     if fails:
-        return failed(ctx, "ecc", fails, values)
+        return r.failed(fails, values, action=max(actions, key=list(Action).index))
     if warns:
-        return CheckResult("ecc", Status.WARN, warns[0], values=values)
+        return r.warn(warns[0], values, action=Action.NONE)
     note = "" if after else f" ({SMI_AFTER} absent: no before/after delta)"
-    return CheckResult("ecc", Status.PASS, f"ECC clean on {len(latest.gpus)} GPUs{note}",
-                       values=values)
-
-
-@cache
-def xid_catalog() -> dict:
-    return load_yaml("xid.yml")
-
-
-def classify_xid(code: int) -> tuple[str, str]:
-    entry = xid_catalog()["codes"].get(code)
-    if entry is None:
-        return f"Xid {code}", "service"  # unknown codes: treat as hardware until known
-    return entry["name"], entry["class"]
+    return r.passed(f"ECC clean on {len(latest.gpus)} GPUs{note}", values)
 
 
 def _started_at(ctx: Context) -> datetime | None:
@@ -83,10 +79,11 @@ def _started_at(ctx: Context) -> datetime | None:
     return parsed.astimezone(UTC).replace(tzinfo=None) if parsed.tzinfo else parsed
 
 
-def xid(ctx: Context) -> CheckResult:
-    events = ctx.evidence.xids()
-    if events is None:
-        return missing("xid", DMESG)
+@check("xid", stage="soak", needs=(KERNEL_LOG,), action=Action.RMA,
+       rule="no Xid line in the kernel log during the run (class and action from "
+            "data/kernel_events/xid.yml); Xids before the run warn")
+def xid(ctx: Context, r: Results) -> CheckResult:
+    events = [e for e in ctx.evidence.read(KERNEL_LOG) if e.kind == "xid"]
     start = _started_at(ctx)
     boot_offset = ctx.evidence.meta.get("uptime_at_start_s")
     during, before = [], []
@@ -100,49 +97,44 @@ def xid(ctx: Context) -> CheckResult:
     by_bus = {g.bus_id: g for g in ctx.gpus()}
     summary = []
     for e in during:
-        name, klass = classify_xid(e.code)
         gpu = by_bus.get(e.bus_id())
-        summary.append({"code": e.code, "name": name, "class": klass, "pci": e.pci,
-                        "gpu": gpu.index if gpu else None, "text": e.text[:160]})
+        summary.append({"code": e.code, "name": e.entry.name, "class": e.entry.klass,
+                        "pci": e.pci, "gpu": gpu.index if gpu else None, "text": e.text[:160]})
     values = {"during_run": summary, "before_run": [
-        {"code": e.code, "pci": e.pci, "class": classify_xid(e.code)[1]} for e in before],
+        {"code": e.code, "pci": e.pci, "class": e.entry.klass} for e in before],
         "window_start": start.isoformat() if start else None}
     if summary:
-        worst = max(summary, key=lambda s: ["application", "reset", "reboot",
-                                            "service"].index(s["class"]))
+        worst = max(summary, key=lambda s: CLASS_ORDER.index(s["class"]))
         codes = sorted({s["code"] for s in summary})
         where = (ctx.gpu_label(worst["gpu"]) if worst["gpu"] is not None
                  else f"PCI {worst['pci']}")
-        action = xid_catalog()["classes"][worst["class"]]
-        gpus = {s["gpu"] for s in summary}
-        return CheckResult("xid", Status.FAIL,
-                           f"Xid {', '.join(map(str, codes))} during the run; worst: Xid "
-                           f"{worst['code']} ({worst['name']}) on {where}, class "
-                           f"{worst['class']}: {action}",
-                           gpu=ctx.gpu_ref(gpus.pop()) if len(gpus) == 1 and None not in gpus
-                           else None, values=values)
+        xids = catalog("xid")
+        return r.fail(f"Xid {', '.join(map(str, codes))} during the run; worst: Xid "
+                      f"{worst['code']} ({worst['name']}) on {where}, class "
+                      f"{worst['class']}: {xids.advice(worst['class'])}", values,
+                      gpu=r.at_fault(s["gpu"] for s in summary),
+                      action=xids.action(worst["class"]))
     if before:
-        return CheckResult("xid", Status.WARN,
-                           f"no Xid during the run; {len(before)} older Xid line(s) reported",
-                           values=values)
-    return CheckResult("xid", Status.PASS, "no Xid in the kernel log", values=values)
+        return r.warn(f"no Xid during the run; {len(before)} older Xid line(s) reported",
+                      values, action=Action.NONE)
+    return r.passed("no Xid in the kernel log", values)
 
 
 HARD_THROTTLE = {"hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown",
                  "sw_thermal_slowdown"}
 
 
-def clocks_throttle(ctx: Context) -> CheckResult:
-    smi = ctx.evidence.smi(after=True) or ctx.evidence.smi()
-    if smi is None:
-        return missing("clocks_throttle", SMI_BEFORE)
+@check("clocks_throttle", stage="snapshot", needs=((SMI_AFTER, SMI_BEFORE),),
+       action=Action.RESEAT_OR_INSPECT,
+       rule="no hardware, thermal or power-brake slowdown active (cooling, power)")
+def clocks_throttle(ctx: Context, r: Results) -> CheckResult:
+    smi = ctx.evidence.read(SMI_AFTER) or ctx.evidence.read(SMI_BEFORE)
     active = {g.index: g.clock_reasons_active for g in smi.gpus}
-    bad = {i: sorted(set(r) & HARD_THROTTLE) for i, r in active.items() if set(r) & HARD_THROTTLE}
+    bad = {i: sorted(set(reasons) & HARD_THROTTLE) for i, reasons in active.items()
+           if set(reasons) & HARD_THROTTLE}
     values = {"active_reasons": active}
     if bad:
         i = sorted(bad)[0]
-        return CheckResult("clocks_throttle", Status.FAIL,
-                           f"{ctx.gpu_label(i)} clocks held down by {', '.join(bad[i])}",
-                           gpu=single_gpu(ctx, list(bad)), values=values)
-    return CheckResult("clocks_throttle", Status.PASS,
-                       "no hardware or thermal slowdown active", values=values)
+        return r.fail(f"{ctx.gpu_label(i)} clocks held down by {', '.join(bad[i])}", values,
+                      gpu=r.at_fault(bad))
+    return r.passed("no hardware or thermal slowdown active", values)

@@ -1,0 +1,1 @@
+"""The checks, one concern per module; each registers itself with `@check` (registry.py)."""

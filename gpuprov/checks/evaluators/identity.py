@@ -1,0 +1,274 @@
+"""Identity and software stack: what is installed, at which versions, running."""
+
+from __future__ import annotations
+
+import re
+
+from gpuprov import compat
+from gpuprov.checks.context import Context
+from gpuprov.checks.registry import Results, check
+from gpuprov.evidence import (
+    CUDNN,
+    LSMOD,
+    LSPCI,
+    NVCC,
+    PACKAGES,
+    SMI_BEFORE,
+    SYSTEMCTL,
+    TORCH_ENV,
+)
+from gpuprov.model import Action, CheckResult, GpuRef
+from gpuprov.pci import BusId
+
+DRIVER_PACKAGE = re.compile(r"^(nvidia-driver|nvidia-open|cuda-drivers|libnvidia-(compute|gl|"
+                            r"encode|decode|fbc1|cfg1|extra|common)|nvidia-(kernel|utils|dkms|"
+                            r"compute-utils|persistenced|modprobe|settings)|xserver-xorg-video-"
+                            r"nvidia|nvidia-fabricmanager|libnvidia-nscq)")
+TOOLKIT_PACKAGES = ("nvidia-container-toolkit", "nvidia-container-toolkit-base",
+                    "libnvidia-container-tools", "libnvidia-container1")
+
+
+def upstream(version: str) -> str:
+    """'550.90.07-1' -> '550.90.07'; '1:550.90.07-0ubuntu1' -> '550.90.07'."""
+    return version.split(":")[-1].split("-")[0]
+
+
+@check("gpu_inventory", stage="identity", needs=(SMI_BEFORE,), action=Action.RESEAT_OR_INSPECT,
+       rule="GPU count, model, memory as the profile says; lspci and nvidia-smi agree; one "
+            "VBIOS version (warn)")
+def gpu_inventory(ctx: Context, r: Results) -> CheckResult:
+    smi = ctx.evidence.read(SMI_BEFORE)
+    spec = ctx.profile["gpu"]
+    gpus = smi.gpus
+    values = {"count": len(gpus), "expected": spec["count"],
+              "gpus": [{"index": g.index, "name": g.name, "bus_id": g.bus_id, "serial": g.serial,
+                        "uuid": g.uuid, "vbios": g.vbios, "memory_mib": g.memory_total_mib}
+                       for g in gpus]}
+    lspci = ctx.evidence.read(LSPCI)
+    if lspci is not None:
+        values["lspci_count"] = len(lspci)
+    lost = _lost_from_driver(gpus, lspci or [])
+    if lost:
+        values["on_bus_not_in_driver"] = lost
+    if len(gpus) != spec["count"]:
+        extra = (f"; lspci sees {len(lspci)}" if lspci is not None else "")
+        if lost:
+            extra += f" (on the PCI bus but not in the driver: {', '.join(lost)})"
+        return r.fail(f"{len(gpus)} GPUs visible, profile expects {spec['count']}{extra}",
+                      values, gpu=GpuRef(None, lost[0]) if len(lost) == 1 else None)
+    if lspci is not None and len(lspci) != len(gpus):
+        return r.fail(f"lspci lists {len(lspci)} NVIDIA GPUs but nvidia-smi {len(gpus)}",
+                      values)
+    wrong = [g for g in gpus if not ctx.profile.name_matches(g.name)]
+    if wrong:
+        g = wrong[0]
+        return r.fail(f"{g.label()} is {g.name!r}, not a {spec['name_pattern']!r} GPU", values,
+                      gpu=r.at_fault(w.index for w in wrong), action=Action.NONE)
+    small = [g for g in gpus if (g.memory_total_mib or 0) < spec["memory_mib_min"]]
+    if small:
+        g = small[0]
+        return r.fail(f"{g.label()} has {g.memory_total_mib} MiB, "
+                      f"profile needs >= {spec['memory_mib_min']}", values,
+                      gpu=r.at_fault(s.index for s in small), action=Action.NONE)
+    vbios = sorted({g.vbios for g in gpus if g.vbios})
+    if len(vbios) > 1:
+        return r.warn(f"{len(gpus)} x {gpus[0].name}, but mixed VBIOS versions: "
+                      f"{', '.join(vbios)}", values, action=Action.NONE)
+    return r.passed(f"{len(gpus)} x {gpus[0].name}, VBIOS {', '.join(vbios) or '?'}", values)
+
+
+def _lost_from_driver(gpus, lspci: list[str]) -> list[str]:
+    """PCI addresses lspci lists that nvidia-smi does not: GPUs fallen off the driver."""
+    seen = {BusId.parse(g.bus_id) for g in gpus if g.bus_id}
+    return [line.split()[0] for line in lspci if BusId.find(line.split()[0]) not in seen]
+
+
+@check("driver_version", stage="identity", needs=(SMI_BEFORE,), action=Action.NONE,
+       tool_error_fails=True,
+       rule="nvidia-smi answers; every driver package at the running driver's version "
+            "(else a driver/library mismatch: reboot); driver as locked")
+def driver_version(ctx: Context, r: Results) -> CheckResult:
+    smi = ctx.evidence.read(SMI_BEFORE)
+    values: dict = {"driver": smi.driver_version, "cuda_reported": smi.cuda_version}
+    packages = ctx.evidence.read(PACKAGES) or {}
+    driver_pkgs = {n: upstream(v) for n, v in packages.items() if DRIVER_PACKAGE.match(n)}
+    values["packages"] = driver_pkgs
+    skewed = {n: v for n, v in driver_pkgs.items() if v != smi.driver_version}
+    if skewed:
+        name, ver = sorted(skewed.items())[0]
+        return r.fail(f"package {name} is at {ver} but the running driver is "
+                      f"{smi.driver_version} (driver/library mismatch)", values,
+                      action=Action.REBOOT)
+    if ctx.lock is None:
+        return r.passed(f"driver {smi.driver_version} (no versions lock to compare)", values)
+    values["locked"] = ctx.lock.driver_version
+    if smi.driver_version != ctx.lock.driver_version:
+        return r.fail(f"driver {smi.driver_version}, lock says {ctx.lock.driver_version}",
+                      values)
+    return r.passed(f"driver {smi.driver_version} as locked", values)
+
+
+@check("cuda_compat", stage="identity", needs=(SMI_BEFORE, NVCC), action=Action.NONE,
+       rule="nvcc's CUDA as locked, and the running driver runs it (compat.yml)")
+def cuda_compat(ctx: Context, r: Results) -> CheckResult:
+    smi, nvcc = ctx.evidence.read(SMI_BEFORE), ctx.evidence.read(NVCC)
+    toolkit = nvcc[0].release
+    finding = compat.driver_runs_cuda(smi.driver_version, toolkit, "CUDA toolkit")
+    values = {"driver": smi.driver_version, "toolkit": toolkit, "toolkit_full": nvcc[0].full,
+              "rule": finding.reason, "source": finding.source}
+    if ctx.lock and toolkit != ctx.lock.cuda_version:
+        return r.fail(f"nvcc reports CUDA {toolkit}, lock says {ctx.lock.cuda_version}", values)
+    if not finding.ok:
+        return r.fail(finding.reason, values)
+    if finding.limited:
+        return r.warn(finding.reason, values)
+    return r.passed(f"CUDA {toolkit} on driver {smi.driver_version}", values)
+
+
+@check("cudnn", stage="identity", needs=(CUDNN,), action=Action.NONE,
+       rule="cuDNN packages built for the toolkit's CUDA major; cuDNN supports that CUDA; "
+            "as locked")
+def cudnn(ctx: Context, r: Results) -> CheckResult:
+    version, nvcc = ctx.evidence.read(CUDNN), ctx.evidence.read(NVCC)
+    values: dict = {"cudnn": version}
+    packages = ctx.evidence.read(PACKAGES) or {}
+    cudnn_pkgs = {n: v for n, v in packages.items() if n.startswith("libcudnn")}
+    values["packages"] = cudnn_pkgs
+    for name, pkg_version in cudnn_pkgs.items():
+        built_for = re.search(r"\+cuda(\d+\.\d+)", pkg_version) or re.search(r"cuda-(\d+)$", name)
+        if built_for and nvcc and (built_for.group(1).split(".")[0] !=
+                                   nvcc[0].release.split(".")[0]):
+            return r.fail(f"{name} {pkg_version} is built for CUDA {built_for.group(1)}, "
+                          f"the toolkit is CUDA {nvcc[0].release}", values)
+    if nvcc:
+        finding = compat.cudnn_supports_cuda(version, nvcc[0].release)
+        values["rule"], values["source"] = finding.reason, finding.source
+        if not finding.ok:
+            return r.fail(finding.reason, values)
+    if ctx.lock:
+        locked = ctx.lock.cudnn_version
+        values["locked"] = locked
+        if not (locked == version or locked.startswith(version + ".")):
+            return r.fail(f"cuDNN {version} installed, lock says {locked}", values)
+    return r.passed(f"cuDNN {version}", values)
+
+
+@check("torch_env", stage="identity", needs=(TORCH_ENV,), action=Action.NONE,
+       rule="torch and its CUDA build as locked; the driver runs torch's CUDA; torch sees "
+            "the profile's GPU count and has kernels for its architecture")
+def torch_env(ctx: Context, r: Results) -> CheckResult:
+    env = ctx.evidence.read(TORCH_ENV)
+    values = dict(env)
+    torch_version = str(env["torch_version"]).split("+")[0]
+    build = str(env["torch_version"]).partition("+")[2] or (
+        f"cu{str(env['cuda_version']).replace('.', '')}" if env["cuda_version"] else "cpu")
+    values["build"] = build
+    if ctx.lock:
+        values["locked"] = {"torch": ctx.lock.torch_version, "build": ctx.lock.torch_cuda_build}
+        if torch_version != ctx.lock.torch_version:
+            return r.fail(f"torch {torch_version}, lock says {ctx.lock.torch_version}", values)
+        if build != ctx.lock.torch_cuda_build:
+            return r.fail(f"torch build {build}, lock says {ctx.lock.torch_cuda_build}", values)
+    if env["cuda_version"]:
+        smi = ctx.evidence.read(SMI_BEFORE)
+        if smi is not None:
+            finding = compat.driver_runs_cuda(smi.driver_version, str(env["cuda_version"]),
+                                              "torch's CUDA")
+            if not finding.ok:
+                return r.fail(finding.reason, values)
+        if env["device_count"] != ctx.profile.gpu_count:
+            return r.fail(f"torch sees {env['device_count']} GPUs, profile expects "
+                          f"{ctx.profile.gpu_count}", values, action=Action.REBOOT)
+        cc = ctx.profile["gpu"].get("compute_capability")
+        arch = f"sm_{cc.replace('.', '')}" if cc else None
+        if arch and env["arch_list"] and arch not in env["arch_list"]:
+            return r.fail(f"torch {env['torch_version']} has no {arch} kernels "
+                          f"(built for {', '.join(env['arch_list'])})", values)
+    return r.passed(f"torch {env['torch_version']} ({build}), "
+                    f"{env['device_count']} device(s) visible", values)
+
+
+@check("nouveau", stage="identity", needs=(LSMOD,), action=Action.REBOOT,
+       rule="the nouveau module is not loaded")
+def nouveau(ctx: Context, r: Results) -> CheckResult:
+    modules = ctx.evidence.read(LSMOD)
+    loaded = sorted(m for m in modules if m.startswith("nvidia"))
+    if "nouveau" in modules:
+        return r.fail("nouveau is loaded", {"nvidia_modules": loaded})
+    return r.passed("nouveau not loaded", {"nvidia_modules": loaded})
+
+
+def _unit(ctx: Context, name: str) -> dict[str, str] | None:
+    units = ctx.evidence.read(SYSTEMCTL) or {}
+    unit = units.get(name) or units.get(f"{name}.service")
+    if unit is None or unit.get("LoadState") == "not-found":
+        return None
+    return unit
+
+
+@check("persistence_mode", stage="identity", needs=(SMI_BEFORE,), action=Action.NONE,
+       rule="persistence mode on for every GPU")
+def persistence_mode(ctx: Context, r: Results) -> CheckResult:
+    smi = ctx.evidence.read(SMI_BEFORE)
+    off = [g.index for g in smi.gpus if g.persistence_mode is False]
+    daemon = _unit(ctx, "nvidia-persistenced")
+    values = {"off": off, "nvidia_persistenced": daemon.get("ActiveState") if daemon else None}
+    if off:
+        return r.fail(f"persistence mode off on GPU {', '.join(map(str, off))}", values,
+                      gpu=r.at_fault(off))
+    return r.passed("persistence mode on for every GPU", values)
+
+
+@check("fabric_manager", stage="identity", needs=(SMI_BEFORE, SYSTEMCTL), action=Action.REBOOT,
+       applies=lambda profile: bool(profile["nvswitch"]),
+       skip_reason="no NVSwitch in this profile",
+       rule="on NVSwitch systems: nvidia-fabricmanager installed at the driver's version, "
+            "active, and every GPU's fabric state Completed/Success")
+def fabric_manager(ctx: Context, r: Results) -> CheckResult:
+    smi = ctx.evidence.read(SMI_BEFORE)
+    unit = _unit(ctx, "nvidia-fabricmanager")
+    packages = ctx.evidence.read(PACKAGES) or {}
+    fm = {n: upstream(v) for n, v in packages.items() if n.startswith("nvidia-fabricmanager")}
+    values = {"service": unit.get("ActiveState") if unit else "not installed", "packages": fm,
+              "driver": smi.driver_version,
+              "fabric": {g.index: [g.fabric_state, g.fabric_status] for g in smi.gpus}}
+    if unit is None:
+        return r.fail("nvidia-fabricmanager is not installed on an NVSwitch system", values,
+                      action=Action.NONE)
+    for name, version in fm.items():
+        if version != smi.driver_version:
+            return r.fail(f"{name} {version} does not match driver {smi.driver_version}",
+                          values, action=Action.NONE)
+    if unit.get("ActiveState") != "active":
+        return r.fail(f"nvidia-fabricmanager is {unit.get('ActiveState')}", values)
+    bad = [g.index for g in smi.gpus
+           if g.fabric_state is not None and (g.fabric_state, g.fabric_status) !=
+           ("Completed", "Success")]
+    if bad:
+        g = smi.gpus[bad[0]]
+        return r.fail(f"fabric state {g.fabric_state}/{g.fabric_status} on {g.label()}",
+                      values, gpu=r.at_fault(bad))
+    return r.passed(f"nvidia-fabricmanager active at driver {smi.driver_version}", values)
+
+
+@check("container_toolkit", stage="identity", needs=(PACKAGES, SYSTEMCTL), action=Action.NONE,
+       rule="the four NVIDIA Container Toolkit packages at one version, as locked; docker "
+            "active")
+def container_toolkit(ctx: Context, r: Results) -> CheckResult:
+    packages = ctx.evidence.read(PACKAGES)
+    versions = {p: upstream(packages[p]) if p in packages else None for p in TOOLKIT_PACKAGES}
+    docker = _unit(ctx, "docker")
+    values = {"packages": versions, "docker": docker.get("ActiveState") if docker else None}
+    absent = [p for p, v in versions.items() if v is None]
+    if absent:
+        return r.fail(f"not installed: {', '.join(absent)}", values)
+    if len(set(versions.values())) > 1:
+        return r.fail("toolkit packages at different versions: " +
+                      ", ".join(f"{p} {v}" for p, v in versions.items()), values)
+    version = next(iter(versions.values()))
+    if ctx.lock and version != ctx.lock.container_toolkit_version:
+        return r.fail(f"container toolkit {version}, lock says "
+                      f"{ctx.lock.container_toolkit_version}", values)
+    if not docker or docker.get("ActiveState") != "active":
+        return r.fail("docker is not active", values)
+    return r.passed(f"NVIDIA Container Toolkit {version}, docker active", values)

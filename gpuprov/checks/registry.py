@@ -1,0 +1,145 @@
+"""The check registry: every check declares itself once, here is everything derived.
+
+A check is one evaluator function decorated with `@check(...)`, which declares its id,
+the collection stage after which it can be judged, the evidence it needs (absent →
+`missing`, generated here), when it applies to a profile (otherwise `skip` with the
+reason, generated here), the rule it applies and the action a failure usually calls for,
+both for docs/checks.md. The evaluator gets the `Context` and a `Results` builder bound to
+its id and default action, and returns one `CheckResult`.
+
+Checks live in the modules of `gpuprov.checks.evaluators`; `all_checks()` imports every
+one of them, so adding a check is adding a module (or a function to one). Order: by
+stage, then module name, then definition: the order checks run, and reports list them.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+
+from gpuprov.checks.context import Context
+from gpuprov.evidence import STAGES, EvidenceKind
+from gpuprov.model import Action, CheckResult, GpuRef, Status, gpu_at_fault
+from gpuprov.profiles import Profile
+
+Problems = list[tuple[int | None, str]]
+
+
+class Results:
+    """Builds one check's results: its id and default action already bound."""
+
+    def __init__(self, check_id: str, ctx: Context, action: Action):
+        self.id, self.ctx, self.default_action = check_id, ctx, action
+
+    def result(self, status: Status, summary: str, values: dict | None = None,
+               gpu: GpuRef | None = None, action: Action | None = None) -> CheckResult:
+        if status in (Status.FAIL, Status.WARN):
+            action = action or self.default_action
+        return CheckResult(self.id, status, summary, gpu=gpu, values=values or {},
+                           action=action or Action.NONE)
+
+    def passed(self, summary: str, values: dict | None = None) -> CheckResult:
+        return self.result(Status.PASS, summary, values)
+
+    def warn(self, summary: str, values: dict | None = None, gpu: GpuRef | None = None,
+             action: Action | None = None) -> CheckResult:
+        return self.result(Status.WARN, summary, values, gpu, action)
+
+    def fail(self, summary: str, values: dict | None = None, gpu: GpuRef | None = None,
+             action: Action | None = None) -> CheckResult:
+        return self.result(Status.FAIL, summary, values, gpu, action)
+
+    def failed(self, problems: Problems, values: dict, action: Action | None = None
+               ) -> CheckResult:
+        """A fail listing the first three problems; it names the GPU when every problem
+        is on the same one."""
+        more = f" (+{len(problems) - 3} more)" if len(problems) > 3 else ""
+        summary = "; ".join(message for _, message in problems[:3]) + more
+        return self.fail(summary, values, self.at_fault(i for i, _ in problems), action)
+
+    def at_fault(self, indices) -> GpuRef | None:
+        return gpu_at_fault(indices, self.ctx.gpu_ref)
+
+
+Evaluator = Callable[[Context, Results], CheckResult]
+# A need is one evidence kind, or a tuple of alternatives any one of which will do.
+Need = EvidenceKind | tuple[EvidenceKind, ...]
+
+
+def _need_name(need: Need) -> str:
+    return " or ".join(k.file for k in need) if isinstance(need, tuple) else need.file
+
+
+def _absent(ctx: Context, need: Need) -> bool:
+    kinds = need if isinstance(need, tuple) else (need,)
+    return all(ctx.evidence.read(kind) is None for kind in kinds)
+
+
+@dataclass(frozen=True)
+class Check:
+    id: str
+    stage: str
+    needs: tuple[Need, ...]
+    evaluate: Evaluator
+    rule: str                     # one line for docs/checks.md
+    action: Action                # what a failure usually calls for
+    applies: Callable[[Profile], bool] | None = None
+    skip_reason: str = ""
+    module: str = ""
+    # A failed tool (its error file present) fails the check instead of `missing`.
+    tool_error_fails: bool = False
+
+    def run(self, ctx: Context) -> CheckResult:
+        results = Results(self.id, ctx, self.action)
+        if self.applies is not None and not self.applies(ctx.profile):
+            return results.result(Status.SKIP, self.skip_reason)
+        absent = [_need_name(need) for need in self.needs if _absent(ctx, need)]
+        if absent:
+            failure = ctx.evidence.smi_error() if self.tool_error_fails else None
+            if failure:
+                return results.fail(failure, {"nvidia_smi_error": failure})
+            return results.result(Status.MISSING,
+                                  f"no evidence: {', '.join(absent)} not collected")
+        return self.evaluate(ctx, results)
+
+
+_declared: list[Check] = []
+
+
+def check(id: str, *, stage: str, needs: tuple[Need, ...], rule: str,
+          action: Action, applies: Callable[[Profile], bool] | None = None,
+          skip_reason: str = "", tool_error_fails: bool = False
+          ) -> Callable[[Evaluator], Evaluator]:
+    """Declares the decorated evaluator as check `id` (see the module docstring)."""
+    if stage not in STAGES:
+        raise ValueError(f"check {id}: unknown stage {stage!r}")
+
+    def register(evaluate: Evaluator) -> Evaluator:
+        if any(c.id == id for c in _declared):
+            raise ValueError(f"check {id} declared twice")
+        _declared.append(Check(id, stage, needs, evaluate, rule, action, applies, skip_reason,
+                               evaluate.__module__.rsplit(".", 1)[-1], tool_error_fails))
+        return evaluate
+    return register
+
+
+@cache
+def all_checks() -> tuple[Check, ...]:
+    from gpuprov.checks import evaluators
+    for module in sorted(m.name for m in pkgutil.iter_modules(evaluators.__path__)):
+        importlib.import_module(f"{evaluators.__name__}.{module}")
+    by_module = sorted(range(len(_declared)), key=lambda i: (
+        STAGES.index(_declared[i].stage), _declared[i].module, i))
+    return tuple(_declared[i] for i in by_module)
+
+
+def check_ids() -> tuple[str, ...]:
+    return tuple(c.id for c in all_checks())
+
+
+def stage_checks(stage: str) -> tuple[str, ...]:
+    """The ids judged once `stage`'s evidence is in (validation/'s per-stage tests)."""
+    return tuple(c.id for c in all_checks() if c.stage == stage)

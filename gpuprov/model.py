@@ -1,0 +1,133 @@
+"""The typed results every part of gpuprov hands around: check results and the verdict
+they add up to, a node's validation result, a host's provisioning outcome.
+
+Pure data. The evaluators build these, the pipeline passes them on unchanged, the ledger
+maps them to rows and back, the reports render them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+
+
+class Status(StrEnum):
+    PASS = "pass"
+    FAIL = "fail"
+    WARN = "warn"
+    MISSING = "missing"
+    SKIP = "skip"
+
+
+# A node is accepted only when no check failed and no evidence was missing.
+BLOCKING = frozenset({Status.FAIL, Status.MISSING})
+
+
+class Verdict(StrEnum):
+    ACCEPTED = "accepted"
+    REJECTED = "rejected"
+    UNREACHABLE = "unreachable"
+
+
+class Outcome(StrEnum):
+    """How one host's provisioning run ended."""
+    CONVERGED = "converged"
+    FAILED = "failed"
+    UNREACHABLE = "unreachable"
+    REBOOT_PENDING = "reboot-pending"
+
+
+class Action(StrEnum):
+    """What an operator should do about a failing check, least to most drastic."""
+    NONE = "none"                        # nothing on the hardware: fix config, re-provision
+    RESTART_WORKLOAD = "restart-workload"
+    RESET_GPU = "reset-gpu"
+    REBOOT = "reboot"
+    RESEAT_OR_INSPECT = "reseat-or-inspect"
+    RMA = "rma"
+
+
+@dataclass(frozen=True)
+class GpuRef:
+    """The GPU a result is about, by every name an operator may look it up by."""
+    index: int | None
+    bus_id: str | None = None
+    serial: str | None = None
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def gpu_at_fault(indices: Iterable[int | None],
+                 ref: Callable[[int], GpuRef]) -> GpuRef | None:
+    """The GPU at fault when every problem is on the same one; None when several are, or
+    one is node-wide (index None)."""
+    distinct = set(indices)
+    if len(distinct) != 1 or None in distinct:
+        return None
+    return ref(distinct.pop())  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    id: str
+    status: Status
+    summary: str
+    gpu: GpuRef | None = None
+    values: dict = field(default_factory=dict)
+    action: Action = Action.NONE
+
+    def as_dict(self) -> dict:
+        return {"id": self.id, "status": str(self.status), "summary": self.summary,
+                "gpu": self.gpu.as_dict() if self.gpu else None, "values": self.values,
+                "action": str(self.action)}
+
+    @property
+    def blocking(self) -> bool:
+        return self.status in BLOCKING
+
+
+def verdict(results: Iterable[CheckResult]) -> Verdict:
+    return Verdict.REJECTED if any(r.blocking for r in results) else Verdict.ACCEPTED
+
+
+@dataclass(frozen=True)
+class GpuRecord:
+    """One GPU as the before-soak snapshot listed it (for RMA: its serial)."""
+    index: int
+    bus_id: str | None
+    serial: str | None
+    uuid: str | None
+    name: str | None
+
+
+@dataclass(frozen=True)
+class NodeResult:
+    run_id: str
+    node: str
+    judged: Verdict
+    verdict: Verdict | None        # None: the run has not finished (or was killed)
+    profile: str
+    reason: str
+    evidence_dir: str
+    started_at: float
+    judged_at: float
+    checks: list[CheckResult]
+    gpus: list[GpuRecord]
+
+    @property
+    def failing(self) -> list[CheckResult]:
+        return [c for c in self.checks if c.blocking]
+
+
+@dataclass(frozen=True)
+class HostOutcome:
+    host: str
+    outcome: Outcome
+    ok: int = 0
+    changed: int = 0
+    failed: int = 0
+    unreachable: int = 0
+    reboot_pending: bool = False
+    detail: str = ""
