@@ -17,6 +17,8 @@ import yaml
 from gpuprov.errors import InputError
 from gpuprov.lab import docker, kinds, standins
 from gpuprov.lab.sim import node as sim_node
+from gpuprov.parsers import kernel_log
+from gpuprov.pci import BusId
 from gpuprov.proc import run
 
 PORT_RANGE_SYSCTL = "net.ipv4.ip_local_port_range"
@@ -73,10 +75,10 @@ class FaultKind:
     help: str
 
 
-def _pci(gpu: dict) -> str:
-    """nvidia-smi's 00000000:18:00.0 as the kernel prints it: 0000:18:00."""
-    domain, bus, rest = gpu["bus_id"].split(":")
-    return f"{domain[-4:]}:{bus.lower()}:{rest.split('.')[0]}"
+def _catalog_line(gpu: dict, kind: str, code: int) -> str:
+    """The kernel catalog's real example line for `code`, naming this GPU: the injector
+    writes exactly what the matcher reads."""
+    return kernel_log.example_line(kind, code, BusId.parse(gpu["bus_id"]), gpu["index"])
 
 
 def _kernel_log(access: NodeAccess, lines: list[str]) -> dict:
@@ -120,8 +122,7 @@ def _ecc_uncorrectable(access, hw, gpu):
         remap = gpu.setdefault("remap", {})
         remap["uncorrectable"] = int(remap.get("uncorrectable", 0)) + 1
         remap["pending"] = True
-    undo = _kernel_log(access, [f"NVRM: Xid (PCI:{_pci(gpu)}): 94, pid=4127, name=python3, "
-                                "Contained: SM (0x1). RST: No, D-RST: No"])
+    undo = _kernel_log(access, [_catalog_line(gpu, "xid", 94)])
     return f"GPU {gpu['index']} uncorrectable DRAM ECC error (Xid 94)", undo
 
 
@@ -135,10 +136,7 @@ def _row_remap_pending(access, hw, gpu):
 
 
 def _xid(access, hw, gpu):
-    undo = _kernel_log(access, [
-        f"NVRM: Xid (PCI:{_pci(gpu)}): 119, pid=2024380, name=nvidia-smi, Timeout after 6s of "
-        f"waiting for RPC response from GPU{gpu['index']} GSP! Expected function 76 "
-        "(GSP_RM_CONTROL) (0x20801813 0x4c)."])
+    undo = _kernel_log(access, [_catalog_line(gpu, "xid", 119)])
     return f"GPU {gpu['index']} Xid 119 (GSP RPC timeout) in {sim_node.KERNEL_LOG}", undo
 
 

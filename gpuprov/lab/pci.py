@@ -9,16 +9,12 @@ The role reads them exactly as it reads /sys/bus/pci/devices on a real server.
 from __future__ import annotations
 
 from gpuprov.lab.paths import NODE_LAB_DIR
+from gpuprov.pci import BusId
 
 NVIDIA_VENDOR = "0x10de"
 CLASS_3D_CONTROLLER = "0x030200"   # data-center GPUs
 CLASS_BRIDGE_OTHER = "0x068000"    # NVSwitch
 DEVICES_DIR = f"{NODE_LAB_DIR}/sys/bus/pci/devices"
-
-
-def _function(bus: str) -> str:
-    """sysfs names a function domain:bus:device.function with a 4-digit domain."""
-    return f"0000:{bus.lower()}:00.0"
 
 
 def _device(name: str, device_id: str, pci_class: str) -> list[tuple[str, bytes, int]]:
@@ -33,8 +29,9 @@ def sysfs_files(hardware: dict) -> list[tuple[str, bytes, int]]:
     files = []
     gpu_device = "0x" + hardware["gpu"]["pci_device_id"][2:6]   # 0x233010DE -> 0x2330
     for gpu in hardware["gpus"]:
-        files += _device(gpu["bus_id"][4:].lower(), gpu_device, CLASS_3D_CONTROLLER)
+        files += _device(BusId.parse(gpu["bus_id"]).sysfs, gpu_device, CLASS_3D_CONTROLLER)
     switches = hardware.get("nvswitch_pci") or {}
     for bus in switches.get("bus_ids", []):
-        files += _device(_function(bus), switches["device_id"], CLASS_BRIDGE_OTHER)
+        files += _device(BusId.parse(f"{bus}:00.0").sysfs, switches["device_id"],
+                         CLASS_BRIDGE_OTHER)
     return files

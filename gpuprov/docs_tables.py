@@ -1,0 +1,67 @@
+"""The generated parts of docs/checks.md and docs/evidence.md, from the check registry and
+the evidence table. Each file keeps its prose; the block between the markers is
+generated, and a unit test holds it equal to what this renders.
+
+    python -m gpuprov.docs_tables      # rewrite the generated blocks in place
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+from gpuprov.checks.registry import all_checks
+from gpuprov.evidence import KINDS
+
+BEGIN, END = "<!-- generated: do not edit by hand (python -m gpuprov.docs_tables) -->", \
+    "<!-- end of generated block -->"
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def checks_table() -> str:
+    rows = ["| check | stage | evidence | applies | rule | action on failure |",
+            "|---|---|---|---|---|---|"]
+    for c in all_checks():
+        needs = ", ".join(" or ".join(f"`{k.file}`" for k in n) if isinstance(n, tuple)
+                          else f"`{n.file}`" for n in c.needs)
+        applies = f"skip: {c.skip_reason}" if c.applies else "always"
+        rows.append(f"| `{c.id}` | {c.stage} | {needs} | {applies} | {_cell(c.rule)} | "
+                    f"`{c.action}` |")
+    return "\n".join(rows)
+
+
+def evidence_table() -> str:
+    rows = ["| file | stage | collected by | holds |", "|---|---|---|---|"]
+    for k in KINDS:
+        command = f"`{_cell(k.command)}`" if k.command else "the stage's collector"
+        name = f"`{k.file}`" + (f" (or `{k.fallback}`)" if k.fallback else "")
+        rows.append(f"| {name} | {k.stage} | {command} | {_cell(k.holds)} |")
+    return "\n".join(rows)
+
+
+GENERATED = {"checks.md": checks_table, "evidence.md": evidence_table}
+
+
+def render(text: str, table: str) -> str:
+    """`text` with its generated block replaced by `table`."""
+    pattern = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END), re.S)
+    if not pattern.search(text):
+        raise ValueError("no generated block markers")
+    return pattern.sub(lambda _: f"{BEGIN}\n{table}\n{END}", text)
+
+
+def main() -> int:
+    for name, table in GENERATED.items():
+        path = DOCS / name
+        path.write_text(render(path.read_text(), table()))
+        print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
