@@ -6,35 +6,59 @@ bad input or configuration (with a one-line error, and nothing changed on any ho
 
 from __future__ import annotations
 
+import importlib
 import sys
 
 import click
 
 from gpuprov import __version__
-from gpuprov.cli.evaluate import evaluate, profiles
-from gpuprov.cli.lab import lab
-from gpuprov.cli.lock import lock
-from gpuprov.cli.nodes import nodes
-from gpuprov.cli.provision import provision
-from gpuprov.cli.report import report_command
-from gpuprov.cli.validate import validate
 from gpuprov.errors import GpuprovError
 
+# Each command's module is imported only when that command runs: Ansible, testinfra and
+# the evaluators take most of a second to import, `gpuprov --help` none of it.
+# name -> (module, attribute, the one line `gpuprov --help` shows; a test holds it equal
+# to the command's own help)
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "evaluate": ("gpuprov.cli.evaluate", "evaluate",
+                 "Judge a saved evidence DIRECTORY offline: exit 0 accepted, 1 rejected, 2 "
+                 "bad..."),
+    "lab": ("gpuprov.cli.lab", "lab",
+            "The lab: a simulated rack of bare servers on this machine."),
+    "lock": ("gpuprov.cli.lock", "lock",
+             "The versions lock (gpuprov_* variables in the inventory's group_vars)."),
+    "nodes": ("gpuprov.cli.nodes", "nodes",
+              "Each node's state: never validated, accepted, rejected or unreachable, since..."),
+    "profiles": ("gpuprov.cli.evaluate", "profiles", "List the shipped hardware profiles."),
+    "provision": ("gpuprov.cli.provision", "provision",
+                  "Provision the inventory's hosts: exit 0 all converged, 1 any not, 2 bad "
+                  "input."),
+    "report": ("gpuprov.cli.report", "report_command",
+               "Report a validation RUN, or a NODE's latest validation (default: the latest..."),
+    "validate": ("gpuprov.cli.validate", "validate",
+                 "Validate NODEs: exit 0 all accepted, 1 any rejected or unreachable, 2 bad "
+                 "input."),
+}
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in COMMANDS:
+            return None
+        module, attribute, _ = COMMANDS[name]
+        return getattr(importlib.import_module(module), attribute)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, COMMANDS[name][2]) for name in self.list_commands(ctx)])
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="gpuprov")
 def cli() -> None:
     """Provision and validate GPU servers: Ansible roles, evidence, verdicts."""
-
-
-cli.add_command(lab)
-cli.add_command(evaluate)
-cli.add_command(profiles)
-cli.add_command(lock)
-cli.add_command(provision)
-cli.add_command(nodes)
-cli.add_command(validate)
-cli.add_command(report_command)
 
 
 def main(argv: list[str] | None = None) -> None:
