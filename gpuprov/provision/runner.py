@@ -22,7 +22,8 @@ from gpuprov.ledger import HostOutcome
 REPO = Path(__file__).resolve().parents[2]
 PLAYBOOK = REPO / "playbooks" / "provision.yml"
 ROLES = REPO / "roles"
-STATE_TASK = "Gpuprov host state"   # the playbook's last task: each host's reboot state
+# playbooks/report_state.yml's custom stat: {host: waits for a reboot}
+STATE_STAT = "gpuprov_reboot_pending"
 
 ANSIBLE_SETTINGS = {
     "ANSIBLE_ROLES_PATH": str(ROLES),
@@ -93,6 +94,10 @@ class EventSink:
                                 ("unreachable", data.get("dark"))):
                 for name, count in (counts or {}).items():
                     self.state.recap.setdefault(name, {})[key] = count
+            pending = (data.get("artifact_data") or {}).get(STATE_STAT) or {}
+            for name, waits in pending.items():
+                if name in self.state.hosts:
+                    self.state.hosts[name].reboot_pending = bool(waits)
             return True
         if not host or host not in self.state.hosts:
             return True
@@ -104,8 +109,6 @@ class EventSink:
             self._listener(host, "start", progress)
         elif kind == "runner_on_ok":
             res = data.get("res", {})
-            if task == STATE_TASK:
-                progress.reboot_pending = bool((res.get("msg") or {}).get("reboot_pending"))
             progress.ok += 1
             if res.get("changed"):
                 progress.changed += 1

@@ -1,0 +1,33 @@
+"""Each host's end state reaches gpuprov through custom stats, not a task-name contract:
+the real playbooks/report_state.yml under ansible-runner, on local connections."""
+
+import sys
+
+import ansible_runner
+
+from gpuprov.provision.runner import ANSIBLE_SETTINGS, PLAYBOOK, EventSink
+
+
+def test_reboot_pending_comes_from_set_stats(tmp_path):
+    inventory = tmp_path / "hosts.ini"
+    inventory.write_text(
+        "[all]\n"
+        f"waits ansible_connection=local ansible_python_interpreter={sys.executable} "
+        "nvidia_driver_reboot_pending=true\n"
+        f"ready ansible_connection=local ansible_python_interpreter={sys.executable}\n")
+    sink = EventSink(["waits", "ready"], lambda *args: None)
+    (tmp_path / "run").mkdir()
+    result = ansible_runner.run(
+        private_data_dir=str(tmp_path / "run"), project_dir=str(PLAYBOOK.parent),
+        playbook="report_state.yml", inventory=str(inventory), event_handler=sink,
+        envvars={k: v for k, v in ANSIBLE_SETTINGS.items() if k != "ANSIBLE_ROLES_PATH"},
+        quiet=True)
+    assert result.rc == 0
+    outcomes = {o.host: o for o in sink.outcomes()}
+    assert outcomes["waits"].outcome == "reboot-pending" and outcomes["waits"].reboot_pending
+    assert outcomes["ready"].outcome == "converged" and not outcomes["ready"].reboot_pending
+
+
+def test_the_provisioning_playbook_ends_with_the_state_report():
+    text = PLAYBOOK.read_text()
+    assert text.rstrip().endswith("ansible.builtin.import_playbook: report_state.yml")
