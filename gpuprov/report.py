@@ -12,6 +12,7 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from gpuprov.console import text_table
 from gpuprov.ledger import RunRecord
 from gpuprov.model import NodeResult, Status
 
@@ -45,16 +46,15 @@ def as_json(run: RunRecord, results: list[NodeResult]) -> dict:
 
 
 def as_table(run: RunRecord, results: list[NodeResult]) -> str:
-    width = max([4] + [len(r.node) for r in results])
-    lines = [f"run {run.id} ({run.status}, started {_iso(run.started_at)})", "",
-             f"{'NODE':<{width}}  {'VERDICT':<12} FAILING CHECKS"]
+    rows = []
     for r in results:
         bad = r.failing
         first = (f"{bad[0].id}: {bad[0].summary}" if bad else
                  r.reason if r.judged != "accepted" else "-")
-        lines.append(f"{r.node:<{width}}  {verdict_of(r).upper():<12} {first}")
-        lines += [f"{'':<{width}}  {'':<12} {c.id}: {c.summary}" for c in bad[1:]]
-    lines.append("")
+        rows.append((r.node, verdict_of(r).upper(), bad[0].action if bad else "-", first))
+        rows += [("", "", c.action, f"{c.id}: {c.summary}") for c in bad[1:]]
+    lines = [f"run {run.id} ({run.status}, started {_iso(run.started_at)})", "",
+             text_table(("NODE", "VERDICT", "ACTION", "FAILING CHECKS"), rows), ""]
     lines += [f"evidence {r.node}: {r.evidence_dir}" for r in results]
     return "\n".join(lines)
 

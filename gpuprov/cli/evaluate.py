@@ -9,18 +9,18 @@ from pathlib import Path
 import click
 
 from gpuprov.checks.run import Judgement, judge
+from gpuprov.console import text_table
 from gpuprov.evidence import Evidence
 from gpuprov.lock import Lock
 from gpuprov.profiles import load_profile, shipped_names
 
 
 def render_table(j: Judgement) -> str:
-    lines = [f"node {j.node}  profile {j.profile}", ""]
-    lines.append(f"{'CHECK':<18} {'STATUS':<8} SUMMARY")
-    for c in j.checks:
-        lines.append(f"{c.id:<18} {c.status.upper():<8} {c.summary}")
-    lines += ["", f"verdict: {j.verdict.upper()}"]
-    return "\n".join(lines)
+    rows = [(c.id, c.status.upper(), c.action if c.status in ("fail", "warn") else "",
+             c.summary) for c in j.checks]
+    return "\n".join([f"node {j.node}  profile {j.profile}", "",
+                      text_table(("CHECK", "STATUS", "ACTION", "SUMMARY"), rows), "",
+                      f"verdict: {j.verdict.upper()}"])
 
 
 @click.command()

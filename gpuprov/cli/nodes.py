@@ -7,6 +7,7 @@ import time
 import click
 
 from gpuprov.config import resolve_inventory
+from gpuprov.console import text_table
 from gpuprov.errors import InputError
 from gpuprov.inventory import Inventory
 from gpuprov.ledger import Ledger
@@ -44,17 +45,15 @@ def nodes(node: str | None, inventory_option: str | None) -> None:
     if not known and not unfinished:
         click.echo(f"no runs recorded yet ({ledger.path})")
         return
-    width = max([4] + [len(h) for h in known])
-    click.echo(f"{'NODE':<{width}}  {'STATE':<15} {'SINCE':<19}  {'RUN':<24} "
-               f"{'PROVISIONED':<14} WHY")
+    rows = []
     for host in known:
         result = verdicts.get(host)
         outcome = provisioned.get(host)
-        state = result.verdict if result else "never-validated"
-        click.echo(f"{host:<{width}}  {state:<15} {_when(result.judged_at if result else None):<19}"
-                   f"  {result.run_id if result else '-':<24} "
-                   f"{outcome[1].outcome if outcome else '-':<14} "
-                   f"{result.reason if result else '-'}")
+        rows.append((host, result.verdict if result else "never-validated",
+                     _when(result.judged_at if result else None),
+                     result.run_id if result else "-", outcome[1].outcome if outcome else "-",
+                     result.reason if result else "-"))
+    click.echo(text_table(("NODE", "STATE", "SINCE", "RUN", "PROVISIONED", "WHY"), rows))
     for run in unfinished:
         click.echo(f"{run.kind} run {run.id} ({_when(run.started_at)}, {len(run.hosts)} "
                    f"host(s)): {run.status}, no outcome recorded")
@@ -77,6 +76,6 @@ def _history(ledger: Ledger, node: str) -> None:
                            f"{r.reason} [{r.evidence_dir}]" if r else ""))
     if not events:
         raise InputError(f"node {node}: no runs recorded ({ledger.path})")
-    click.echo(f"{'WHEN':<19}  {'KIND':<9} {'RUN':<24} {'RESULT':<28} DETAIL")
-    for when, kind, run_id, state, detail in sorted(events):
-        click.echo(f"{_when(when):<19}  {kind:<9} {run_id:<24} {state:<28} {detail}")
+    click.echo(text_table(("WHEN", "KIND", "RUN", "RESULT", "DETAIL"),
+                          [(_when(when), kind, run_id, state, detail)
+                           for when, kind, run_id, state, detail in sorted(events)]))

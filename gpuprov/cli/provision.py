@@ -12,9 +12,11 @@ import click
 
 from gpuprov.cli.lock import preflight_or_exit
 from gpuprov.config import resolve_inventory, state_dir
+from gpuprov.console import text_table
 from gpuprov.errors import InputError
 from gpuprov.inventory import Inventory
-from gpuprov.ledger import HostOutcome, Ledger
+from gpuprov.ledger import Ledger
+from gpuprov.model import HostOutcome
 from gpuprov.provision.progress import view_for
 from gpuprov.provision.runner import Options, run_playbook
 from gpuprov.runs import new_run_id
@@ -50,14 +52,11 @@ def _retry_hosts(ledger: Ledger, inventory: Path, known: list[str]) -> list[str]
 
 
 def _summary(outcomes: list[HostOutcome]) -> str:
-    width = max([len("HOST")] + [len(o.host) for o in outcomes])
-    lines = [f"{'HOST':<{width}}  {'OUTCOME':<14} {'OK':>4} {'CHANGED':>7} {'FAILED':>6} "
-             f"{'UNREACH':>7}  REBOOT   DETAIL"]
-    for o in outcomes:
-        lines.append(f"{o.host:<{width}}  {o.outcome:<14} {o.ok:>4} {o.changed:>7} "
-                     f"{o.failed:>6} {o.unreachable:>7}  "
-                     f"{'pending' if o.reboot_pending else '-':<8} {o.detail}")
-    return "\n".join(lines)
+    return text_table(
+        ("HOST", "OUTCOME", "OK", "CHANGED", "FAILED", "UNREACH", "REBOOT", "DETAIL"),
+        [(o.host, o.outcome, o.ok, o.changed, o.failed, o.unreachable,
+          "pending" if o.reboot_pending else "-", o.detail) for o in outcomes],
+        right=("OK", "CHANGED", "FAILED", "UNREACH"))
 
 
 @click.command()

@@ -1,77 +1,42 @@
 """What an operator watches while a rack provisions: on a terminal, a live table (host,
-role, current task, ok/changed/failed counts); elsewhere (CI logs, pipes), plain lines for
-each host's role changes, failures and unreachable hosts."""
+role, current task, ok/changed/failed counts); elsewhere (CI logs, pipes), a line when a
+host starts a play and when it fails or is unreachable, nothing per role or task."""
 
 from __future__ import annotations
 
-import sys
-import threading
-import time
-
-from rich.console import Console
-from rich.live import Live
-from rich.table import Table
-
+from gpuprov.console import LiveTable, PlainLines, live_wanted
 from gpuprov.provision.runner import HostProgress
 
 
-class PlainView:
+class PlainView(PlainLines):
     def __init__(self, hosts: list[str], stream=None) -> None:
-        self._stream = stream or sys.stdout
-        self._roles: dict[str, str] = {}
-        self._lock = threading.Lock()
-
-    def __enter__(self) -> PlainView:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        return None
+        super().__init__(stream)
+        self._plays: dict[str, str] = {}
 
     def __call__(self, host: str, what: str, progress: HostProgress) -> None:
-        line = None
-        if what == "start" and progress.role and self._roles.get(host) != progress.role:
-            self._roles[host] = progress.role
-            line = f"{host}: {progress.role}"
+        if what == "start" and progress.play and self._plays.get(host) != progress.play:
+            self._plays[host] = progress.play
+            self.line(f"{host}: {progress.play}")
         elif what in ("failed", "unreachable"):
-            line = f"{host}: {what.upper()}: {progress.detail}"
-        if line:
-            with self._lock:
-                print(line, file=self._stream, flush=True)
+            self.line(f"{host}: {what.upper()}: {progress.detail}")
 
 
-class LiveView:
+class LiveView(LiveTable):
+    COLUMNS = ("host", "role", "task", "ok", "changed", "failed")
+
     def __init__(self, hosts: list[str]) -> None:
         self._hosts = {h: HostProgress() for h in hosts}
-        self._started = time.monotonic()
-        self._live = Live(self._table(), console=Console(), refresh_per_second=4,
-                          transient=False, get_renderable=self._table)
-
-    def __enter__(self) -> LiveView:
-        self._live.__enter__()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._live.__exit__(*exc)
+        super().__init__("gpuprov provision", self.COLUMNS, self._rows,
+                         right=("ok", "changed", "failed"), widths={"task": 48})
 
     def __call__(self, host: str, what: str, progress: HostProgress) -> None:
         self._hosts[host] = progress
 
-    def _table(self) -> Table:
-        elapsed = int(time.monotonic() - self._started)
-        table = Table(title=f"gpuprov provision — {elapsed // 60}:{elapsed % 60:02d}",
-                      title_justify="left", expand=False)
-        for column in ("host", "role", "task", "ok", "changed", "failed"):
-            table.add_column(column, justify="right" if column in ("ok", "changed", "failed")
-                             else "left", no_wrap=True, overflow="ellipsis",
-                             max_width=48 if column == "task" else None)
+    def _rows(self):
         for host, p in self._hosts.items():
             state = ("UNREACHABLE" if p.unreachable else "FAILED" if p.failed else p.task)
-            table.add_row(host, p.role, state, str(p.ok), str(p.changed), str(p.failed))
-        return table
+            yield host, p.role, state, str(p.ok), str(p.changed), str(p.failed)
 
 
 def view_for(hosts: list[str]):
-    # a live table for up to a screenful of hosts on a terminal; lines otherwise
-    if sys.stdout.isatty() and len(hosts) <= 60:
-        return LiveView(hosts)
-    return PlainView(hosts)
+    return LiveView(hosts) if live_wanted(hosts) else PlainView(hosts)

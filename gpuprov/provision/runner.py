@@ -53,6 +53,7 @@ class Options:
 
 @dataclass
 class HostProgress:
+    play: str = ""
     role: str = ""
     task: str = ""
     ok: int = 0
@@ -105,6 +106,7 @@ class EventSink:
         progress.seen = True
         task = data.get("task", "")
         if kind == "runner_on_start":
+            progress.play = data.get("play", "")
             progress.role, progress.task = data.get("role", ""), task
             self._listener(host, "start", progress)
         elif kind == "runner_on_ok":

@@ -8,9 +8,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from rich.console import Console
-from rich.live import Live
-from rich.table import Table
+from gpuprov.console import LiveTable, PlainLines, live_wanted
 
 
 @dataclass
@@ -27,7 +25,9 @@ class NodeState:
         return max(0, int(self.soak_seconds - (time.monotonic() - self.soak_started)))
 
 
-class _View:
+class NodeStates:
+    """Each node's stage, as the pipeline reports it (from many threads)."""
+
     def __init__(self, nodes: list[str]) -> None:
         self.nodes = {n: NodeState() for n in nodes}
         self._lock = threading.Lock()
@@ -39,23 +39,17 @@ class _View:
             if stage == "soak":
                 state.soak_seconds, state.soak_started = detail["seconds"], detail["started"]
             if stage == "done":
-                state.verdict = detail["verdict"]
-            self.changed(node, state, detail)
+                state.verdict = str(detail["verdict"])
+        self.changed(node, state, detail)
 
     def changed(self, node: str, state: NodeState, detail: dict) -> None:
         pass
 
 
-class PlainView(_View):
+class PlainView(NodeStates, PlainLines):
     def __init__(self, nodes: list[str], stream=None) -> None:
-        super().__init__(nodes)
-        self._stream = stream or sys.stdout
-
-    def __enter__(self) -> PlainView:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        return None
+        NodeStates.__init__(self, nodes)
+        PlainLines.__init__(self, stream)
 
     def changed(self, node: str, state: NodeState, detail: dict) -> None:
         elapsed = int(time.monotonic() - state.started)
@@ -63,38 +57,24 @@ class PlainView(_View):
                 "done": f"done: {state.verdict.upper()}"}.get(state.stage, state.stage)
         if detail.get("identity_failing"):
             text += f" (identity failed: {', '.join(detail['identity_failing'])}; no soak)"
-        print(f"{node}: {text} [{elapsed}s]", file=self._stream, flush=True)
+        self.line(f"{node}: {text} [{elapsed}s]")
 
 
-class LiveView(_View):
+class LiveView(NodeStates, LiveTable):
+    COLUMNS = ("node", "stage", "elapsed", "soak left", "verdict")
+
     def __init__(self, nodes: list[str]) -> None:
-        super().__init__(nodes)
-        self._started = time.monotonic()
-        self._live = Live(console=Console(), refresh_per_second=2, get_renderable=self._table)
+        NodeStates.__init__(self, nodes)
+        LiveTable.__init__(self, "gpuprov validate", self.COLUMNS, self._rows)
 
-    def __enter__(self) -> LiveView:
-        self._live.__enter__()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._live.__exit__(*exc)
-
-    def _table(self) -> Table:
-        elapsed = int(time.monotonic() - self._started)
-        table = Table(title=f"gpuprov validate — {elapsed // 60}:{elapsed % 60:02d}",
-                      title_justify="left")
-        for column in ("node", "stage", "elapsed", "soak left", "verdict"):
-            table.add_column(column, no_wrap=True)
+    def _rows(self):
         for node, s in self.nodes.items():
             left = s.soak_left()
-            table.add_row(node, s.stage, f"{int(time.monotonic() - s.started)}s",
-                          f"{left}s" if left is not None else "", s.verdict.upper())
-        return table
+            yield (node, s.stage, f"{int(time.monotonic() - s.started)}s",
+                   f"{left}s" if left is not None else "", s.verdict.upper())
 
 
 def view_for(nodes: list[str], json_out: bool = False):
     if json_out:  # stdout carries the report alone; progress goes to stderr
         return PlainView(nodes, sys.stderr)
-    if sys.stdout.isatty() and len(nodes) <= 60:
-        return LiveView(nodes)
-    return PlainView(nodes)
+    return LiveView(nodes) if live_wanted(nodes) else PlainView(nodes)
