@@ -139,3 +139,20 @@ def test_requirements_without_the_locked_torch_hashed_refused(lab, tmp_path):
     assert (f"{requirements} (pytorch_env_list entry train): no line "
             "'torch==2.13.0 --hash=sha256:…'") in result.stdout
     assert lab.ssh("node02", PYTHON_STATE).stdout == before
+
+
+@pytest.mark.parametrize("role,variable,value,expected", [
+    ("docker", "docker_daemon_options", "5", "docker_daemon_options"),
+    ("docker", "docker_source", "podman", "docker_source"),
+    ("nvidia_container_toolkit", "nvidia_container_toolkit_cdi", "maybe",
+     "nvidia_container_toolkit_cdi"),
+])
+def test_wrong_typed_variable_refused_by_the_argument_spec(lab, tmp_path, role, variable, value,
+                                                           expected):
+    """The role's meta/argument_specs.yml refuses the value before any task runs."""
+    before = lab.ssh("node02", STATE).stdout
+    result = _converge(lab, tmp_path, role=role, node="node02", **{variable: value})
+    assert result.returncode == 2, result.stdout[-3000:]
+    assert "Validation of arguments failed" in result.stdout and expected in result.stdout
+    assert "changed=0" in result.stdout
+    assert lab.ssh("node02", STATE).stdout == before

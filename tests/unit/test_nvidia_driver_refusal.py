@@ -1,0 +1,42 @@
+"""The driver role refuses packages its own forbidden list names (the list its apt
+preferences pin to -1): the real task file under ansible-playbook, on a local connection."""
+
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from tests.conftest import BIN, REPO
+
+ROLE = REPO / "roles" / "nvidia_driver"
+FORBIDDEN = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())[
+    "nvidia_driver_forbidden_packages"]
+
+
+def _run(tmp_path, packages: list[str]):
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(yaml.safe_dump([{
+        "hosts": "localhost", "gather_facts": False,
+        "vars": {"nvidia_driver_forbidden_packages": FORBIDDEN,
+                 "nvidia_driver_install_packages": packages},
+        "tasks": [{"ansible.builtin.include_tasks": str(ROLE / "tasks" /
+                                                         "refuse_forbidden.yml")}]}]))
+    return subprocess.run(
+        [str(BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local",
+         "-e", f"ansible_python_interpreter={sys.executable}", str(playbook)],
+        capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("package", ["cuda", "cuda-drivers-570", "nvidia-open",
+                                     "nvidia-driver-pinning-590"])
+def test_a_forbidden_package_is_refused_by_name(tmp_path, package):
+    result = _run(tmp_path, ["nvidia-driver-570-open", package])
+    assert result.returncode != 0
+    assert f"(they replace the locked driver): {package}" in result.stdout
+
+
+def test_the_locked_driver_packages_pass(tmp_path):
+    result = _run(tmp_path, ["nvidia-driver-570-open", "libnvidia-compute-570",
+                             "cuda-toolkit-12-8", "nvidia-opengl-cuda-compat"])
+    assert result.returncode == 0, result.stdout

@@ -1,0 +1,49 @@
+"""Every role documents its variables three times, and the three agree: defaults/main.yml,
+meta/argument_specs.yml (what Ansible validates before the role changes anything) and the
+README's table."""
+
+import re
+
+import pytest
+import yaml
+
+from tests.conftest import REPO
+
+ROLES = sorted(p.name for p in (REPO / "roles").iterdir() if p.is_dir())
+TYPES = {"str", "bool", "int", "float", "list", "dict", "path", "raw"}
+
+
+def _defaults(role: str) -> dict:
+    path = REPO / "roles" / role / "defaults" / "main.yml"
+    return (yaml.safe_load(path.read_text()) or {}) if path.exists() else {}
+
+
+def _spec(role: str) -> dict:
+    path = REPO / "roles" / role / "meta" / "argument_specs.yml"
+    assert path.is_file(), f"roles/{role} has no meta/argument_specs.yml"
+    return yaml.safe_load(path.read_text())["argument_specs"]["main"]["options"]
+
+
+def test_every_role_is_covered():
+    assert len(ROLES) >= 12 and {"docker", "nvidia_container_toolkit"} <= set(ROLES)
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_argument_spec_matches_the_defaults(role):
+    spec, defaults = _spec(role), _defaults(role)
+    assert sorted(set(defaults) - set(spec)) == [], "defaults without a spec entry"
+    undefaulted = [name for name in set(spec) - set(defaults) if not spec[name].get("required")]
+    assert undefaulted == [], "spec entries with neither a default nor required: true"
+    for name, option in spec.items():
+        assert option.get("type") in TYPES, (name, option.get("type"))
+        assert option.get("description"), f"{name}: no description"
+        if option.get("type") == "list":
+            assert option.get("elements"), f"{name}: list without elements"
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_readme_documents_every_variable(role):
+    readme = (REPO / "roles" / role / "README.md").read_text()
+    named = set(re.findall(r"`([a-z][a-z0-9_]+)`", readme))
+    missing = sorted(set(_spec(role)) - named)
+    assert missing == [], f"roles/{role}/README.md does not name {missing}"
