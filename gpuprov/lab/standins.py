@@ -22,9 +22,11 @@ from pathlib import Path
 from gpuprov.lab import sim
 from gpuprov.lab.debs import Deb
 from gpuprov.lab.sim import node
-from gpuprov.resources import load_yaml
+from gpuprov.resources import data_file, load_yaml
 
 RESOURCE = "lab/standins.yml"
+# What the stand-ins install that is not the simulator: data files, `@NAME@` placeholders.
+SOURCES = "lab/sources"
 SIM_DIR = "/usr/lib/gpuprov-sim"
 LIB = node.LIB_DIR
 UNIT_DIR = "/usr/lib/systemd/system"
@@ -44,7 +46,18 @@ def recipe_digest() -> str:
     here = Path(__file__).parent
     for path in [*sorted(SIM_SOURCES.glob("*.py")), here / "standins.py", here / "debs.py"]:
         h.update(path.name.encode() + path.read_bytes())
+    for path in sorted(Path(str(data_file(SOURCES))).rglob("*")):
+        if path.is_file():
+            h.update(path.name.encode() + path.read_bytes())
     return h.hexdigest()
+
+
+def _source(relative: str, **values: str) -> str:
+    """A stand-in source file from gpuprov/data/lab/sources, `@NAME@` filled in."""
+    text = data_file(f"{SOURCES}/{relative}").read_text()
+    for name, value in values.items():
+        text = text.replace(f"@{name}@", value)
+    return text
 
 
 def _python_tool(module: str, call: str) -> str:
@@ -215,18 +228,6 @@ def cudnn_packages(runtime: str, cuda: str, version: str) -> Iterator[Deb]:
     yield deb
 
 
-CLI_SCRIPT = """#!/usr/bin/python3
-import glob, re, sys
-lib = sorted(glob.glob("{lib}/libnvidia-container.so.*.*.*"))
-lib_version = re.search(r"so\\.([\\d.]+)$", lib[0]).group(1) if lib else "unknown"
-if sys.argv[1:] == ["--version"]:
-    print("cli-version: {version}\\nlib-version: " + lib_version)
-    sys.exit(0)
-sys.stderr.write("nvidia-container-cli: stand-in supports --version only\\n")
-sys.exit(1)
-"""
-
-
 def container_toolkit_packages(version: str) -> Iterator[Deb]:
     dv = f"{version}-1"
     commit = hashlib.sha1(version.encode()).hexdigest()
@@ -236,8 +237,8 @@ def container_toolkit_packages(version: str) -> Iterator[Deb]:
     yield lib
     yield (Deb("libnvidia-container-tools", dv, "NVIDIA container runtime library "
                "(command-line tools, stand-in)", depends=[f"libnvidia-container1 (>= {dv})"])
-           .add("/usr/bin/nvidia-container-cli", CLI_SCRIPT.format(lib=LIB, version=version),
-                0o755))
+           .add("/usr/bin/nvidia-container-cli",
+                _source("nvidia-container-cli.in", LIB=LIB, VERSION=version), 0o755))
     base = Deb("nvidia-container-toolkit-base", dv, "NVIDIA Container Toolkit Base (stand-in)")
     base.add("/usr/bin/nvidia-ctk", _standalone_tool("nvidia_ctk", version=version,
                                                      commit=commit), 0o755)
@@ -273,75 +274,12 @@ def container_repo_packages() -> Iterator[Deb]:
         yield from container_toolkit_packages(version)
 
 
-GPU_BURN_MAKEFILE = """\
-# gpu-burn (gpuprov lab stand-in): the real build's shape, for the simulated GPUs.
-CUDAPATH ?= /usr/local/cuda
-COMPUTE ?= 50
-NVCC ?= $(CUDAPATH)/bin/nvcc
-CXX ?= g++
-
-.PHONY: all clean
-all: gpu_burn compare.ptx
-
-gpu_burn: gpu_burn-drv.cpp
-\t$(CXX) -O2 -Wall -o $@ $<
-
-compare.ptx: compare.cu
-\t$(NVCC) -ptx -arch=compute_$(subst .,,$(COMPUTE)) -o $@ $<
-
-clean:
-\trm -f gpu_burn compare.ptx
-"""
-
-GPU_BURN_DRV = """\
-// gpu-burn driver (gpuprov lab stand-in). The lab's GPUs are simulated by the driver
-// package's libraries, so this binary hands its arguments to that simulator. Like the
-// real one, it cannot start without libcuda.
-#include <cstdio>
-#include <unistd.h>
-#include <vector>
-
-static const char *kLibcuda = "/usr/lib/x86_64-linux-gnu/libcuda.so.1";
-static const char *kSimulator =
-    "import sys; sys.path.insert(0, '/usr/lib/gpuprov-sim'); "
-    "from gpuprov_sim import gpu_burn; sys.exit(gpu_burn.main(sys.argv[1:]))";
-
-int main(int argc, char **argv) {
-    if (access(kLibcuda, R_OK) != 0) {
-        fprintf(stderr, "%s: error while loading shared libraries: libcuda.so.1: cannot "
-                "open shared object file: No such file or directory\\n", argv[0]);
-        return 127;
-    }
-    std::vector<char *> args = {(char *)"python3", (char *)"-c", (char *)kSimulator};
-    for (int i = 1; i < argc; ++i) args.push_back(argv[i]);
-    args.push_back(nullptr);
-    execv("/usr/bin/python3", args.data());
-    perror("execv /usr/bin/python3");
-    return 1;
-}
-"""
-
-GPU_BURN_COMPARE = """\
-// Compares each GPU's results with the first and counts the differing elements.
-extern "C" __global__ void compare(float *C, int *faultyElems, size_t iters) {
-    size_t iterStep = blockDim.x * blockDim.y * gridDim.x * gridDim.y;
-    size_t myIndex = (blockIdx.y * blockDim.y + threadIdx.y) * gridDim.x * blockDim.x
-                     + blockIdx.x * blockDim.x + threadIdx.x;
-    int myFaulty = 0;
-    for (size_t i = 1; i < iters; ++i)
-        if (fabsf(C[myIndex] - C[myIndex + i * iterStep]) > 0.0001f) myFaulty++;
-    atomicAdd(faultyElems, myFaulty);
-}
-"""
-
-
 def gpu_burn_tarball(dest_dir: Path) -> Path:
     """A reproducible source tarball (fixed mtimes, gzip without a timestamp)."""
     version = recipe()["gpu_burn"]["version"]
     top = f"gpu-burn-{version}"
-    members = {"Makefile": GPU_BURN_MAKEFILE, "gpu_burn-drv.cpp": GPU_BURN_DRV,
-               "compare.cu": GPU_BURN_COMPARE,
-               "README.md": "gpu-burn, as the gpuprov lab serves it: `make COMPUTE=<cc>`.\n"}
+    members = {name: _source(f"gpu-burn/{name}")
+               for name in ("Makefile", "gpu_burn-drv.cpp", "compare.cu", "README.md")}
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.GNU_FORMAT) as tar:
         for name, text in sorted(members.items()):
@@ -356,31 +294,10 @@ def gpu_burn_tarball(dest_dir: Path) -> Path:
     return dest
 
 
-CONDA_INSTALLER = """\
-#!/bin/sh
-# Miniforge3 {version} installer, as the gpuprov lab serves it: `-b -p PREFIX` installs the
-# lab's stand-in conda (the payload below), which builds pip-only environments.
-set -eu
-prefix="$HOME/miniforge3"; batch=no
-while getopts "bp:uf" opt; do
-    case "$opt" in b) batch=yes ;; p) prefix="$OPTARG" ;; u|f) ;; *) exit 2 ;; esac
-done
-[ "$batch" = yes ] || {{ echo "lab installer: batch mode (-b) only" >&2; exit 2; }}
-[ ! -e "$prefix/bin/conda" ] || {{
-    echo "ERROR: File or directory already exists: '$prefix'" >&2; exit 1; }}
-mkdir -p "$prefix/bin" "$prefix/conda-meta"
-sed '1,/^__CONDA_PAYLOAD__$/d' "$0" > "$prefix/bin/conda"
-chmod 0755 "$prefix/bin/conda"
-echo "installation finished."
-exit 0
-__CONDA_PAYLOAD__
-"""
-
-
 def conda_installer(dest_dir: Path) -> Path:
     """Miniforge3-<version>-Linux-x86_64.sh: a batch installer of the stand-in conda."""
     version = recipe()["conda_installer"]["version"]
     dest = dest_dir / f"Miniforge3-{version}-Linux-x86_64.sh"
-    dest.write_text(CONDA_INSTALLER.format(version=version)
+    dest.write_text(_source("miniforge-installer.sh.in", VERSION=version)
                     + _standalone_tool("conda", version=version.split("-")[0]))
     return dest
