@@ -53,6 +53,10 @@ FIELDS: dict[str, list[Path]] = {
     "temperature": [("temperature", "gpu_temp"), ("Temperature", "GPU Current Temp")],
     "fabric_state": [("fabric", "state"), ("Fabric", "State")],
     "fabric_status": [("fabric", "status"), ("Fabric", "Status")],
+    "reset_required": [("gpu_reset_status", "reset_required"),
+                       ("GPU Reset Status", "Reset Required")],
+    "drain_and_reset": [("gpu_reset_status", "drain_and_reset_recommended"),
+                        ("GPU Reset Status", "Drain and Reset Recommended")],
     "power_limit": [("gpu_power_readings", "current_power_limit"),
                     ("power_readings", "power_limit"),
                     ("GPU Power Readings", "Current Power Limit")],
@@ -120,6 +124,8 @@ class GpuSnapshot:
     temperature_c: int | None = None
     fabric_state: str | None = None
     fabric_status: str | None = None
+    reset_required: bool | None = None
+    drain_and_reset_recommended: bool | None = None
     clock_reasons_active: list[str] = field(default_factory=list)
 
     def label(self) -> str:
@@ -218,6 +224,8 @@ def snapshot(tree: dict, index: int) -> GpuSnapshot:
         temperature_c=integer(get("temperature")),
         fabric_state=_available(get("fabric_state")),
         fabric_status=_available(get("fabric_status")),
+        reset_required=yes_no(get("reset_required")),
+        drain_and_reset_recommended=yes_no(get("drain_and_reset")),
         clock_reasons_active=_clock_reasons(tree),
     )
 
