@@ -1,22 +1,25 @@
-"""The generated parts of docs/checks.md and docs/evidence.md, from the check registry and
-the evidence table. Each file keeps its prose; the block between the markers is
-generated, and a unit test holds it equal to what this renders.
+"""What is generated from the check registry and the evidence table: the tables of
+docs/checks.md and docs/evidence.md (each file keeps its prose; the block between the
+markers is generated) and the report schema's list of check ids. Unit tests hold each
+equal to what this renders.
 
-    python -m gpuprov.docs_tables      # rewrite the generated blocks in place
+    python -m gpuprov.docs_tables      # rewrite them in place after adding a check
 """
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from pathlib import Path
 
-from gpuprov.checks.registry import all_checks
+from gpuprov.checks.registry import all_checks, check_ids
 from gpuprov.evidence import KINDS
 
 BEGIN, END = "<!-- generated: do not edit by hand (python -m gpuprov.docs_tables) -->", \
     "<!-- end of generated block -->"
 DOCS = Path(__file__).resolve().parent.parent / "docs"
+SCHEMA = Path(__file__).resolve().parent / "data" / "schemas" / "validation-report.schema.json"
 
 
 def _cell(text: str) -> str:
@@ -55,11 +58,21 @@ def render(text: str, table: str) -> str:
     return pattern.sub(lambda _: f"{BEGIN}\n{table}\n{END}", text)
 
 
+def schema_with_current_ids(text: str) -> str:
+    """The report schema with its check-id enum set to the registered ids, in order."""
+    schema = json.loads(text)
+    item = schema["properties"]["nodes"]["items"]["properties"]["checks"]["items"]
+    item["properties"]["id"]["enum"] = list(check_ids())
+    return json.dumps(schema, indent=2) + "\n"
+
+
 def main() -> int:
     for name, table in GENERATED.items():
         path = DOCS / name
         path.write_text(render(path.read_text(), table()))
         print(f"wrote {path}")
+    SCHEMA.write_text(schema_with_current_ids(SCHEMA.read_text()))
+    print(f"wrote {SCHEMA}")
     return 0
 
 

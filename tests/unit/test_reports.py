@@ -12,6 +12,7 @@ from junitparser import Failure, JUnitXml, Skipped
 
 from gpuprov import report
 from gpuprov.checks.run import judge
+from gpuprov.checks.registry import check_ids
 from gpuprov.evidence import Evidence
 from gpuprov.ledger import Ledger
 from gpuprov.profiles import load_profile
@@ -48,7 +49,7 @@ def test_junit_loads_in_a_junit_parser(recorded, tmp_path):
     xml = JUnitXml.fromfile(str(path))
     suites = {s.name: s for s in xml}
     assert set(suites) == {"node07", "node08"}
-    assert suites["node07"].tests == 18 and suites["node07"].failures == 0
+    assert suites["node07"].tests == len(check_ids()) and suites["node07"].failures == 0
     failed = {c.name: c for c in suites["node08"] if any(isinstance(r, Failure) for r in c.result)}
     assert list(failed) == ["gpu_burn"]
     assert "GPU 2 (00000000:3A:00.0" in failed["gpu_burn"].result[0].message
