@@ -11,8 +11,8 @@ import pytest
 from junitparser import Failure, JUnitXml, Skipped
 
 from gpuprov import report
-from gpuprov.checks.run import judge
 from gpuprov.checks.registry import check_ids
+from gpuprov.checks.run import judge
 from gpuprov.evidence import Evidence
 from gpuprov.ledger import Ledger
 from gpuprov.profiles import load_profile
