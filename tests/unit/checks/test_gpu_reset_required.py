@@ -1,0 +1,36 @@
+"""gpu_reset_required on real captures and a one-line variation of one."""
+
+from gpuprov.checks.run import judge
+from gpuprov.evidence import Evidence
+from gpuprov.profiles import load_profile
+from tests.evidence_builder import fixture, healthy_h100, replace
+
+H100 = load_profile("h100-sxm-8")
+
+
+def _result(tmp_path, capture: str):
+    node = healthy_h100(tmp_path / "node07")
+    for name in ("nvidia-smi-q.txt", "nvidia-smi-q-after.txt"):
+        replace(node, name, fixture(capture))
+    return judge(Evidence(node), H100, None, only=("gpu_reset_required",)).checks[0]
+
+
+def test_a_gpu_the_driver_wants_drained_and_reset_fails_naming_it(tmp_path):
+    result = _result(tmp_path, "nvidia-smi-q/h100-sxm-x8-565.57.01-q-gpu2-drain-and-reset.txt")
+    assert (result.status, result.action) == ("fail", "reset-gpu")
+    assert (result.gpu.index, result.gpu.bus_id) == (2, "00000000:3A:00.0")
+    assert result.summary == ("GPU 2 (00000000:3A:00.0, serial 1654423003947): drain and reset "
+                              "recommended")
+    assert result.values["gpus"][2]["drain_and_reset_recommended"] is True
+
+
+def test_the_real_h100_capture_needs_no_reset(tmp_path):
+    result = _result(tmp_path, "nvidia-smi-q/h100-sxm-x8-565.57.01-q.txt")
+    assert (result.status, result.summary) == ("pass", "no GPU needs a reset (8 GPUs)")
+
+
+def test_the_real_a100_capture_with_a_pending_row_remap_needs_a_reset(tmp_path):
+    result = _result(tmp_path, "nvidia-smi-q/a100-sxm4-x4-555.42.02-q.txt")
+    assert (result.status, result.action) == ("fail", "reset-gpu")
+    assert result.gpu.bus_id == "00000000:9E:00.0"
+    assert result.summary.endswith("row remap pending")
