@@ -1,6 +1,6 @@
 """Evidence collection from one live node through testinfra's host API.
 
-A `Collector` fills one node's evidence directory (DESIGN.md) stage by stage: it runs each
+A `Collector` fills one node's evidence directory (docs/evidence.md) stage by stage: it runs each
 command on the node with a hard timeout (coreutils `timeout` on the node, so a hung tool
 is killed there), keeps stdout under the contract's file name when the command worked,
 and logs every command (exit status, seconds, file) in meta.json. A tool that fails leaves
