@@ -75,9 +75,9 @@ class FaultKind:
     help: str
 
 
-def _catalog_line(gpu: dict, kind: str, code: int) -> str:
-    """The kernel catalog's real example line for `code`, naming this GPU: the injector
-    writes exactly what the matcher reads."""
+def _catalog_lines(gpu: dict, kind: str, code: int | None = None) -> list[str]:
+    """The kernel catalogs' real example line(s) for this kind and code, naming this GPU:
+    the injector writes exactly what the matcher reads."""
     return kernel_log.example_line(kind, code, BusId.parse(gpu["bus_id"]), gpu["index"])
 
 
@@ -122,7 +122,7 @@ def _ecc_uncorrectable(access, hw, gpu):
         remap = gpu.setdefault("remap", {})
         remap["uncorrectable"] = int(remap.get("uncorrectable", 0)) + 1
         remap["pending"] = True
-    undo = _kernel_log(access, [_catalog_line(gpu, "xid", 94)])
+    undo = _kernel_log(access, _catalog_lines(gpu, "xid", 94))
     return f"GPU {gpu['index']} uncorrectable DRAM ECC error (Xid 94)", undo
 
 
@@ -136,7 +136,7 @@ def _row_remap_pending(access, hw, gpu):
 
 
 def _xid(access, hw, gpu):
-    undo = _kernel_log(access, [_catalog_line(gpu, "xid", 119)])
+    undo = _kernel_log(access, _catalog_lines(gpu, "xid", 119))
     return f"GPU {gpu['index']} Xid 119 (GSP RPC timeout) in {sim_node.KERNEL_LOG}", undo
 
 

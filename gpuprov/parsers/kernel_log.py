@@ -1,24 +1,32 @@
 """Kernel logs as typed events: one reader, a table of matchers, catalogs as data.
 
-Every fault the kernel reports about the GPU system becomes a `KernelEvent` with its
-time, the device (PCI address) it names, its kind and code, and the catalog's name,
-class and recommended action. Matchers are a table (`MATCHERS`): each has a cheap
-substring that must appear in a line before its regular expression runs, so a 200,000
-line log is read in well under a second. Catalogs live beside it as data files in
-gpuprov/data/kernel_events/, each citing its sources; a code a catalog does not know is
-treated as needing service until catalogued.
+Every fault the kernel reports about the GPU system becomes a `KernelEvent`: its time,
+the boot it belongs to, the device it names (PCI address, or the driver's GPU number),
+its kind and code, and the catalog's name, class and recommended action. The matchers
+and catalogs are data files in gpuprov/data/kernel_events/, each citing its sources:
+xid.yml (NVIDIA's Xid catalog), sxid.yml (NVSwitch SXids), messages.yml (everything
+without a code: fallen off the bus, RmInitAdapter, GSP timeouts, PCIe AER, NIC faults,
+lockups, ...), classes.yml (class -> action). A code a catalog does not know is treated
+as needing service until catalogued. Each matcher has a cheap substring that must appear
+in a line before its regular expression runs: a 200,000-line log reads in well under a
+second.
 
-Timestamp forms seen on real nodes: `dmesg -T` (`[Sun Feb 23 16:24:18 2025]`),
-`dmesg --time-format iso` (`2025-01-21T04:41:44,283302+00:00`, possibly after a
-`kern  :warn  : ` facility prefix), syslog's kern.log with an ISO stamp and host
-(`2025-01-21T04:41:44.283302+00:00 node07 kernel: …`), and raw `dmesg`
-(`[ 1234.567890]`, seconds since boot). A file with none of them is not a kernel log.
+Timestamp forms seen on real nodes: raw `dmesg` (`[ 1234.567890]`, seconds since boot),
+`dmesg -T` (`[Sun Feb 23 16:24:18 2025]`), `dmesg --time-format iso`
+(`2025-01-21T04:41:44,283302+00:00`, possibly after a `kern  :warn  : ` prefix),
+`journalctl -k` short (`Feb 14 05:03:41 host kernel: `), short-precise (with
+microseconds) and short-iso (`2025-02-14T05:03:41+0000 host kernel: `), syslog's
+kern.log (either stamp and a host, often with the raw `[ 123.4]` after `kernel:`), and
+/dev/kmsg records (`6,3973,227996636,-;`, microseconds since boot). Boots are told apart
+by `Linux version` lines and journalctl's `-- Boot … --` / `-- Reboot --` separators.
+A file in none of these forms is not a kernel log: a ParseError naming it.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections import deque
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cache
 
@@ -28,91 +36,170 @@ from gpuprov.pci import BusId
 from gpuprov.resources import load_yaml
 
 _T_FORM = re.compile(r"^\[(?P<ts>\w{3} \w{3}\s+\d+ \d\d:\d\d:\d\d \d{4})\]")
-_ISO_FORM = re.compile(r"(?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[,.]\d+)?(?:[+-]\d\d:?\d\d|Z)?)")
-_ISO_AT_START = re.compile(r"^(?:\w+\s*:\s*\w+\s*:\s*)?\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d")
+_ISO = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[,.]\d+)?(?:[+-]\d\d:?\d\d|Z)?"
+_ISO_AT_START = re.compile(rf"^(?:\w+\s*:\s*\w+\s*:\s*)?(?P<ts>{_ISO})")
 _MONO_FORM = re.compile(r"^\[\s*(?P<secs>\d+\.\d+)\]")
-_SYSLOG_FORM = re.compile(r"^\w{3}\s+\d+ \d\d:\d\d:\d\d \S+ kernel:")
-# How far into a log to look for a line in a known form before calling it "not a kernel
-# log": headers (a shell prompt, a grep command) come first in real captures.
+_RELATIVE_FORM = re.compile(r"^\[\s*\+\d+\.\d+\]")
+_SYSLOG_FORM = re.compile(r"^(?P<ts>\w{3}\s+\d+ \d\d:\d\d:\d\d(?:\.\d+)?) \S+ kernel:\s?"
+                          r"(?:\[\s*(?P<secs>\d+\.\d+)\])?")
+_KMSG_FORM = re.compile(r"^\d+,\d+,(?P<usecs>\d+),[^;]*;")
+_BOOT = re.compile(r"Linux version \d|^-- Boot [0-9a-f]+ --|^-- Reboot --")
+# Where to look for a line in a known form before calling a file "not a kernel log":
+# real captures start with headers (a shell prompt, the command, a source line).
 _FORM_PROBE_LINES = 200
+_DEVICE_BEFORE_LINES = 3
 
-CLASS_ORDER = ("application", "reset", "reboot", "service")
+
+@cache
+def classes() -> dict[str, dict]:
+    return load_yaml("kernel_events/classes.yml")["classes"]
+
+
+CLASS_ORDER = ("notice", "application", "software", "reset", "reboot", "inspect", "service")
+
+
+def class_action(klass: str) -> Action:
+    return Action(classes()[klass]["action"])
+
+
+def class_fails(klass: str) -> bool:
+    return bool(classes()[klass]["fails"])
+
+
+def class_advice(klass: str) -> str:
+    return classes()[klass]["text"]
 
 
 @dataclass(frozen=True)
 class CatalogEntry:
     name: str
-    klass: str          # application | reset | reboot | service
-    action: Action
-    example: str | None  # a real line, `{pci}`/`{gpu}` placeholders, for the lab
+    klass: str
+    example: str | None = None
+    immediate: str | None = None
+    investigatory: str | None = None
 
 
 @dataclass(frozen=True)
 class Catalog:
     kind: str
-    classes: dict[str, dict]
     codes: dict[int, CatalogEntry]
 
     def entry(self, code: int | None) -> CatalogEntry:
         known = self.codes.get(code) if code is not None else None
-        if known:
-            return known
-        # unknown codes: treated as hardware until catalogued
-        return CatalogEntry(f"{self.kind} {code} (not catalogued)", "service",
-                            self.action("service"), None)
-
-    def action(self, klass: str) -> Action:
-        return Action(self.classes[klass]["action"])
-
-    def advice(self, klass: str) -> str:
-        return self.classes[klass]["text"]
+        # unknown codes: treated as needing service until catalogued
+        return known or CatalogEntry(f"{self.kind.upper()} {code} (not catalogued)",
+                                     "service")
 
 
 @cache
 def catalog(kind: str) -> Catalog:
-    data = load_yaml(f"kernel_events/{kind}.yml")
-    classes = data["classes"]
-    codes = {int(code): CatalogEntry(e["name"], e["class"], Action(classes[e["class"]]["action"]),
-                                     e.get("example"))
-             for code, e in data["codes"].items()}
-    return Catalog(kind, classes, codes)
-
-
-@dataclass(frozen=True)
-class KernelEvent:
-    kind: str                  # the catalog it belongs to: "xid", ...
-    code: int | None
-    device: BusId | None       # the PCI function the line names
-    pci: str | None            # the address as printed
-    text: str                  # the message after the code
-    time: datetime | None      # absolute (UTC) when the log carries it
-    uptime_s: float | None     # seconds since boot for raw dmesg
-    line: str
-
-    @property
-    def entry(self) -> CatalogEntry:
-        return catalog(self.kind).entry(self.code)
-
-    @property
-    def action(self) -> Action:
-        return self.entry.action
-
-    def bus_id(self) -> str | None:
-        """The nvidia-smi form of the device's PCI address."""
-        return self.device.smi if self.device else None
+    """The coded catalogs: xid, sxid."""
+    codes = {int(code): CatalogEntry(e["name"], e["class"], e.get("example"),
+                                     e.get("immediate"), e.get("investigatory"))
+             for code, e in load_yaml(f"kernel_events/{kind}.yml")["codes"].items()}
+    return Catalog(kind, codes)
 
 
 @dataclass(frozen=True)
 class Matcher:
     kind: str
-    needle: str           # must appear in the line before `pattern` runs
-    pattern: re.Pattern   # groups: pci, code, text
+    name: str
+    needle: str
+    pattern: re.Pattern
+    device: str                       # gpu | nvswitch | nic | any | none
+    klass: str
+    class_by_text: tuple[tuple[re.Pattern, str], ...] = ()
+    device_before: re.Pattern | None = None
+    catalog: str | None = None        # coded kinds: xid, sxid
+    example: str | None = None
 
 
-MATCHERS: tuple[Matcher, ...] = (
-    Matcher("xid", "NVRM: Xid", re.compile(
-        r"NVRM: Xid \(PCI:(?P<pci>[0-9a-fA-F:.]+)\): (?P<code>\d+),\s*(?P<text>.*)$")),
-)
+_XID = Matcher("xid", "Xid", "NVRM: Xid", re.compile(
+    r"NVRM: Xid \(PCI:(?P<pci>[0-9a-fA-F:.]+)\): (?P<code>\d+),\s*(?P<text>.*)$"),
+    "gpu", "service", catalog="xid")
+_SXID = Matcher("sxid", "SXid", "SXid", re.compile(
+    r"(?P<switch>nvidia-nvswitch\d+): SXid \(PCI:(?P<pci>[0-9a-fA-F:.]+)\): (?P<code>\d+),"
+    r"\s*(?P<text>.*)$"), "nvswitch", "service", catalog="sxid")
+
+
+@cache
+def matchers() -> tuple[Matcher, ...]:
+    table = [_XID, _SXID]
+    for m in load_yaml("kernel_events/messages.yml")["messages"]:
+        table.append(Matcher(
+            m["kind"], m["name"], m["needle"], re.compile(m["pattern"]), m["device"],
+            m["class"], tuple((re.compile(p), k) for p, k in m.get("class_by_text", [])),
+            re.compile(m["device_before"]) if m.get("device_before") else None,
+            example=m.get("example")))
+    return tuple(table)
+
+
+@cache
+def markers() -> tuple[tuple[str, str, re.Pattern], ...]:
+    return tuple((m["kind"], m["needle"], re.compile(m["pattern"]))
+                 for m in load_yaml("kernel_events/messages.yml")["markers"])
+
+
+# The NVLink5 family (Xid 144-151 on Blackwell): `UNIT Fatal|Nonfatal XCn in Link N (...)`
+_NVLINK5 = re.compile(r"^(?P<unit>[A-Z0-9_]+) (?P<severity>Fatal|Nonfatal|Non-fatal)\b"
+                      r"(?:.*?\bLink (?P<link>-?\d+))?")
+_XID154 = re.compile(r"(?:to|To) 0x[0-9a-fA-F]+ \((?P<action>[^)]*)\)")
+
+
+@dataclass(frozen=True)
+class KernelEvent:
+    kind: str                  # xid, sxid, fallen-off-bus, pcie-aer, ...
+    code: int | None
+    device: BusId | None       # the PCI function the line names
+    device_kind: str           # gpu | nvswitch | nic | any | none
+    gpu_instance: int | None   # the driver's GPU number (`NVRM: GPU6 ...`) when no address
+    name: str
+    klass: str
+    text: str
+    time: datetime | None      # absolute (UTC) when the log carries it
+    uptime_s: float | None     # seconds since boot when the log carries them
+    boot: int                  # 0 for the first boot in the file, counting up
+    number: int                # line number in the file
+    line: str
+    details: dict = field(default_factory=dict)   # decoded fields (NVLink5 unit, link, ...)
+
+    @property
+    def action(self) -> Action:
+        return class_action(self.klass)
+
+    @property
+    def fails(self) -> bool:
+        return class_fails(self.klass)
+
+    def bus_id(self) -> str | None:
+        """The nvidia-smi form of the device's PCI address."""
+        return self.device.smi if self.device else None
+
+    def key(self) -> tuple:
+        """What makes two events 'the same fault' (for recurrence across boots)."""
+        return (self.kind, self.code, self.device, self.gpu_instance)
+
+
+@dataclass(frozen=True)
+class KernelLog:
+    events: list[KernelEvent]
+    boots: int                          # boots seen in the file (>= 1)
+    initialised: dict[BusId, list[int]]  # GPU -> line numbers where the driver (re)initialised it
+    placed: bool                        # any line carries a time or uptime
+
+    def current_boot(self) -> list[KernelEvent]:
+        return [e for e in self.events if e.boot == self.boots - 1]
+
+    def earlier_boots(self) -> list[KernelEvent]:
+        return [e for e in self.events if e.boot < self.boots - 1]
+
+
+def _syslog_time(stamp: str) -> datetime:
+    """journalctl/syslog short stamps carry no year: the most recent past one."""
+    now = datetime.now(UTC).replace(tzinfo=None)
+    fmt = "%b %d %H:%M:%S.%f" if "." in stamp else "%b %d %H:%M:%S"
+    parsed = datetime.strptime(f"{now.year} {' '.join(stamp.split())}", f"%Y {fmt}")
+    return parsed.replace(year=now.year - 1) if parsed > now else parsed
 
 
 def _when(line: str) -> tuple[datetime | None, float | None]:
@@ -120,16 +207,20 @@ def _when(line: str) -> tuple[datetime | None, float | None]:
         return datetime.strptime(m.group("ts").replace("  ", " "), "%a %b %d %H:%M:%S %Y"), None
     if m := _MONO_FORM.match(line):
         return None, float(m.group("secs"))
-    if m := _ISO_FORM.search(line.split("NVRM:")[0]):
-        stamp = m.group("ts").replace(",", ".")
-        parsed = datetime.fromisoformat(stamp)
+    if m := _KMSG_FORM.match(line):
+        return None, int(m.group("usecs")) / 1e6
+    if m := _SYSLOG_FORM.match(line):
+        secs = float(m.group("secs")) if m.group("secs") else None
+        return _syslog_time(m.group("ts")), secs
+    if m := _ISO_AT_START.match(line):
+        parsed = datetime.fromisoformat(m.group("ts").replace(",", "."))
         return (parsed.astimezone(UTC).replace(tzinfo=None) if parsed.tzinfo else parsed), None
     return None, None
 
 
 def _in_known_form(line: str) -> bool:
-    return bool(_T_FORM.match(line) or _MONO_FORM.match(line) or _ISO_AT_START.match(line)
-                or _SYSLOG_FORM.match(line))
+    return any(p.match(line) for p in (_T_FORM, _MONO_FORM, _RELATIVE_FORM, _ISO_AT_START,
+                                       _SYSLOG_FORM, _KMSG_FORM)) or bool(_BOOT.match(line))
 
 
 def _check_form(text: str, source: str) -> None:
@@ -140,36 +231,93 @@ def _check_form(text: str, source: str) -> None:
         raise ParseError(source, "binary data, not a kernel log")
     head = text.splitlines()[:_FORM_PROBE_LINES]
     if not any(_in_known_form(line.strip()) for line in head):
-        raise ParseError(source, "not a kernel log: no line in a dmesg, dmesg -T, ISO or "
-                                 "syslog timestamp form")
+        raise ParseError(source, "not a kernel log: no line in a dmesg, dmesg -T, ISO, "
+                                 "journalctl, syslog or kmsg form")
 
 
-def parse_kernel_log(text: str, source: str) -> list[KernelEvent]:
-    """Every event the matchers recognise, in log order. A kernel log with none gives an
-    empty list; a file that is not a kernel log at all raises ParseError."""
+def _classify(matcher: Matcher, code: int | None, text: str) -> tuple[str, str, dict]:
+    """(name, class, decoded details) of one matched line."""
+    details: dict = {}
+    if matcher.catalog:
+        entry = catalog(matcher.catalog).entry(code)
+        name, klass = entry.name, entry.klass
+        if matcher.kind == "xid" and klass == "nvlink5":
+            m = _NVLINK5.match(text)
+            fatal = bool(m and m.group("severity") == "Fatal")
+            if m:
+                details = {"unit": m.group("unit"), "fatal": fatal,
+                           "link": int(m.group("link")) if m.group("link") else None}
+            klass = "reset" if fatal or not m else "notice"
+        elif matcher.kind == "xid" and code == 154 and (m := _XID154.search(text)):
+            wanted = m.group("action").lower()
+            details = {"recovery_action": m.group("action")}
+            klass = ("reboot" if "reboot" in wanted else "reset" if "reset" in wanted
+                     or "drain" in wanted else "notice")
+        elif matcher.kind == "sxid" and klass == "notice" and re.search(r"\bFatal\b", text):
+            klass = "reboot"
+        if entry.immediate:
+            details["immediate"] = entry.immediate
+        return name, klass, details
+    for pattern, klass in matcher.class_by_text:
+        if pattern.search(text):
+            return matcher.name, klass, details
+    return matcher.name, matcher.klass, details
+
+
+def parse_kernel_log(text: str, source: str) -> KernelLog:
+    """Every event the matchers recognise, in log order, with the boot it belongs to. A
+    kernel log with none gives no events; a file that is not a kernel log raises."""
     _check_form(text, source)
-    events = []
-    for raw in text.splitlines():
-        for matcher in MATCHERS:
-            if matcher.needle not in raw:
+    table, marks = matchers(), markers()
+    events: list[KernelEvent] = []
+    initialised: dict[BusId, list[int]] = {}
+    recent: deque[str] = deque(maxlen=_DEVICE_BEFORE_LINES)
+    boot, seen_line, placed = 0, False, False
+    for number, raw in enumerate(text.splitlines()):
+        if ("Linux version" in raw or raw.startswith("--")) and _BOOT.search(raw):
+            boot += seen_line   # a boot marker before any other line is the first boot
+            recent.clear()
+            continue
+        seen_line = seen_line or bool(raw.strip())
+        for _kind, needle, pattern in marks:
+            if needle in raw and (m := pattern.search(raw)) and (bus := BusId.find(m["pci"])):
+                initialised.setdefault(bus, []).append(number)
+        for matcher in table:
+            if matcher.needle not in raw or not (m := matcher.pattern.search(raw)):
                 continue
-            m = matcher.pattern.search(raw)
-            if not m:
-                continue
+            groups = m.groupdict()
+            pci = groups.get("pci")
+            if not pci and matcher.device_before:
+                for earlier in reversed(recent):
+                    if before := matcher.device_before.search(earlier):
+                        pci = before.group("pci")
+                        break
+            code = int(groups["code"]) if groups.get("code") else None
+            body = (groups.get("text") or "").strip()
+            name, klass, details = _classify(matcher, code, body)
+            if groups.get("switch"):
+                details["nvswitch"] = groups["switch"]
             line = raw.strip()
             when, uptime = _when(line)
-            code = m.group("code")
-            events.append(KernelEvent(matcher.kind, int(code) if code else None,
-                                      BusId.find(m.group("pci")), m.group("pci"),
-                                      m.group("text").strip(), when, uptime, line))
+            placed = placed or when is not None or uptime is not None
+            events.append(KernelEvent(
+                matcher.kind, code, BusId.find(pci) if pci else None, matcher.device,
+                int(groups["gpu"]) if groups.get("gpu") else None, name, klass, body,
+                when, uptime, boot, number, line, details))
             break
-    return events
+        recent.append(raw)
+    return KernelLog(events, boot + 1, initialised, placed)
 
 
-def example_line(kind: str, code: int, device: BusId, gpu_index: int) -> str:
-    """The catalog's real example line for `code`, naming this device: what the lab
-    writes into a node's kernel log to inject the fault."""
-    entry = catalog(kind).codes.get(code)
-    if entry is None or entry.example is None:
-        raise KeyError(f"{kind} {code}: no example line in the catalog")
-    return entry.example.format(pci=device.kernel, gpu=gpu_index)
+def example_line(kind: str, code: int | None, device: BusId, gpu_index: int) -> list[str]:
+    """The catalog's real example line(s) for this kind (and code), naming this device:
+    what the lab writes into a node's kernel log to inject the fault."""
+    if kind in ("xid", "sxid"):
+        entry = catalog(kind).codes.get(code)  # type: ignore[arg-type]
+        example = entry.example if entry else None
+    else:
+        example = next((m.example for m in matchers() if m.kind == kind), None)
+    if example is None:
+        raise KeyError(f"{kind} {code or ''}: no example line in the catalogs")
+    return [line.format(pci=device.kernel if kind == "xid" else device.sysfs, gpu=gpu_index)
+            for line in example.splitlines()]

@@ -163,8 +163,9 @@ def test_xid_during_the_soak_rejects_and_cleared_nodes_are_accepted_again(rack):
         clear("node02")
     nodes = report_of(subprocess.CompletedProcess([], run.returncode, stdout, ""))
     assert run.returncode == 1
-    xid = blocking(nodes["node02"])["xid"]
-    assert xid["gpu"]["index"] == 4 and "Xid 119" in xid["summary"]
+    kernel = blocking(nodes["node02"])["kernel_log"]
+    assert kernel["gpu"]["index"] == 4 and "Xid 119" in kernel["summary"]
+    assert kernel["action"] == "reset-gpu"
     # the nodes whose faults were cleared after the rounds above: accepted again
     assert nodes["node01"]["verdict"] == nodes["node03"]["verdict"] == "accepted"
     again = report_of(rack.validate("node02", "--json"))

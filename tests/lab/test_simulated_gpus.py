@@ -211,13 +211,13 @@ def _snapshot(lab, node: str) -> dict:
     ("ecc-uncorrectable", lambda before, after, lab: after["00000000:3A:00.0"]
      .ecc_volatile.uncorrectable == 1 and after["00000000:3A:00.0"].remap_pending
      and [(x.code, x.bus_id()) for x in parse_kernel_log(
-         _ok(lab, "node01", "cat /var/log/kern.log"), "kern.log")] == [(94, "00000000:3A:00.0")]),
+         _ok(lab, "node01", "cat /var/log/kern.log"), "kern.log").events] == [(94, "00000000:3A:00.0")]),
     ("row-remap-pending", lambda before, after, lab: after["00000000:3A:00.0"].remap_pending
      and not before["00000000:3A:00.0"].remap_pending
      and after["00000000:3A:00.0"].ecc_volatile.uncorrectable == 0),
     ("xid", lambda before, after, lab: before == after and [
         (x.code, x.bus_id()) for x in parse_kernel_log(_ok(lab, "node01", "cat /var/log/kern.log"),
-                                                 "kern.log")] == [(119, "00000000:3A:00.0")]),
+                                                 "kern.log").events] == [(119, "00000000:3A:00.0")]),
     ("nvlink-down", lambda before, after, lab: parse_topo(
         _ok(lab, "node01", "nvidia-smi topo -m"), "t").link("GPU2", "GPU0") == "NV17"
      and parse_nvlink_status(_ok(lab, "node01", "nvidia-smi nvlink -s"), "s")

@@ -1,14 +1,11 @@
-"""Memory health (ECC, remapped rows, retired pages), kernel-log faults, clock throttling."""
+"""Memory health (ECC, remapped rows, retired pages) and clock throttling."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 from gpuprov.checks.context import Context
 from gpuprov.checks.registry import Results, check
-from gpuprov.evidence import KERNEL_LOG, SMI_AFTER, SMI_BEFORE
+from gpuprov.evidence import SMI_AFTER, SMI_BEFORE
 from gpuprov.model import Action, CheckResult
-from gpuprov.parsers.kernel_log import CLASS_ORDER, catalog
 
 
 @check("ecc", stage="soak", needs=(SMI_BEFORE,), action=Action.RMA,
@@ -69,55 +66,6 @@ def ecc(ctx: Context, r: Results) -> CheckResult:
         return r.warn(warns[0], values, action=Action.NONE)
     note = "" if after else f" ({SMI_AFTER} absent: no before/after delta)"
     return r.passed(f"ECC clean on {len(latest.gpus)} GPUs{note}", values)
-
-
-def _started_at(ctx: Context) -> datetime | None:
-    stamp = ctx.evidence.meta.get("started_at")
-    if not stamp:
-        return None
-    parsed = datetime.fromisoformat(stamp)
-    return parsed.astimezone(UTC).replace(tzinfo=None) if parsed.tzinfo else parsed
-
-
-@check("xid", stage="soak", needs=(KERNEL_LOG,), action=Action.RMA,
-       rule="no Xid line in the kernel log during the run (class and action from "
-            "data/kernel_events/xid.yml); Xids before the run warn")
-def xid(ctx: Context, r: Results) -> CheckResult:
-    events = [e for e in ctx.evidence.read(KERNEL_LOG) if e.kind == "xid"]
-    start = _started_at(ctx)
-    boot_offset = ctx.evidence.meta.get("uptime_at_start_s")
-    during, before = [], []
-    for e in events:
-        if e.time is not None and start is not None:
-            (during if e.time >= start else before).append(e)
-        elif e.uptime_s is not None and boot_offset is not None:
-            (during if e.uptime_s >= float(boot_offset) else before).append(e)
-        else:
-            during.append(e)  # cannot place it: count it against this run
-    by_bus = {g.bus_id: g for g in ctx.gpus()}
-    summary = []
-    for e in during:
-        gpu = by_bus.get(e.bus_id())
-        summary.append({"code": e.code, "name": e.entry.name, "class": e.entry.klass,
-                        "pci": e.pci, "gpu": gpu.index if gpu else None, "text": e.text[:160]})
-    values = {"during_run": summary, "before_run": [
-        {"code": e.code, "pci": e.pci, "class": e.entry.klass} for e in before],
-        "window_start": start.isoformat() if start else None}
-    if summary:
-        worst = max(summary, key=lambda s: CLASS_ORDER.index(s["class"]))
-        codes = sorted({s["code"] for s in summary})
-        where = (ctx.gpu_label(worst["gpu"]) if worst["gpu"] is not None
-                 else f"PCI {worst['pci']}")
-        xids = catalog("xid")
-        return r.fail(f"Xid {', '.join(map(str, codes))} during the run; worst: Xid "
-                      f"{worst['code']} ({worst['name']}) on {where}, class "
-                      f"{worst['class']}: {xids.advice(worst['class'])}", values,
-                      gpu=r.at_fault(s["gpu"] for s in summary),
-                      action=xids.action(worst["class"]))
-    if before:
-        return r.warn(f"no Xid during the run; {len(before)} older Xid line(s) reported",
-                      values, action=Action.NONE)
-    return r.passed("no Xid in the kernel log", values)
 
 
 HARD_THROTTLE = {"hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown",

@@ -160,30 +160,44 @@ def test_nvlink_errors_compare_before_and_after(node):
     assert "CRC Errors +3" in by_id["nvlink_errors"].summary
 
 
-XID_CASES = [
-    ("dmesg-xid/xid119-gsp-rpc-timeout-xe9680.txt", "Xid 119 (GSP RPC Timeout)", "reset"),
-    ("dmesg-xid/xid119-gsp-timeout-8x-a100-sxm4.txt", "Xid 119 (GSP RPC Timeout)", "reset"),
+KERNEL_CASES = [
+    ("dmesg-xid/xid119-gsp-rpc-timeout-xe9680.txt", "Xid 119 (GSP RPC Timeout)", "reset",
+     "reset-gpu"),
+    ("dmesg-xid/xid119-gsp-timeout-8x-a100-sxm4.txt", "Xid 119 (GSP RPC Timeout)", "reset",
+     "reset-gpu"),
     ("dmesg-xid/xid13-xid43-dmesg-iso-format.txt", "Xid 13 (Graphics Engine Exception)",
-     "application"),
-    ("dmesg-xid/xid43-xid31-xid94-dmesg-T-535.txt", "Xid 94 (Contained memory error)", "reset"),
+     "application", "restart-workload"),
+    ("dmesg-xid/xid43-xid31-xid94-dmesg-T-535.txt", "Xid 31 (GPU memory page fault)",
+     "application", "restart-workload"),
 ]
 
 
-@pytest.mark.parametrize(("capture", "worst", "klass"), XID_CASES, ids=[c[0] for c in XID_CASES])
-def test_xid_captures_fail_with_their_class(node, capture, worst, klass):
+@pytest.mark.parametrize(("capture", "worst", "klass", "action"), KERNEL_CASES,
+                         ids=[c[0] for c in KERNEL_CASES])
+def test_xid_captures_fail_kernel_log_with_their_class(node, capture, worst, klass, action):
     replace(node, "dmesg.txt", fixture(capture))
-    replace(node, "meta.json", '{"node": "node07"}')  # no window start: every Xid counts
+    replace(node, "meta.json", '{"node": "node07"}')  # no window start: every event counts
     _, by_id = results(node)
-    result = by_id["xid"]
-    assert result.status == "fail"
+    result = by_id["kernel_log"]
+    assert result.status == "fail" and result.action == action
     assert worst in result.summary and f"class {klass}" in result.summary
 
 
-def test_xids_before_the_run_are_reported_not_failed(node):
+def test_reset_class_xid_before_the_run_in_the_same_boot_still_fails(node):
+    """A GSP timeout logged before validation started still needs its GPU reset."""
     replace(node, "dmesg.txt", fixture("dmesg-xid/xid119-gsp-rpc-timeout-xe9680.txt"))
     _, by_id = results(node)  # meta.json: run started 2026-11-21, the Xids are from 2025
-    assert by_id["xid"].status == "warn"
-    assert len(by_id["xid"].values["before_run"]) == 5
+    result = by_id["kernel_log"]
+    assert (result.status, result.action) == ("fail", "reset-gpu")
+    assert {e["phase"] for e in result.values["events"]} == {"before"}
+    assert len(result.values["events"]) == 5
+
+
+def test_application_xid_before_the_run_is_reported_not_failed(node):
+    replace(node, "dmesg.txt", fixture("dmesg-xid/xid13-xid43-dmesg-iso-format.txt"))
+    _, by_id = results(node)
+    result = by_id["kernel_log"]
+    assert result.status == "warn" and "before the run" in result.summary
 
 
 def test_xid_during_run_names_the_gpu(node):
@@ -191,7 +205,9 @@ def test_xid_during_run_names_the_gpu(node):
             "GPU has fallen off the bus.\n")
     replace(node, "dmesg.txt", line)
     _, by_id = results(node)
-    assert by_id["xid"].gpu.index == 3 and "class reboot" in by_id["xid"].summary
+    result = by_id["kernel_log"]
+    assert result.gpu.index == 3 and "class reboot" in result.summary
+    assert result.action == "reboot"
 
 
 def test_lock_mismatches(node):

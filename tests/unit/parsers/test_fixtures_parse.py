@@ -172,18 +172,19 @@ def test_gpu_burn_died_marker():
 
 @pytest.mark.parametrize("path", kind("dmesg-xid"), ids=ids(kind("dmesg-xid")))
 def test_xids_every_capture(path):
-    events = parse_kernel_log(path.read_text(), str(path))
+    events = parse_kernel_log(path.read_text(), str(path)).events
     assert events and all(e.time is not None for e in events)
 
 
 def test_xid_fields_and_bus_ids():
-    events = parse_kernel_log(fixture_text("dmesg-xid/xid43-xid31-xid94-dmesg-T-535.txt"), "x")
+    events = parse_kernel_log(fixture_text("dmesg-xid/xid43-xid31-xid94-dmesg-T-535.txt"),
+                              "x").events
     assert [e.code for e in events] == [43, 43, 31, 94]
     assert events[3].bus_id() == "00000000:00:08.0"
-    iso = parse_kernel_log(fixture_text("dmesg-xid/xid13-xid43-dmesg-iso-format.txt"), "i")
+    iso = parse_kernel_log(fixture_text("dmesg-xid/xid13-xid43-dmesg-iso-format.txt"), "i").events
     assert iso[0].time.isoformat() == "2025-01-21T04:41:44.283302"
     mono = parse_kernel_log("[ 1234.567890] NVRM: Xid (PCI:0000:18:00): 79, pid=0, GPU has "
-                            "fallen off the bus.\n", "m")
+                            "fallen off the bus.\n", "m").events
     assert mono[0].uptime_s == 1234.56789 and mono[0].code == 79
 
 

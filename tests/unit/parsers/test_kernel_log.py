@@ -6,7 +6,7 @@ import pytest
 from gpuprov.errors import InputError
 from gpuprov.model import Action
 from gpuprov.parsers.errors import ParseError
-from gpuprov.parsers.kernel_log import catalog, example_line, parse_kernel_log
+from gpuprov.parsers.kernel_log import catalog, example_line, matchers, parse_kernel_log
 from gpuprov.pci import BusId
 from tests.evidence_builder import fixture
 
@@ -27,25 +27,33 @@ def test_bus_id_keeps_domain_and_function_and_refuses_junk():
 
 
 def test_xid_events_carry_device_catalog_class_and_action():
-    events = parse_kernel_log(fixture("dmesg-xid/xid119-gsp-timeout-8x-a100-sxm4.txt"), "k")
+    events = parse_kernel_log(fixture("dmesg-xid/xid119-gsp-timeout-8x-a100-sxm4.txt"),
+                              "k").events
     first = events[0]
-    assert (first.kind, first.code, first.device, first.entry.klass, first.action) == (
+    assert (first.kind, first.code, first.device, first.klass, first.action) == (
         "xid", 119, BusId(1, 0x6C, 0), "reset", Action.RESET_GPU)
+    assert first.details["immediate"] == "RESET_GPU"
 
 
 def test_unknown_code_needs_service_until_catalogued():
     line = "[ 12.000001] NVRM: Xid (PCI:0000:18:00): 999, pid=1, something new\n"
-    (event,) = parse_kernel_log(line, "k")
-    assert (event.entry.klass, event.action) == ("service", Action.RMA)
-    assert "not catalogued" in event.entry.name
+    (event,) = parse_kernel_log(line, "k").events
+    assert (event.klass, event.action) == ("service", Action.RMA)
+    assert "not catalogued" in event.name
 
 
-@pytest.mark.parametrize("code", [c for c, e in catalog("xid").codes.items() if e.example])
-def test_the_labs_injected_lines_are_what_the_matcher_reads(code):
+EXAMPLES = ([("xid", c) for c, e in catalog("xid").codes.items() if e.example]
+            + [(m.kind, None) for m in matchers() if m.example])
+
+
+@pytest.mark.parametrize(("kind", "code"), EXAMPLES, ids=[f"{k}-{c}" for k, c in EXAMPLES])
+def test_the_labs_injected_lines_are_what_the_matcher_reads(kind, code):
     bus = BusId.parse("00000000:3A:00.0")
-    line = f"2026-11-23T10:00:00.000000+00:00 node01 kernel: {example_line('xid', code, bus, 2)}"
-    (event,) = parse_kernel_log(line + "\n", "kern.log")
-    assert (event.kind, event.code, event.bus_id()) == ("xid", code, "00000000:3A:00.0")
+    lines = "".join(f"2026-11-23T10:00:00.000000+00:00 node01 kernel: {line}\n"
+                    for line in example_line(kind, code, bus, 2))
+    (event,) = parse_kernel_log(lines, "kern.log").events
+    assert (event.kind, event.code) == (kind, code)
+    assert event.bus_id() == "00000000:3A:00.0" or event.gpu_instance == 2
 
 
 @pytest.mark.parametrize("text,message", [
@@ -67,4 +75,4 @@ def test_a_healthy_log_in_each_time_form_has_no_events():
                  "is being initialized\n",
                  "2026-11-23T10:00:00.000000+00:00 node01 kernel: Linux version 6.1.0\n",
                  "Nov 23 10:00:00 node01 kernel: NVRM: loading NVIDIA UNIX x86_64 Kernel Module\n"):
-        assert parse_kernel_log(text, "k") == []
+        assert parse_kernel_log(text, "k").events == []

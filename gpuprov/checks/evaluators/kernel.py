@@ -1,0 +1,144 @@
+"""Every fault the kernel logged about the GPU system: Xid, SXid, fallen off the bus,
+failed initialisation, GSP timeouts, NVLink training, PCIe AER, NIC faults, lockups."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from gpuprov.checks.context import Context
+from gpuprov.checks.registry import Results, check
+from gpuprov.evidence import KERNEL_LOG, LSPCI
+from gpuprov.model import Action, CheckResult, GpuRef
+from gpuprov.parsers.kernel_log import CLASS_ORDER, KernelEvent, KernelLog, class_advice
+from gpuprov.pci import BusId
+
+
+def _started_at(ctx: Context) -> datetime | None:
+    stamp = ctx.evidence.meta.get("started_at")
+    if not stamp:
+        return None
+    parsed = datetime.fromisoformat(stamp)
+    return parsed.astimezone(UTC).replace(tzinfo=None) if parsed.tzinfo else parsed
+
+
+def _phase(e: KernelEvent, start: datetime | None, boot_offset: float | None) -> str:
+    """`during` the run, `before` it (same boot), or `unplaced` (counted as during)."""
+    if e.time is not None and start is not None:
+        return "during" if e.time >= start else "before"
+    if e.uptime_s is not None and boot_offset is not None:
+        return "during" if e.uptime_s >= boot_offset else "before"
+    return "unplaced"
+
+
+class Devices:
+    """Names the device an event is about: GPU (index, bus id, serial), NVSwitch, NIC."""
+
+    def __init__(self, ctx: Context):
+        self.ctx = ctx
+        self.gpus = {BusId.parse(g.bus_id): g for g in ctx.gpus() if g.bus_id}
+        lspci = ctx.evidence.read(LSPCI) or []
+        self.bridges = {b for line in lspci if "Bridge" in line or "[0680]" in line
+                        if (b := BusId.find(line.split()[0]))}
+
+    def gpu(self, e: KernelEvent) -> GpuRef | None:
+        if e.device is not None:
+            g = self.gpus.get(e.device) or self.gpus.get(BusId(e.device.domain, e.device.bus,
+                                                                e.device.device))
+            return GpuRef(g.index, g.bus_id, g.serial) if g else None
+        if e.gpu_instance is not None:
+            return self.ctx.gpu_ref(e.gpu_instance)
+        return None
+
+    def label(self, e: KernelEvent) -> str:
+        gpu = self.gpu(e)
+        if gpu is not None:
+            return (self.ctx.gpu_label(gpu.index) if gpu.index is not None
+                    else f"GPU {gpu.bus_id}")
+        if e.kind == "sxid" or e.device in self.bridges:
+            switch = e.details.get("nvswitch")
+            where = e.device.sysfs if e.device else "?"
+            return f"NVSwitch {switch + ' ' if switch else ''}({where})"
+        if e.device is not None:
+            kind = {"nic": "NIC", "gpu": "GPU"}.get(e.device_kind, "PCI device")
+            return f"{kind} {e.device.sysfs}"
+        return "the node"
+
+
+def _what(e: KernelEvent) -> str:
+    code = f" {e.code}" if e.code is not None else ""
+    tag = {"xid": "Xid", "sxid": "SXid"}.get(e.kind, e.kind)
+    return f"{tag}{code} ({e.name})" if e.kind in ("xid", "sxid") else f"{e.name} ({tag})"
+
+
+def _cleared(log: KernelLog, e: KernelEvent) -> bool:
+    """A reset-class GPU event followed by the driver initialising that GPU again."""
+    if e.klass != "reset" or e.device is None:
+        return False
+    return any(n > e.number for n in log.initialised.get(e.device, []))
+
+
+@check("kernel_log", stage="soak", needs=(KERNEL_LOG,), action=Action.RMA,
+       rule="no fault in the current boot's kernel log (Xid, SXid, fallen off the bus, "
+            "RmInitAdapter/probe failure, GSP timeout, NVLink training, PCIe AER, NIC slot "
+            "power or module temperature, lockups): reset-, reboot-, inspect- and "
+            "service-class events fail with their action unless a GPU reset cleared them; "
+            "application-class events fail during the run and warn before it; notices and "
+            "earlier boots warn; a fault that recurs across boots escalates to rma. Classes "
+            "from data/kernel_events/")
+def kernel_log(ctx: Context, r: Results) -> CheckResult:
+    log: KernelLog = ctx.evidence.read(KERNEL_LOG)
+    start = _started_at(ctx)
+    offset = ctx.evidence.meta.get("uptime_at_start_s")
+    boot_offset = float(offset) if offset is not None else None
+    devices = Devices(ctx)
+    earlier_keys = {e.key() for e in log.earlier_boots() if e.fails}
+    failing, warnings, listed = [], [], []
+    for e in log.current_boot():
+        phase = _phase(e, start, boot_offset)
+        gpu = devices.gpu(e)
+        cleared = _cleared(log, e)
+        recurs = e.key() in earlier_keys and e.fails
+        entry = {"kind": e.kind, "code": e.code, "name": e.name, "class": e.klass,
+                 "action": str(Action.RMA if recurs else e.action), "phase": phase,
+                 "device": devices.label(e), "pci": e.device.sysfs if e.device else None,
+                 "gpu": gpu.index if gpu else None, "text": e.text[:160],
+                 "time": e.time.isoformat() if e.time else None, "uptime_s": e.uptime_s,
+                 "cleared_by_reset": cleared, "recurs_across_boots": recurs, **e.details}
+        listed.append(entry)
+        if cleared or not e.fails or (e.klass == "application" and phase == "before"):
+            warnings.append((e, entry))
+        else:
+            failing.append((e, entry))
+    values = {"events": listed[:200], "events_total": len(listed), "boots": log.boots,
+              "earlier_boots": [{"kind": e.kind, "code": e.code, "name": e.name,
+                                 "class": e.klass, "boot": e.boot,
+                                 "pci": e.device.sysfs if e.device else None}
+                                for e in log.earlier_boots()][:100],
+              "window_start": start.isoformat() if start else None,
+              "time_placed": log.placed}
+    if failing:
+        worst_event, worst = max(failing, key=lambda f: (
+            f[1]["recurs_across_boots"], CLASS_ORDER.index(f[0].klass)))
+        kinds = sorted({_what(e) for e, _ in failing})
+        recur = (" (recurs after a reboot: escalated to rma)" if worst["recurs_across_boots"]
+                 else "")
+        more = f"; {len(kinds) - 1} other kind(s)" if len(kinds) > 1 else ""
+        summary = (f"{_what(worst_event)} on {worst['device']} in the current boot, class "
+                   f"{worst_event.klass}: {class_advice(worst_event.klass)}{recur}{more}")
+        action = Action(worst["action"])
+        return r.fail(summary, values, gpu=r.at_fault(
+            g.index if (g := devices.gpu(e)) else None for e, _ in failing), action=action)
+    if warnings or log.earlier_boots():
+        parts = []
+        if warnings:
+            e, entry = warnings[0]
+            why = ("cleared by a GPU reset" if entry["cleared_by_reset"] else
+                   "before the run" if e.klass == "application" else f"class {e.klass}")
+            parts.append(f"{len(warnings)} event(s) reported ({_what(e)} on {entry['device']}, "
+                         f"{why})")
+        if log.earlier_boots():
+            parts.append(f"{len(log.earlier_boots())} event(s) from earlier boots reported")
+        return r.warn("no fault in the current boot; " + "; ".join(parts), values,
+                      action=Action.NONE)
+    return r.passed("no fault in the kernel log"
+                    + ("" if log.placed else " (no line carries a time)"), values)
