@@ -203,6 +203,12 @@ def _snapshot(lab, node: str) -> dict:
     return {g.bus_id: g for g in q.gpus}
 
 
+def _kernel_events(lab) -> list[tuple[int | None, str | None]]:
+    """(code, bus id) of every event in node01's kernel log."""
+    log = parse_kernel_log(_ok(lab, "node01", "cat /var/log/kern.log"), "kern.log")
+    return [(e.code, e.bus_id()) for e in log.events]
+
+
 @pytest.mark.parametrize("kind,check", [
     ("missing-gpu", lambda before, after, lab: len(after) == len(before) - 1
      and "00000000:3A:00.0" not in after),
@@ -210,14 +216,12 @@ def _snapshot(lab, node: str) -> dict:
      == 8 and after["00000000:18:00.0"].pcie_width_current == 16),
     ("ecc-uncorrectable", lambda before, after, lab: after["00000000:3A:00.0"]
      .ecc_volatile.uncorrectable == 1 and after["00000000:3A:00.0"].remap_pending
-     and [(x.code, x.bus_id()) for x in parse_kernel_log(
-         _ok(lab, "node01", "cat /var/log/kern.log"), "kern.log").events] == [(94, "00000000:3A:00.0")]),
+     and _kernel_events(lab) == [(94, "00000000:3A:00.0")]),
     ("row-remap-pending", lambda before, after, lab: after["00000000:3A:00.0"].remap_pending
      and not before["00000000:3A:00.0"].remap_pending
      and after["00000000:3A:00.0"].ecc_volatile.uncorrectable == 0),
-    ("xid", lambda before, after, lab: before == after and [
-        (x.code, x.bus_id()) for x in parse_kernel_log(_ok(lab, "node01", "cat /var/log/kern.log"),
-                                                 "kern.log").events] == [(119, "00000000:3A:00.0")]),
+    ("xid", lambda before, after, lab: before == after
+     and _kernel_events(lab) == [(119, "00000000:3A:00.0")]),
     ("nvlink-down", lambda before, after, lab: parse_topo(
         _ok(lab, "node01", "nvidia-smi topo -m"), "t").link("GPU2", "GPU0") == "NV17"
      and parse_nvlink_status(_ok(lab, "node01", "nvidia-smi nvlink -s"), "s")
