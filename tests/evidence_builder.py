@@ -22,6 +22,15 @@ def fixture(relative: str) -> str:
     return (FIXTURES / relative).read_text()
 
 
+def capture(relative: str) -> str:
+    """A fixture's output alone: without its `# source:` / `# system:` header lines, which
+    are not part of what the tool printed (and may name the very fault the output shows)."""
+    text = fixture(relative)
+    if text.startswith("# source:"):
+        text = text.split("\n\n", 1)[1]
+    return text
+
+
 def topo_all_pairs(count: int, code: str) -> str:
     head = "\t" + "\t".join(f"GPU{i}" for i in range(count)) + "\tCPU Affinity\tNUMA Affinity"
     rows = []

@@ -48,6 +48,8 @@ _BOOT = re.compile(r"Linux version \d|^-- Boot [0-9a-f]+ --|^-- Reboot --")
 # real captures start with headers (a shell prompt, the command, a source line).
 _FORM_PROBE_LINES = 200
 _DEVICE_BEFORE_LINES = 3
+# What a line's driver name says about the device it names.
+DRIVER_DEVICES = {"nvidia": "gpu", "nvidia-nvswitch": "nvswitch", "mlx5_core": "nic"}
 
 
 @cache
@@ -297,11 +299,14 @@ def parse_kernel_log(text: str, source: str) -> KernelLog:
             name, klass, details = _classify(matcher, code, body)
             if groups.get("switch"):
                 details["nvswitch"] = groups["switch"]
+            device_kind = matcher.device
+            if device_kind == "any" and groups.get("driver"):
+                device_kind = DRIVER_DEVICES.get(groups["driver"], "any")
             line = raw.strip()
             when, uptime = _when(line)
             placed = placed or when is not None or uptime is not None
             events.append(KernelEvent(
-                matcher.kind, code, BusId.find(pci) if pci else None, matcher.device,
+                matcher.kind, code, BusId.find(pci) if pci else None, device_kind,
                 int(groups["gpu"]) if groups.get("gpu") else None, name, klass, body,
                 when, uptime, boot, number, line, details))
             break
