@@ -119,6 +119,6 @@ def test_nvlink5_xids_are_decoded_fatal_or_not(tmp_path):
     assert (result.status, result.action) == ("fail", "reset-gpu")
     event = result.values["events"][0]
     assert (event["unit"], event["fatal"], event["link"]) == ("NETIR_LINK_EVT", True, 0)
-    nonfatal = base.format(code=144, text="SAW_MVB Nonfatal XC0 i0 Link 0 (0x00000001 "
-                                           "0x00000008 0x00000000 0x00000000 0x00000000 0x00000000)")
+    nonfatal = base.format(code=144, text="SAW_MVB Nonfatal XC0 i0 Link 0 (0x00000001 0x00000008 "
+                                           "0x00000000 0x00000000 0x00000000 0x00000000)")
     assert _kernel_log(tmp_path / "b", nonfatal, meta='{"node": "node07"}').status == "warn"
