@@ -42,6 +42,7 @@ class EvidenceKind:
     command: str | None   # run on the node; `{field}` from NodeSettings
     holds: str
     fallback: str | None = None   # read instead when `file` is absent
+    tool: str | None = None       # whose failure explains its absence (SMI_ERROR's tool)
 
     def __str__(self) -> str:
         return self.file
@@ -72,7 +73,8 @@ NVCC = EvidenceKind("nvcc-version.txt", "identity", parse_nvcc,
 CUDNN = EvidenceKind("cudnn-version.h", "identity", parse_cudnn_header, None,
                      "the installed `cudnn_version.h` (or `cudnn.h` for old cuDNN)")
 SMI_BEFORE = EvidenceKind("nvidia-smi-q.xml", "identity", parse_smi_query, "nvidia-smi -q -x",
-                          "`nvidia-smi -q -x` before the soak", fallback="nvidia-smi-q.txt")
+                          "`nvidia-smi -q -x` before the soak", fallback="nvidia-smi-q.txt",
+                          tool="nvidia-smi")
 SMI_ERROR = EvidenceKind("nvidia-smi-error.txt", "identity", None, None,
                          "nvidia-smi's own output when it failed (e.g. \"Driver/library "
                          "version mismatch\"): the reason the node is rejected")
@@ -80,12 +82,14 @@ TORCH_ENV = EvidenceKind("torch-env.json", "identity", parse_torch_env, None,
                          "the torch probe's JSON: torch, CUDA, cuDNN and NCCL versions, "
                          "device count, architecture list")
 TOPO = EvidenceKind("nvidia-smi-topo.txt", "snapshot", parse_topo, "nvidia-smi topo -m",
-                    "`nvidia-smi topo -m`")
+                    "`nvidia-smi topo -m`", tool="nvidia-smi")
 NVLINK_STATUS = EvidenceKind("nvidia-smi-nvlink-status.txt", "snapshot", parse_nvlink_status,
-                             "nvidia-smi nvlink -s", "`nvidia-smi nvlink -s`")
+                             "nvidia-smi nvlink -s", "`nvidia-smi nvlink -s`",
+                             tool="nvidia-smi")
 NVLINK_ERRORS_BEFORE = EvidenceKind("nvidia-smi-nvlink-errors-before.txt", "snapshot",
                                     parse_nvlink_errors, "nvidia-smi nvlink -e",
-                                    "`nvidia-smi nvlink -e` before the soak")
+                                    "`nvidia-smi nvlink -e` before the soak",
+                                    tool="nvidia-smi")
 KERNEL_LOG = EvidenceKind("dmesg.txt", "snapshot", parse_kernel_log, None,
                           "the kernel log with timestamps (`dmesg --time-format iso`, or "
                           "the node's `gpuprov_validate_kernel_log` file), again after the "
@@ -94,10 +98,11 @@ GPU_BURN = EvidenceKind("gpu-burn.log", "soak", parse_gpu_burn, None,
                         "full gpu-burn output (progress lines use `\\r`)")
 SMI_AFTER = EvidenceKind("nvidia-smi-q-after.xml", "soak", parse_smi_query, "nvidia-smi -q -x",
                          "`nvidia-smi -q -x` after the soak (ECC / remap deltas)",
-                         fallback="nvidia-smi-q-after.txt")
+                         fallback="nvidia-smi-q-after.txt", tool="nvidia-smi")
 NVLINK_ERRORS_AFTER = EvidenceKind("nvidia-smi-nvlink-errors-after.txt", "soak",
                                    parse_nvlink_errors, "nvidia-smi nvlink -e",
-                                   "`nvidia-smi nvlink -e` after the soak")
+                                   "`nvidia-smi nvlink -e` after the soak",
+                                   tool="nvidia-smi")
 DDP_JSON = EvidenceKind("ddp-smoke.json", "ddp", parse_ddp_smoke, None,
                         "the DDP probe's result (or why torchrun gave none)")
 DDP_LOG = EvidenceKind("ddp-smoke.log", "ddp", None, None, "torchrun's per-rank log")

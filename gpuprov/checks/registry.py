@@ -89,18 +89,21 @@ class Check:
     applies: Callable[[Profile], bool] | None = None
     skip_reason: str = ""
     module: str = ""
-    # A failed tool (its error file present) fails the check instead of `missing`.
-    tool_error_fails: bool = False
 
     def run(self, ctx: Context) -> CheckResult:
         results = Results(self.id, ctx, self.action)
         if self.applies is not None and not self.applies(ctx.profile):
             return results.result(Status.SKIP, self.skip_reason)
-        absent = [_need_name(need) for need in self.needs if _absent(ctx, need)]
+        absent_needs = [need for need in self.needs if _absent(ctx, need)]
+        absent = [_need_name(need) for need in absent_needs]
         if absent:
-            failure = ctx.evidence.smi_error() if self.tool_error_fails else None
+            # nvidia-smi that failed is a finding about the GPUs, not a gap in the evidence
+            tools = {k.tool for need in absent_needs
+                     for k in (need if isinstance(need, tuple) else (need,))}
+            failure = ctx.evidence.smi_error() if "nvidia-smi" in tools else None
             if failure:
-                return results.fail(failure, {"nvidia_smi_error": failure})
+                return results.fail(failure, {"nvidia_smi_error": failure},
+                                    action=Action.REBOOT)
             return results.result(Status.MISSING,
                                   f"no evidence: {', '.join(absent)} not collected")
         return self.evaluate(ctx, results)
@@ -111,8 +114,7 @@ _declared: list[Check] = []
 
 def check(id: str, *, stage: str, needs: tuple[Need, ...], rule: str,
           action: Action, applies: Callable[[Profile], bool] | None = None,
-          skip_reason: str = "", tool_error_fails: bool = False
-          ) -> Callable[[Evaluator], Evaluator]:
+          skip_reason: str = "") -> Callable[[Evaluator], Evaluator]:
     """Declares the decorated evaluator as check `id` (see the module docstring)."""
     if stage not in STAGES:
         raise ValueError(f"check {id}: unknown stage {stage!r}")
@@ -121,7 +123,7 @@ def check(id: str, *, stage: str, needs: tuple[Need, ...], rule: str,
         if any(c.id == id for c in _declared):
             raise ValueError(f"check {id} declared twice")
         _declared.append(Check(id, stage, needs, evaluate, rule, action, applies, skip_reason,
-                               evaluate.__module__.rsplit(".", 1)[-1], tool_error_fails))
+                               evaluate.__module__.rsplit(".", 1)[-1]))
         return evaluate
     return register
 

@@ -89,10 +89,46 @@ def _kernel_log(access: NodeAccess, lines: list[str]) -> dict:
     return {"kernel_log_lines": full}
 
 
-def _missing_gpu(access, hw, gpu):
+def _gone_from_driver(hw: dict, gpu: dict) -> None:
     hw["gpus"] = [g for g in hw["gpus"] if g is not gpu]
     for index, g in enumerate(hw["gpus"]):  # the driver enumerates what answers
         g["index"] = index
+
+
+def _fallen_off_bus(access, hw, gpu):
+    """The GPU stops answering (gone from nvidia-smi, still on the PCI bus), and the driver
+    says so over three lines with no Xid prefix, as drivers from R570 do."""
+    undo = _kernel_log(access, _catalog_lines(gpu, "fallen-off-bus"))
+    _gone_from_driver(hw, gpu)
+    return f"GPU {gpu['bus_id']} fell off the bus ({len(hw['gpus'])} left in the driver)", undo
+
+
+def _gsp_timeout(access, hw, gpu):
+    undo = _kernel_log(access, _catalog_lines(gpu, "gsp-timeout"))
+    return f"GPU {gpu['index']} GSP heartbeat timed out (no Xid line)", undo
+
+
+def _aer(access, hw, gpu):
+    undo = _kernel_log(access, _catalog_lines(gpu, "pcie-aer"))
+    return f"GPU {gpu['index']} PCIe uncorrected fatal AER error on its bus", undo
+
+
+def _sxid(access, hw, gpu):
+    switches = (hw.get("nvswitch_pci") or {}).get("bus_ids") or []
+    if not switches:
+        raise InputError(f"{access.node} ({hw['kind']}) has no NVSwitch")
+    switch = {"bus_id": f"00000000:{switches[0]}:00.0", "index": 0}
+    undo = _kernel_log(access, _catalog_lines(switch, "sxid", 12028))
+    return f"NVSwitch 0 ({switch['bus_id']}) fatal SXid 12028", undo
+
+
+def _reset_required(access, hw, gpu):
+    gpu["reset_required"] = True
+    return f"GPU {gpu['index']} reports Reset Required", {}
+
+
+def _missing_gpu(access, hw, gpu):
+    _gone_from_driver(hw, gpu)
     return f"GPU {gpu['bus_id']} no longer enumerates ({len(hw['gpus'])} left)", {}
 
 
@@ -184,6 +220,13 @@ FAULTS = {f.name: f for f in (
     FaultKind("xid", True, _xid, "an Xid 119 line in the node's kernel log"),
     FaultKind("burn-errors", True, _burn_errors, "gpu-burn finds errors on a GPU"),
     FaultKind("slow-gpu", True, _slow_gpu, "a GPU 15% slower than its siblings"),
+    FaultKind("fallen-off-bus", True, _fallen_off_bus,
+              "a GPU falls off the bus (gone from nvidia-smi, the R570+ kernel message)"),
+    FaultKind("gsp-timeout", True, _gsp_timeout, "a GSP heartbeat timeout in the kernel log"),
+    FaultKind("aer", True, _aer, "an uncorrected fatal PCIe AER error on a GPU's bus"),
+    FaultKind("sxid", False, _sxid, "a fatal SXid from the first NVSwitch"),
+    FaultKind("reset-required", True, _reset_required,
+              "nvidia-smi reports that a GPU requires a reset"),
     FaultKind("ddp-broken", False, _ddp_broken, "DDP ranks cannot join (ports exhausted)"),
     FaultKind("driver-mismatch", False, _driver_mismatch,
               "kernel module at another version than the userspace libraries"),

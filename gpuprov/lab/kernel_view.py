@@ -11,13 +11,12 @@ points the driver role at the simulated sysfs:
   initramfs, so the blacklist takes effect at once);
 - lspci: `lspci -nn -d 10de:` lines for the simulated sysfs functions (a GPU that no
   longer enumerates to the driver stays on the bus, as one that fell off NVML does);
-- the kernel log: /var/log/kern.log as rsyslog writes it, starting with the boot line;
-  the lab's Xid faults append to it.
+- the kernel log: /var/log/kern.log as rsyslog writes it, with a `Linux version` line
+  appended at every boot (a unit the node's systemd runs), so the log spans boots as a
+  real one does; the lab's kernel faults append the catalogs' example lines to it.
 """
 
 from __future__ import annotations
-
-import datetime as dt
 
 from gpuprov.lab import pci
 from gpuprov.lab.sim import node as sim_node
@@ -52,13 +51,35 @@ done
 """
 
 
+BOOT_UNIT = "gpuprov-lab-boot.service"
+# as rsyslog writes the kernel's first line ($ and % doubled for systemd)
+_BOOT_LINE = ("$$(date -u +%%Y-%%m-%%dT%%H:%%M:%%S.%%6N+00:00) $$(hostname) kernel: "
+              "Linux version 6.1.0-gpuprov-lab (simulated boot)")
+_BOOT_UNIT = f"""[Unit]
+Description=gpuprov lab: the kernel's boot line in {sim_node.KERNEL_LOG}
+DefaultDependencies=no
+After=local-fs.target
+
+[Service]
+Type=oneshot
+ExecStart=/bin/sh -c 'echo "{_BOOT_LINE}" >> {sim_node.KERNEL_LOG}'
+
+[Install]
+WantedBy=sysinit.target
+"""
+
+
 def files(node: str) -> list[tuple[str, bytes, int]]:
     """(path relative to /, content, mode) for the node's configuration tar."""
-    stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%f+00:00")
-    boot = f"{stamp} {node} kernel: Linux version 6.1.0-gpuprov-lab (simulated boot)\n"
     return [(LSMOD.lstrip("/"), _LSMOD_SCRIPT.encode(), 0o755),
             (LSPCI.lstrip("/"), _LSPCI_SCRIPT.encode(), 0o755),
-            (sim_node.KERNEL_LOG.lstrip("/"), boot.encode(), 0o640)]
+            (f"etc/systemd/system/{BOOT_UNIT}", _BOOT_UNIT.encode(), 0o644)]
+
+
+def symlinks() -> list[tuple[str, str]]:
+    """(path relative to /, target): the boot unit enabled, as `systemctl enable` would."""
+    return [(f"etc/systemd/system/sysinit.target.wants/{BOOT_UNIT}",
+             f"/etc/systemd/system/{BOOT_UNIT}")]
 
 
 def inventory_vars() -> str:

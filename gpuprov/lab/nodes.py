@@ -78,6 +78,10 @@ def config_tar(spec: NodeSpec, host_key: Path, client_pub: Path, keyring: Path,
             info = tarfile.TarInfo(name)
             info.size, info.mode, info.mtime = len(data), mode, int(time.time())
             tar.addfile(info, io.BytesIO(data))
+        for name, target in kernel_view.symlinks():
+            info = tarfile.TarInfo(name)
+            info.type, info.linkname, info.mtime = tarfile.SYMTYPE, target, int(time.time())
+            tar.addfile(info)
     return buf.getvalue()
 
 

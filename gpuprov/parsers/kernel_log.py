@@ -277,7 +277,8 @@ def parse_kernel_log(text: str, source: str) -> KernelLog:
     boot, seen_line, placed = 0, False, False
     for number, raw in enumerate(text.splitlines()):
         if ("Linux version" in raw or raw.startswith("--")) and _BOOT.search(raw):
-            boot += seen_line   # a boot marker before any other line is the first boot
+            boot += seen_line   # a marker with nothing before it (or right after one)
+            seen_line = False   # starts no new boot
             recent.clear()
             continue
         seen_line = seen_line or bool(raw.strip())

@@ -124,10 +124,19 @@ ROUNDS = [
      ("node03", "burn-errors", 2, "gpu_burn")],
     [("node01", "slow-gpu", 6, "gpu_burn"), ("node02", "driver-mismatch", None, "driver_version"),
      ("node03", "ddp-broken", None, "ddp_smoke")],
+    # kernel faults, all logged before the run starts (same boot): each still rejects
+    [("node01", "fallen-off-bus", 2, "kernel_log"), ("node02", "gsp-timeout", 5, "kernel_log"),
+     ("node03", "aer", 1, "kernel_log")],
+    [("node01", "sxid", None, "kernel_log"), ("node02", "reset-required", 3, "gpu_reset_required"),
+     ("node03", "xid", 2, "kernel_log")],
 ]
+# the action each of those rounds' faults must recommend
+ACTIONS = {"fallen-off-bus": "reboot", "gsp-timeout": "reset-gpu", "aer": "reseat-or-inspect",
+           "sxid": "reboot", "reset-required": "reset-gpu", "xid": "reset-gpu"}
 
 
-@pytest.mark.parametrize("round_", ROUNDS, ids=["inventory-links", "ecc-burn", "perf-sw"])
+@pytest.mark.parametrize("round_", ROUNDS, ids=["inventory-links", "ecc-burn", "perf-sw",
+                                                "kernel-faults", "nvswitch-reset-xid"])
 def test_each_fault_is_rejected_with_its_check_naming_the_gpu(rack, round_):
     try:
         for node, kind, gpu, _ in round_:
@@ -141,7 +150,15 @@ def test_each_fault_is_rejected_with_its_check_naming_the_gpu(rack, round_):
         failing = blocking(result)
         assert check_id in failing, (node, kind, list(failing))
         named = failing[check_id]["gpu"]
-        if kind == "missing-gpu":   # gone from the driver: named by its PCI address
+        if kind in ACTIONS:
+            assert failing[check_id]["action"] == ACTIONS[kind], (node, kind, failing[check_id])
+        if kind == "sxid":          # an NVSwitch, named in the summary
+            assert "NVSwitch" in failing[check_id]["summary"] and "SXid 12028" in failing[
+                check_id]["summary"]
+        elif kind == "fallen-off-bus":   # gone from the driver: named by its PCI address
+            assert named and named["bus_id"] and named["index"] is None
+            assert "fallen off the bus" in failing[check_id]["summary"]
+        elif kind == "missing-gpu":   # gone from the driver: named by its PCI address
             assert named and named["bus_id"] and "not in the driver" in failing[check_id][
                 "summary"]
         elif gpu is not None:
@@ -172,6 +189,25 @@ def test_xid_during_the_soak_rejects_and_cleared_nodes_are_accepted_again(rack):
     assert again["node02"]["verdict"] == "accepted"
     history = rack.cli("nodes", "node02").stdout
     assert history.count(" validate ") >= 5 and "rejected" in history
+
+
+def test_a_kernel_fault_from_before_a_reboot_is_reported_and_the_node_accepted(rack):
+    """Same boot: the Xid rejects the node; after a reboot it is an earlier boot's event."""
+    fault("node03", "xid", 1)
+    try:
+        before = report_of(rack.validate("node03", "--json"))["node03"]
+        kernel = blocking(before)["kernel_log"]
+        assert (kernel["gpu"]["index"], kernel["action"]) == (1, "reset-gpu")
+        assert gpuprov("lab", "power-off", "node03").returncode == 0
+        up = gpuprov("lab", "up")
+        assert up.returncode == 0, up.stderr
+        after = report_of(rack.validate("node03", "--json"))["node03"]
+    finally:
+        clear("node03")
+    assert after["verdict"] == "accepted", blocking(after)
+    kernel = next(c for c in after["checks"] if c["id"] == "kernel_log")
+    assert kernel["status"] == "warn" and "from earlier boots" in kernel["summary"]
+    assert kernel["values"]["earlier_boots"][0]["code"] == 119
 
 
 def test_kill_9_mid_soak_leaves_a_clean_ledger_and_no_accepted_node(rack):

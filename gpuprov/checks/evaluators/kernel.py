@@ -49,6 +49,13 @@ class Devices:
             return self.ctx.gpu_ref(e.gpu_instance)
         return None
 
+    def ref(self, e: KernelEvent) -> GpuRef | None:
+        """The GPU an event is about; one gone from the driver is named by its address."""
+        gpu = self.gpu(e)
+        if gpu is None and e.device_kind == "gpu" and e.device is not None:
+            return GpuRef(None, e.device.smi)
+        return gpu
+
     def label(self, e: KernelEvent) -> str:
         gpu = self.gpu(e)
         if gpu is not None:
@@ -126,8 +133,9 @@ def kernel_log(ctx: Context, r: Results) -> CheckResult:
         summary = (f"{_what(worst_event)} on {worst['device']} in the current boot, class "
                    f"{worst_event.klass}: {class_advice(worst_event.klass)}{recur}{more}")
         action = Action(worst["action"])
-        return r.fail(summary, values, gpu=r.at_fault(
-            g.index if (g := devices.gpu(e)) else None for e, _ in failing), action=action)
+        refs = {devices.ref(e) for e, _ in failing}
+        gpu = refs.pop() if len(refs) == 1 else None
+        return r.fail(summary, values, gpu=gpu, action=action)
     if warnings or log.earlier_boots():
         parts = []
         if warnings:

@@ -42,8 +42,8 @@ def test_unknown_code_needs_service_until_catalogued():
     assert "not catalogued" in event.name
 
 
-EXAMPLES = ([("xid", c) for c, e in catalog("xid").codes.items() if e.example]
-            + [(m.kind, None) for m in matchers() if m.example])
+EXAMPLES = ([(kind, c) for kind in ("xid", "sxid") for c, e in catalog(kind).codes.items()
+             if e.example] + [(m.kind, None) for m in matchers() if m.example])
 
 
 @pytest.mark.parametrize(("kind", "code"), EXAMPLES, ids=[f"{k}-{c}" for k, c in EXAMPLES])

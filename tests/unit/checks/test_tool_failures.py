@@ -1,0 +1,40 @@
+"""A failed nvidia-smi is a finding about the GPUs, not missing evidence: every check that
+reads its output fails with nvidia-smi's own message (and the PCI address it names)."""
+
+import pytest
+
+from gpuprov.checks.run import judge
+from gpuprov.evidence import Evidence
+from gpuprov.profiles import load_profile
+from tests.evidence_builder import healthy_h100, replace
+
+# nvidia-smi's messages as it prints them (exit status in brackets)
+FAILURES = [
+    (9, "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make "
+        "sure that the latest NVIDIA driver is installed and running."),
+    (6, "No devices were found"),
+    (15, "Unable to determine the device handle for GPU0000:3B:00.0: Unknown Error"),
+    (18, "Failed to initialize NVML: Driver/library version mismatch"),
+]
+SMI_READERS = ("driver_version", "gpu_inventory", "persistence_mode", "pcie_link", "ecc",
+               "gpu_reset_required", "clocks_throttle", "cuda_compat")
+
+
+@pytest.mark.parametrize(("status", "message"), FAILURES, ids=[str(f[0]) for f in FAILURES])
+def test_every_check_reading_nvidia_smi_fails_with_its_message(tmp_path, status, message):
+    node = healthy_h100(tmp_path / "node07")
+    for name in ("nvidia-smi-q.txt", "nvidia-smi-q-after.txt"):
+        replace(node, name, None)
+    replace(node, "nvidia-smi-error.txt", f"$ nvidia-smi -q -x\nexit status {status}\n{message}\n")
+    by_id = {c.id: c for c in judge(Evidence(node), load_profile("h100-sxm-8"), None).checks}
+    for check_id in SMI_READERS:
+        result = by_id[check_id]
+        assert result.status == "fail", (check_id, result.summary)
+        assert result.summary == f"nvidia-smi failed (exit status {status}): {message}"
+    assert by_id["gpu_burn"].status == "pass"   # what does not read nvidia-smi is unaffected
+
+
+def test_without_an_error_file_absent_output_is_missing(tmp_path):
+    node = replace(healthy_h100(tmp_path / "node07"), "nvidia-smi-q.txt", None)
+    by_id = {c.id: c for c in judge(Evidence(node), load_profile("h100-sxm-8"), None).checks}
+    assert by_id["gpu_inventory"].status == "missing"
