@@ -6,6 +6,7 @@ as one archive."""
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import tarfile
 import time
@@ -14,9 +15,10 @@ from pathlib import Path
 
 from gpuprov.console import text_table
 from gpuprov.ledger import RunRecord
-from gpuprov.model import NodeResult, Status
+from gpuprov.model import CheckResult, NodeResult, Status
 
 SCHEMA = "gpuprov.validation-report/1"
+CHECKS_FILE = "checks.json"   # in the evidence bundle: every check's full measured values
 
 
 
@@ -105,10 +107,50 @@ def archive(result: NodeResult, out_dir: Path) -> tuple[Path, str]:
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / f"gpuprov-evidence-{result.node}-{result.run_id}.tar.gz"
     tmp = target.with_suffix(".tmp")
+    top = f"{result.node}-{result.run_id}"
+    checks = json.dumps([c.as_dict() for c in result.checks], indent=2, sort_keys=True,
+                        default=str).encode()
     with tarfile.open(tmp, "w:gz") as tar:
-        tar.add(source, arcname=f"{result.node}-{result.run_id}")
+        tar.add(source, arcname=top)
+        # every check's full measured values, beside the raw evidence they came from
+        info = tarfile.TarInfo(f"{top}/{CHECKS_FILE}")
+        info.size, info.mtime, info.mode = len(checks), int(result.judged_at), 0o644
+        tar.addfile(info, io.BytesIO(checks))
     tmp.replace(target)
     return target, hashlib.sha256(target.read_bytes()).hexdigest()
+
+
+def _scalar(value: object) -> str:
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_scalar(v) for v in value) + "]"
+    return "-" if value is None else str(value)
+
+
+def measured(check: CheckResult) -> str:
+    """What an RMA reader needs of a check's values: the failing GPU's figures as
+    `key: value` pairs when one GPU is at fault, else the check's own scalar values.
+    The full values are in the bundle's checks.json."""
+    values = check.values
+    per_gpu = values.get("gpus") if isinstance(values.get("gpus"), dict) else None
+    if per_gpu is not None and check.gpu is not None and check.gpu.index is not None:
+        own = per_gpu.get(check.gpu.index, per_gpu.get(str(check.gpu.index)))
+        if isinstance(own, dict):
+            pairs = _pairs(own)
+            return f"GPU {check.gpu.index}: {pairs}" if pairs else "-"
+    return _pairs({k: v for k, v in values.items() if k != "gpus"}) or "-"
+
+
+def _pairs(values: dict) -> str:
+    flat = []
+    for key, value in values.items():
+        if isinstance(value, dict):
+            flat += [(f"{key}.{k}", v) for k, v in value.items() if not isinstance(v, dict | list)]
+        elif not (isinstance(value, list) and value and isinstance(value[0], dict)):
+            flat.append((key, value))
+    return ", ".join(f"{k}: {_scalar(v)}" for k, v in flat[:12]) + (
+        f" (+{len(flat) - 12} more in {CHECKS_FILE})" if len(flat) > 12 else "")
 
 
 def _cell(text: object) -> str:
@@ -145,10 +187,7 @@ def as_markdown(run: RunRecord, result: NodeResult, system: str, bundle: tuple[P
     lines += ["", "## Failed checks", "", "| check | status | summary | measured |",
               "|---|---|---|---|"]
     for c in bad:
-        measured = json.dumps(c.values, sort_keys=True, default=str)
-        if len(measured) > 400:
-            measured = measured[:400] + "…"
-        lines.append(f"| `{c.id}` | {c.status} | {_cell(c.summary)} | `{_cell(measured)}` |")
+        lines.append(f"| `{c.id}` | {c.status} | {_cell(c.summary)} | {_cell(measured(c))} |")
     if not bad:
         lines.append("| - | - | none failed | - |")
     lines += ["", "## All GPUs", "", "| index | bus id | serial | UUID | name |",

@@ -1,14 +1,11 @@
 #!/usr/bin/env bash
 # Install everything gpuprov and its lab need, on a fresh Debian 12 or Ubuntu 22.04/24.04
-# machine, as root: system packages, the Docker engine (started if it is not running),
-# and a virtualenv in .venv with gpuprov and its development tools. Safe to re-run.
+# machine, as root or as a sudoer (it asks sudo): system packages, the Docker engine
+# (started if it is not running), and a virtualenv in .venv with gpuprov and its
+# development tools. Safe to re-run.
 set -euo pipefail
+. "$(dirname "$0")/lib/as-root.sh"
 cd "$(dirname "$0")/.."
-
-if [ "$(id -u)" -ne 0 ]; then
-  echo "bootstrap: run as root (sudo $0)" >&2
-  exit 2
-fi
 
 export DEBIAN_FRONTEND=noninteractive
 pkgs=(ca-certificates git python3 python3-venv python3-pip docker.io debootstrap

@@ -2,6 +2,7 @@
 # Set everything up on a fresh machine, then show the lab: three bare servers reached
 # over SSH with host keys checked, installing from the lab's signed offline mirror.
 set -euo pipefail
+. "$(dirname "$0")/lib/as-root.sh"
 cd "$(dirname "$0")/.."
 scripts/bootstrap.sh
 export PATH="$PWD/.venv/bin:$PATH"

@@ -3,6 +3,7 @@
 # pytest, unit and lab tests. The lab is brought up once and shared by every test.
 # pytest's "no tests collected" (exit 5) fails this script like any other failure.
 set -euo pipefail
+. "$(dirname "$0")/lib/as-root.sh"
 cd "$(dirname "$0")/.."
 export PATH="$PWD/.venv/bin:$PATH"
 

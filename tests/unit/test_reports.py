@@ -80,3 +80,19 @@ def test_markdown_names_the_gpu_and_bundles_the_evidence(recorded, tmp_path):
     assert "| `gpu_burn` | fail |" in text and bundle[1] in text
     with tarfile.open(bundle[0]) as tar:
         assert "node08-v1/gpu-burn.log" in tar.getnames()
+
+
+def test_markdown_shows_the_failing_gpus_figures_plainly_and_bundles_the_full_values(
+        recorded, tmp_path):
+    run, results = recorded
+    node08 = next(r for r in results if r.node == "node08")
+    bundle = report.archive(node08, tmp_path / "out")
+    text = report.as_markdown(run, node08, "HGX H100 8-GPU", bundle)
+    row = next(line for line in text.splitlines() if line.startswith("| `gpu_burn` |"))
+    assert row.endswith("| GPU 2: died: False, errors: 1542, gflops: 52000, max_temp_c: 61, "
+                        "verdict: FAULTY |")
+    assert "{" not in row and "…" not in row
+    with tarfile.open(bundle[0]) as tar:
+        checks = json.load(tar.extractfile("node08-v1/checks.json"))
+    burn = next(c for c in checks if c["id"] == "gpu_burn")
+    assert burn["values"]["gpus"]["2"]["errors"] == 1542 and len(burn["values"]["gpus"]) == 8
