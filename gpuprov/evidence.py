@@ -21,6 +21,7 @@ from typing import Any
 
 from gpuprov.errors import InputError
 from gpuprov.parsers.errors import ParseError
+from gpuprov.parsers.fabric_manager import parse_fabric_manager_log
 from gpuprov.parsers.gpu_burn import parse_gpu_burn
 from gpuprov.parsers.kernel_log import parse_kernel_log
 from gpuprov.parsers.nvlink import parse_nvlink_errors, parse_nvlink_status
@@ -78,6 +79,10 @@ SMI_BEFORE = EvidenceKind("nvidia-smi-q.xml", "identity", parse_smi_query, "nvid
 SMI_ERROR = EvidenceKind("nvidia-smi-error.txt", "identity", None, None,
                          "nvidia-smi's own output when it failed (e.g. \"Driver/library "
                          "version mismatch\"): the reason the node is rejected")
+FABRIC_MANAGER_LOG = EvidenceKind(
+    "fabricmanager.log", "identity", parse_fabric_manager_log,
+    "tail -n 5000 {fabric_manager_log}",
+    "the last 5,000 lines of nv-fabricmanager's log (NVSwitch systems; absent elsewhere)")
 TORCH_ENV = EvidenceKind("torch-env.json", "identity", parse_torch_env, None,
                          "the torch probe's JSON: torch, CUDA, cuDNN and NCCL versions, "
                          "device count, architecture list")
@@ -108,7 +113,8 @@ DDP_JSON = EvidenceKind("ddp-smoke.json", "ddp", parse_ddp_smoke, None,
 DDP_LOG = EvidenceKind("ddp-smoke.log", "ddp", None, None, "torchrun's per-rank log")
 
 KINDS: tuple[EvidenceKind, ...] = (
-    META, PACKAGES, LSMOD, LSPCI, SYSTEMCTL, NVCC, CUDNN, SMI_BEFORE, SMI_ERROR, TORCH_ENV,
+    META, PACKAGES, LSMOD, LSPCI, SYSTEMCTL, NVCC, CUDNN, SMI_BEFORE, SMI_ERROR,
+    FABRIC_MANAGER_LOG, TORCH_ENV,
     TOPO, NVLINK_STATUS, NVLINK_ERRORS_BEFORE, KERNEL_LOG, GPU_BURN, SMI_AFTER,
     NVLINK_ERRORS_AFTER, DDP_JSON, DDP_LOG,
 )

@@ -62,6 +62,15 @@ SCHEMA = {
             ]
         },
         "nvswitch": {"type": "boolean"},
+        "nvswitch_count": {"type": "integer", "minimum": 1},
+        "nics": {
+            "type": "object", "required": ["count", "link_layer", "rate_gbps"],
+            "additionalProperties": False,
+            "properties": {"count": {"type": "integer", "minimum": 1},
+                           "link_layer": {"enum": ["InfiniBand", "Ethernet"]},
+                           "rate_gbps": _NUM,
+                           "name_prefix": {"type": "string"}},
+        },
         "ecc_required": {"type": "boolean"},
         "max_temp_c": {"type": "integer", "minimum": 30, "maximum": 120},
         "gpu_burn": {

@@ -15,6 +15,7 @@ from pathlib import Path
 FIXTURES = Path(__file__).parent / "fixtures"
 H100_Q = FIXTURES / "nvidia-smi-q/h100-sxm-x8-565.57.01-q.txt"
 H100_BUS = ["18", "2A", "3A", "5D", "9A", "AB", "BA", "DB"]
+H100_NVSWITCH_BUS = ["05", "06", "07", "08"]   # the board's four NVSwitches (lspci bridges)
 H100_UUID = "GPU-b42dd28e-ffdd-8720-1df0-98bd8cdc05b{}"
 
 
@@ -140,7 +141,9 @@ def healthy_h100(directory: Path) -> Path:
         "lsmod.txt": "Module                  Size  Used by\nnvidia_uvm           1437696  0\n"
                      "nvidia              8814592  2 nvidia_uvm\n",
         "lspci.txt": "".join(f"{b}:00.0 3D controller [0302]: NVIDIA Corporation GH100 [H100 SXM5"
-                             f" 80GB] [10de:2330] (rev a1)\n" for b in H100_BUS),
+                             f" 80GB] [10de:2330] (rev a1)\n" for b in H100_BUS)
+                     + "".join(f"{b}:00.0 Bridge [0680]: NVIDIA Corporation Device [10de:22a3]"
+                               " (rev a1)\n" for b in H100_NVSWITCH_BUS),
         "systemctl.txt": systemctl({"nvidia-persistenced.service": "active",
                                     "nvidia-fabricmanager.service": "active",
                                     "docker.service": "active"}),

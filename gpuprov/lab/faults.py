@@ -122,6 +122,22 @@ def _sxid(access, hw, gpu):
     return f"NVSwitch 0 ({switch['bus_id']}) fatal SXid 12028", undo
 
 
+FABRIC_MANAGER_LOG = "/var/log/fabricmanager.log"
+
+
+def _fabric_degraded(access, hw, gpu):
+    """Fabric manager fails to bring the fabric up: no GPU finishes registering, and its
+    log says so (the lab's own words: no real fabric manager runs here)."""
+    if not hw["nvswitch"]:
+        raise InputError(f"{access.node} ({hw['kind']}) has no NVSwitch")
+    hw["fabric_degraded"] = True
+    stamp = dt.datetime.now(dt.UTC).strftime("%b %d %Y %H:%M:%S")
+    line = (f"[{stamp}] [ERROR] [tid 1808] gpuprov lab: simulated fabric error: GPU fabric "
+            "registration did not complete")
+    access.append(FABRIC_MANAGER_LOG, line + "\n")
+    return "fabric manager error; GPU fabric state In Progress", {"fm_log_lines": [line]}
+
+
 def _reset_required(access, hw, gpu):
     gpu["reset_required"] = True
     return f"GPU {gpu['index']} reports Reset Required", {}
@@ -225,6 +241,8 @@ FAULTS = {f.name: f for f in (
     FaultKind("gsp-timeout", True, _gsp_timeout, "a GSP heartbeat timeout in the kernel log"),
     FaultKind("aer", True, _aer, "an uncorrected fatal PCIe AER error on a GPU's bus"),
     FaultKind("sxid", False, _sxid, "a fatal SXid from the first NVSwitch"),
+    FaultKind("fabric-degraded", False, _fabric_degraded,
+              "fabric manager logs an error, GPUs' fabric state stays In Progress"),
     FaultKind("reset-required", True, _reset_required,
               "nvidia-smi reports that a GPU requires a reset"),
     FaultKind("ddp-broken", False, _ddp_broken, "DDP ranks cannot join (ports exhausted)"),
@@ -266,6 +284,11 @@ def clear(node: str) -> list[str]:
             drop = set(undo["kernel_log_lines"])
             log = access.read(sim_node.KERNEL_LOG) or ""
             access.write(sim_node.KERNEL_LOG, "".join(
+                line + "\n" for line in log.splitlines() if line not in drop))
+        if "fm_log_lines" in undo:
+            drop = set(undo["fm_log_lines"])
+            log = access.read(FABRIC_MANAGER_LOG) or ""
+            access.write(FABRIC_MANAGER_LOG, "".join(
                 line + "\n" for line in log.splitlines() if line not in drop))
         if "port_range" in undo:
             access.sysctl(PORT_RANGE_SYSCTL, undo["port_range"])

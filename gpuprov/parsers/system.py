@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from gpuprov.parsers.errors import ParseError
 
 
@@ -26,10 +28,18 @@ def parse_lsmod(text: str, source: str) -> set[str]:
     return {line.split()[0] for line in lines[1:] if line.strip()}
 
 
-def parse_lspci(text: str, source: str) -> list[str]:
-    """NVIDIA GPU functions (3D/VGA controllers) from `lspci -nn -d 10de:`."""
-    return [line for line in text.splitlines()
-            if ("3D controller" in line or "VGA compatible" in line) and "[10de:" in line]
+@dataclass(frozen=True)
+class PciFunctions:
+    """`lspci -nn -d 10de:` split by what the functions are: each a whole line."""
+    gpus: list[str]        # 3D / VGA controllers
+    nvswitches: list[str]  # NVIDIA bridges, class 0680 (NVSwitch chips on HGX boards)
+
+
+def parse_lspci(text: str, source: str) -> PciFunctions:
+    lines = [line for line in text.splitlines() if "[10de:" in line]
+    return PciFunctions(
+        gpus=[line for line in lines if "3D controller" in line or "VGA compatible" in line],
+        nvswitches=[line for line in lines if "[0680]" in line])
 
 
 def parse_systemctl(text: str, source: str) -> dict[str, dict[str, str]]:

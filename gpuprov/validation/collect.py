@@ -52,6 +52,7 @@ class NodeSettings:
     lsmod_command: str = "lsmod"
     lspci_command: str = "lspci -nn -d 10de:"
     kernel_log: str = "dmesg"          # or a log file on the node (rsyslog's kern.log)
+    fabric_manager_log: str = "/var/log/fabricmanager.log"
     gpu_burn_dir: str = "/opt/gpu-burn"
     pytorch_env: str = "default"       # the pytorch_env role's smoke record to validate with
     ddp_timeout_s: int = 120
@@ -62,7 +63,8 @@ class NodeSettings:
         """Inventory variables `gpuprov_validate_<field>` override the defaults."""
         own = {name: variables[f"gpuprov_validate_{name}"]
                for name in ("lsmod_command", "lspci_command", "kernel_log", "gpu_burn_dir",
-                            "pytorch_env") if variables.get(f"gpuprov_validate_{name}")}
+                            "pytorch_env", "fabric_manager_log")
+               if variables.get(f"gpuprov_validate_{name}")}
         return cls(node=node, **fixed, **{k: str(v) for k, v in own.items()})
 
 
@@ -168,6 +170,8 @@ def identity(c: Collector) -> None:
         if header:
             c.write(evidence.CUDNN, c.host.file(header).content_string)
             c.meta["cudnn_header"] = header
+        if c.settings.profile["nvswitch"]:
+            c.collect(evidence.FABRIC_MANAGER_LOG)
         smi = c.collect(evidence.SMI_BEFORE)
         if smi.rc != 0:
             c.write(evidence.SMI_ERROR, f"$ nvidia-smi -q -x\nexit status {smi.rc}\n"

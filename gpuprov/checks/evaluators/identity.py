@@ -44,7 +44,8 @@ def gpu_inventory(ctx: Context, r: Results) -> CheckResult:
               "gpus": [{"index": g.index, "name": g.name, "bus_id": g.bus_id, "serial": g.serial,
                         "uuid": g.uuid, "vbios": g.vbios, "memory_mib": g.memory_total_mib}
                        for g in gpus]}
-    lspci = ctx.evidence.read(LSPCI)
+    functions = ctx.evidence.read(LSPCI)
+    lspci = functions.gpus if functions is not None else None
     if lspci is not None:
         values["lspci_count"] = len(lspci)
     lost = _lost_from_driver(gpus, lspci or [])

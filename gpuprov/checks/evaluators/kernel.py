@@ -36,8 +36,8 @@ class Devices:
     def __init__(self, ctx: Context):
         self.ctx = ctx
         self.gpus = {BusId.parse(g.bus_id): g for g in ctx.gpus() if g.bus_id}
-        lspci = ctx.evidence.read(LSPCI) or []
-        self.bridges = {b for line in lspci if "Bridge" in line or "[0680]" in line
+        functions = ctx.evidence.read(LSPCI)
+        self.bridges = {b for line in (functions.nvswitches if functions else [])
                         if (b := BusId.find(line.split()[0]))}
 
     def gpu(self, e: KernelEvent) -> GpuRef | None:

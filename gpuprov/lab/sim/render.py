@@ -73,6 +73,8 @@ def temperature(hw: dict, gpu: dict) -> int:
 def _fabric(hw: dict, live: Live) -> tuple[str, str]:
     if not hw["nvswitch"]:
         return "N/A", "N/A"
+    if hw.get("fabric_degraded"):   # GPUs never finish registering with the fabric
+        return "In Progress", "N/A"
     return ("Completed", "Success") if live.fabric_manager else ("Not Started", "N/A")
 
 

@@ -1,0 +1,85 @@
+"""The NVSwitch fabric of an HGX board: the switches present, their SXid faults, the
+fabric each GPU registered with, and fabric manager's own log."""
+
+from __future__ import annotations
+
+from gpuprov.checks.context import Context
+from gpuprov.checks.evaluators.kernel import Devices
+from gpuprov.checks.registry import Results, check
+from gpuprov.evidence import FABRIC_MANAGER_LOG, KERNEL_LOG, LSPCI, SMI_BEFORE
+from gpuprov.model import Action, CheckResult
+from gpuprov.parsers.errors import ParseError
+
+
+@check("nvswitch", stage="snapshot", needs=(LSPCI, SMI_BEFORE), action=Action.REBOOT,
+       applies=lambda profile: bool(profile["nvswitch"]),
+       skip_reason="no NVSwitch in this profile",
+       rule="the profile's NVSwitch count on the PCI bus; every GPU's fabric state "
+            "Completed/Success; no fatal SXid in the current boot (non-fatal ones warn); no "
+            "error in fabric manager's log (NV_WARN_NOTHING_TO_DO is not one)")
+def nvswitch(ctx: Context, r: Results) -> CheckResult:
+    switches = ctx.evidence.read(LSPCI).nvswitches
+    expected = ctx.profile.data.get("nvswitch_count")
+    smi = ctx.evidence.read(SMI_BEFORE)
+    values: dict = {"nvswitches": [line.split()[0] for line in switches], "expected": expected,
+                    "fabric": {g.index: [g.fabric_state, g.fabric_status] for g in smi.gpus}}
+    if expected is not None and len(switches) < expected:
+        return r.fail(f"{len(switches)} NVSwitch(es) on the PCI bus, profile expects "
+                      f"{expected}", values, action=Action.RESEAT_OR_INSPECT)
+    unregistered = [g for g in smi.gpus if (g.fabric_state, g.fabric_status) !=
+                    ("Completed", "Success")]
+    values["unregistered"] = [g.index for g in unregistered]
+    if unregistered:
+        g = unregistered[0]
+        return r.fail(f"{len(unregistered)} GPU(s) not registered with the NVSwitch fabric; "
+                      f"{g.label()}: fabric {g.fabric_state}/{g.fabric_status}", values,
+                      gpu=r.at_fault(u.index for u in unregistered))
+    sxids, notes = _sxids(ctx, values)
+    if sxids:
+        return r.fail(sxids, values)
+    fm_errors, fm_nonfatal = _fabric_manager_errors(ctx, values)
+    if fm_errors:
+        return r.fail(f"fabric manager logged {len(fm_errors)} error(s); first: "
+                      f"{fm_errors[0][:160]}", values)
+    if fm_nonfatal:
+        notes = "; ".join(filter(None, [notes, f"fabric manager logged {len(fm_nonfatal)} "
+                                               f"non-fatal error(s): {fm_nonfatal[0][:160]}"]))
+    if notes:
+        return r.warn(notes, values, action=Action.NONE)
+    return r.passed(f"{len(switches)} NVSwitches, fabric Completed/Success on "
+                    f"{len(smi.gpus)} GPUs, no SXid", values)
+
+
+def _sxids(ctx: Context, values: dict) -> tuple[str, str]:
+    """(failure, note) from the current boot's SXid events: fatal ones fail."""
+    try:
+        log = ctx.evidence.read(KERNEL_LOG)
+    except ParseError:
+        return "", ""   # kernel_log reports the unreadable log
+    if log is None:
+        values["sxid"] = "kernel log not collected"
+        return "", ""
+    events = [e for e in log.current_boot() if e.kind == "sxid"]
+    devices = Devices(ctx)
+    values["sxid"] = [{"code": e.code, "name": e.name, "class": e.klass,
+                       "nvswitch": devices.label(e), "text": e.text[:160]} for e in events]
+    fatal = [e for e in events if e.fails]
+    if fatal:
+        e = fatal[0]
+        return (f"SXid {e.code} ({e.name}) on {devices.label(e)}"
+                + (f" (+{len(fatal) - 1} more)" if len(fatal) > 1 else ""), "")
+    if events:
+        e = events[0]
+        return "", (f"{len(events)} non-fatal SXid line(s) reported: SXid {e.code} ({e.name}) "
+                    f"on {devices.label(e)}")
+    return "", ""
+
+
+def _fabric_manager_errors(ctx: Context, values: dict) -> tuple[list[str], list[str]]:
+    log = ctx.evidence.read(FABRIC_MANAGER_LOG)
+    if log is None:
+        values["fabric_manager_log"] = "not collected"
+        return [], []
+    values["fabric_manager_log"] = {"lines": log.lines, "errors": log.errors[:20],
+                                    "nonfatal": log.nonfatal[:20]}
+    return log.errors, log.nonfatal
