@@ -23,6 +23,7 @@ from gpuprov.errors import InputError
 from gpuprov.parsers.errors import ParseError
 from gpuprov.parsers.fabric_manager import parse_fabric_manager_log
 from gpuprov.parsers.gpu_burn import parse_gpu_burn
+from gpuprov.parsers.ibstat import parse_ibstat
 from gpuprov.parsers.kernel_log import parse_kernel_log
 from gpuprov.parsers.nvlink import parse_nvlink_errors, parse_nvlink_status
 from gpuprov.parsers.probes import parse_ddp_smoke, parse_torch_env
@@ -83,6 +84,9 @@ FABRIC_MANAGER_LOG = EvidenceKind(
     "fabricmanager.log", "identity", parse_fabric_manager_log,
     "tail -n 5000 {fabric_manager_log}",
     "the last 5,000 lines of nv-fabricmanager's log (NVSwitch systems; absent elsewhere)")
+NICS = EvidenceKind("ibstat.txt", "identity", parse_ibstat, "{ibstat_command}",
+                    "`ibstat`, or the same form printed from /sys/class/infiniband where "
+                    "infiniband-diags is not installed: every RDMA NIC port")
 TORCH_ENV = EvidenceKind("torch-env.json", "identity", parse_torch_env, None,
                          "the torch probe's JSON: torch, CUDA, cuDNN and NCCL versions, "
                          "device count, architecture list")
@@ -114,7 +118,7 @@ DDP_LOG = EvidenceKind("ddp-smoke.log", "ddp", None, None, "torchrun's per-rank 
 
 KINDS: tuple[EvidenceKind, ...] = (
     META, PACKAGES, LSMOD, LSPCI, SYSTEMCTL, NVCC, CUDNN, SMI_BEFORE, SMI_ERROR,
-    FABRIC_MANAGER_LOG, TORCH_ENV,
+    FABRIC_MANAGER_LOG, NICS, TORCH_ENV,
     TOPO, NVLINK_STATUS, NVLINK_ERRORS_BEFORE, KERNEL_LOG, GPU_BURN, SMI_AFTER,
     NVLINK_ERRORS_AFTER, DDP_JSON, DDP_LOG,
 )

@@ -100,6 +100,20 @@ def packages(driver: str = "565.57.01", toolkit: str = "1.16.2") -> str:
     return "".join(f"{k}\t{v}\n" for k, v in rows.items())
 
 
+def ibstat(ports: int = 8, rate: int = 400, link_layer: str = "InfiniBand") -> str:
+    """`ibstat` of a ConnectX-7 NDR node, in the form of the real captures."""
+    out = []
+    for i in range(ports):
+        out += [f"CA 'mlx5_{i}'", "\tCA type: MT4129", "\tNumber of ports: 1",
+                "\tFirmware version: 28.39.1002", "\tHardware version: 0",
+                f"\tNode GUID: 0x58a2e10300dae6{i:02x}", "\tSystem image GUID: 0x58a2e10300dae626",
+                "\tPort 1:", "\t\tState: Active", "\t\tPhysical state: LinkUp",
+                f"\t\tRate: {rate}", "\t\tBase lid: 0", "\t\tLMC: 0", "\t\tSM lid: 0",
+                "\t\tCapability mask: 0x00010000", f"\t\tPort GUID: 0x5aa2e1fffedae6{i:02x}",
+                f"\t\tLink layer: {link_layer}"]
+    return "\n".join(out) + "\n"
+
+
 def systemctl(units: dict[str, str]) -> str:
     blocks = []
     for unit, state in units.items():
@@ -144,6 +158,7 @@ def healthy_h100(directory: Path) -> Path:
                              f" 80GB] [10de:2330] (rev a1)\n" for b in H100_BUS)
                      + "".join(f"{b}:00.0 Bridge [0680]: NVIDIA Corporation Device [10de:22a3]"
                                " (rev a1)\n" for b in H100_NVSWITCH_BUS),
+        "ibstat.txt": ibstat(),
         "systemctl.txt": systemctl({"nvidia-persistenced.service": "active",
                                     "nvidia-fabricmanager.service": "active",
                                     "docker.service": "active"}),

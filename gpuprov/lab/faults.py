@@ -138,6 +138,25 @@ def _fabric_degraded(access, hw, gpu):
     return "fabric manager error; GPU fabric state In Progress", {"fm_log_lines": [line]}
 
 
+def _first_nic(access, hw) -> dict:
+    ports = hw.get("nic_ports") or []
+    if not ports:
+        raise InputError(f"{access.node} ({hw['kind']}) has no RDMA NIC")
+    return ports[0]
+
+
+def _nic_down(access, hw, gpu):
+    port = _first_nic(access, hw)
+    port["state"], port["physical_state"] = "Down", "Disabled"
+    return f"NIC {port['ca']} port {port['port']} down", {}
+
+
+def _nic_degraded(access, hw, gpu):
+    port = _first_nic(access, hw)
+    port["rate_gbps"] = port["rate_gbps"] / 2
+    return f"NIC {port['ca']} port {port['port']} trained at {port['rate_gbps']:g} Gb/s", {}
+
+
 def _reset_required(access, hw, gpu):
     gpu["reset_required"] = True
     return f"GPU {gpu['index']} reports Reset Required", {}
@@ -243,6 +262,9 @@ FAULTS = {f.name: f for f in (
     FaultKind("sxid", False, _sxid, "a fatal SXid from the first NVSwitch"),
     FaultKind("fabric-degraded", False, _fabric_degraded,
               "fabric manager logs an error, GPUs' fabric state stays In Progress"),
+    FaultKind("nic-down", False, _nic_down, "the first RDMA NIC port Down/Disabled"),
+    FaultKind("nic-degraded", False, _nic_degraded,
+              "the first RDMA NIC port at half the profile's rate"),
     FaultKind("reset-required", True, _reset_required,
               "nvidia-smi reports that a GPU requires a reset"),
     FaultKind("ddp-broken", False, _ddp_broken, "DDP ranks cannot join (ports exhausted)"),

@@ -19,10 +19,12 @@ points the driver role at the simulated sysfs:
 from __future__ import annotations
 
 from gpuprov.lab import pci
+from gpuprov.lab.paths import NODE_LAB_DIR
 from gpuprov.lab.sim import node as sim_node
 
 LSMOD = "/usr/local/sbin/gpuprov-lab-lsmod"
 LSPCI = "/usr/local/sbin/gpuprov-lab-lspci"
+IBSTAT = "/usr/local/sbin/gpuprov-lab-ibstat"
 
 _LSMOD_SCRIPT = f"""#!/bin/sh
 # gpuprov lab: lsmod of the simulated kernel (see gpuprov/lab/kernel_view.py)
@@ -51,6 +53,21 @@ done
 """
 
 
+_IBSTAT_SCRIPT = f"""#!/usr/bin/python3
+# gpuprov lab: `ibstat` of the node's described NIC ports (see gpuprov/lab/kernel_view.py)
+import yaml
+with open("{NODE_LAB_DIR}/hardware.yml") as fh:
+    hw = yaml.safe_load(fh)
+for p in hw.get("nic_ports") or []:
+    print(f"CA '{{p['ca']}}'")
+    print("\\tCA type: MT4129\\n\\tNumber of ports: 1")
+    print(f"\\tFirmware version: {{p['firmware']}}\\n\\tHardware version: 0")
+    print(f"\\tPort {{p['port']}}:")
+    print(f"\\t\\tState: {{p['state']}}\\n\\t\\tPhysical state: {{p['physical_state']}}")
+    print(f"\\t\\tRate: {{p['rate_gbps']:g}}\\n\\t\\tBase lid: 0\\n\\t\\tLMC: 0")
+    print(f"\\t\\tLink layer: {{p['link_layer']}}")
+"""
+
 BOOT_UNIT = "gpuprov-lab-boot.service"
 # as rsyslog writes the kernel's first line ($ and % doubled for systemd)
 _BOOT_LINE = ("$$(date -u +%%Y-%%m-%%dT%%H:%%M:%%S.%%6N+00:00) $$(hostname) kernel: "
@@ -73,6 +90,7 @@ def files(node: str) -> list[tuple[str, bytes, int]]:
     """(path relative to /, content, mode) for the node's configuration tar."""
     return [(LSMOD.lstrip("/"), _LSMOD_SCRIPT.encode(), 0o755),
             (LSPCI.lstrip("/"), _LSPCI_SCRIPT.encode(), 0o755),
+            (IBSTAT.lstrip("/"), _IBSTAT_SCRIPT.encode(), 0o755),
             (f"etc/systemd/system/{BOOT_UNIT}", _BOOT_UNIT.encode(), 0o644)]
 
 
@@ -86,4 +104,5 @@ def inventory_vars() -> str:
     """The lab's group_vars lines pointing the validator at these views."""
     return (f"gpuprov_validate_lsmod_command: {LSMOD}\n"
             f"gpuprov_validate_lspci_command: {LSPCI}\n"
+            f"gpuprov_validate_ibstat_command: {IBSTAT}\n"
             f"gpuprov_validate_kernel_log: {sim_node.KERNEL_LOG}\n")

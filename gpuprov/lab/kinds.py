@@ -51,4 +51,9 @@ def describe(node: str, kind: str) -> dict:
             "uuid": f"GPU-{gpu_uuid}",
             "bus_id": f"00000000:{spec['bus_ids'][index]}:00.0",
         })
-    return {"node": node, "kind": kind, **spec, "gpus": gpus, "faults": []}
+    nics = spec.get("nics") or {}
+    nic_ports = [{"ca": f"mlx5_{i}", "port": 1, "state": "Active", "physical_state": "LinkUp",
+                  "rate_gbps": nics["rate_gbps"], "link_layer": nics["link_layer"],
+                  "firmware": nics["firmware"]} for i in range(nics.get("count", 0))]
+    return {"node": node, "kind": kind, **spec, "gpus": gpus, "nic_ports": nic_ports,
+            "faults": []}

@@ -34,6 +34,17 @@ CUDNN_HEADERS = ("/usr/include/cudnn_version.h", "/usr/include/x86_64-linux-gnu/
                  "/usr/include/x86_64-linux-gnu/cudnn_version_v8.h",
                  "/usr/local/cuda/include/cudnn_version.h", "/usr/include/cudnn.h")
 TORCH_RECORDS = "/var/lib/gpuprov/pytorch-envs"
+# ibstat where infiniband-diags is installed; else the same form from sysfs, which every
+# node with the RDMA drivers has ("4: ACTIVE" -> "Active", "400 Gb/sec (4X NDR)" -> "400")
+IBSTAT = (
+    "if command -v ibstat >/dev/null 2>&1; then ibstat; else "
+    "for d in /sys/class/infiniband/*; do [ -d \"$d\" ] || continue; "
+    "echo \"CA '${d##*/}'\"; echo \"	Firmware version: $(cat $d/fw_ver 2>/dev/null)\"; "
+    "for p in $d/ports/*; do echo \"	Port ${p##*/}:\"; "
+    "s=$(cut -d: -f2 $p/state | tr -d ' ' | sed -E 's/^(.)(.*)$/\\1\\L\\2/'); "
+    "ph=$(cut -d: -f2 $p/phys_state | tr -d ' '); echo \"		State: $s\"; "
+    "echo \"		Physical state: $ph\"; echo \"		Rate: $(cut -d' ' -f1 $p/rate)\"; "
+    "echo \"		Link layer: $(cat $p/link_layer)\"; done; done; fi")
 SSH_FAILED = 255
 
 
@@ -53,6 +64,7 @@ class NodeSettings:
     lspci_command: str = "lspci -nn -d 10de:"
     kernel_log: str = "dmesg"          # or a log file on the node (rsyslog's kern.log)
     fabric_manager_log: str = "/var/log/fabricmanager.log"
+    ibstat_command: str = IBSTAT
     gpu_burn_dir: str = "/opt/gpu-burn"
     pytorch_env: str = "default"       # the pytorch_env role's smoke record to validate with
     ddp_timeout_s: int = 120
@@ -63,7 +75,7 @@ class NodeSettings:
         """Inventory variables `gpuprov_validate_<field>` override the defaults."""
         own = {name: variables[f"gpuprov_validate_{name}"]
                for name in ("lsmod_command", "lspci_command", "kernel_log", "gpu_burn_dir",
-                            "pytorch_env", "fabric_manager_log")
+                            "pytorch_env", "fabric_manager_log", "ibstat_command")
                if variables.get(f"gpuprov_validate_{name}")}
         return cls(node=node, **fixed, **{k: str(v) for k, v in own.items()})
 
@@ -172,6 +184,8 @@ def identity(c: Collector) -> None:
             c.meta["cudnn_header"] = header
         if c.settings.profile["nvswitch"]:
             c.collect(evidence.FABRIC_MANAGER_LOG)
+        if c.settings.profile.data.get("nics"):
+            c.collect(evidence.NICS)
         smi = c.collect(evidence.SMI_BEFORE)
         if smi.rc != 0:
             c.write(evidence.SMI_ERROR, f"$ nvidia-smi -q -x\nexit status {smi.rc}\n"

@@ -127,16 +127,21 @@ ROUNDS = [
     # kernel faults, all logged before the run starts (same boot): each still rejects
     [("node01", "fallen-off-bus", 2, "kernel_log"), ("node02", "gsp-timeout", 5, "kernel_log"),
      ("node03", "aer", 1, "kernel_log")],
-    [("node01", "sxid", None, "kernel_log"), ("node02", "reset-required", 3, "gpu_reset_required"),
+    [("node01", "sxid", None, "kernel_log"), ("node02", "nic-degraded", None, "nics"),
      ("node03", "xid", 2, "kernel_log")],
+    [("node01", "nic-down", None, "nics"), ("node02", "fabric-degraded", None, "nvswitch"),
+     ("node03", "reset-required", 0, "gpu_reset_required")],
 ]
 # the action each of those rounds' faults must recommend
 ACTIONS = {"fallen-off-bus": "reboot", "gsp-timeout": "reset-gpu", "aer": "reseat-or-inspect",
-           "sxid": "reboot", "reset-required": "reset-gpu", "xid": "reset-gpu"}
+           "sxid": "reboot", "reset-required": "reset-gpu", "xid": "reset-gpu",
+           "nic-down": "reseat-or-inspect", "nic-degraded": "reseat-or-inspect",
+           "fabric-degraded": "reboot"}
 
 
 @pytest.mark.parametrize("round_", ROUNDS, ids=["inventory-links", "ecc-burn", "perf-sw",
-                                                "kernel-faults", "nvswitch-reset-xid"])
+                                                "kernel-faults", "sxid-nic-rate-xid",
+                                                "nic-fabric-reset"])
 def test_each_fault_is_rejected_with_its_check_naming_the_gpu(rack, round_):
     try:
         for node, kind, gpu, _ in round_:
@@ -152,7 +157,9 @@ def test_each_fault_is_rejected_with_its_check_naming_the_gpu(rack, round_):
         named = failing[check_id]["gpu"]
         if kind in ACTIONS:
             assert failing[check_id]["action"] == ACTIONS[kind], (node, kind, failing[check_id])
-        if kind == "sxid":          # an NVSwitch, named in the summary
+        if kind.startswith("nic-"):   # the NIC port, named in the summary
+            assert "NIC mlx5_0 port 1" in failing[check_id]["summary"]
+        elif kind == "sxid":          # an NVSwitch, named in the summary
             assert "NVSwitch" in failing[check_id]["summary"] and "SXid 12028" in failing[
                 check_id]["summary"]
         elif kind == "fallen-off-bus":   # gone from the driver: named by its PCI address

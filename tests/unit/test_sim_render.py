@@ -52,7 +52,7 @@ def test_rendered_outputs_parse_to_the_description(kind):
     assert [g.bus_id for g in q.gpus] == [g["bus_id"] for g in hw["gpus"]]
     assert q.gpus[0].memory_total_mib == hw["gpu"]["memory_mib"]
     topo = parse_topo(render.topo(hw), "sim")
-    assert len(topo.gpus) == hw["count"] and topo.nics == hw["nics"]
+    assert len(topo.gpus) == hw["count"] and topo.nics == hw.get("topo_nics", [])
     status = parse_nvlink_status(render.nvlink_status(hw), "sim")
     assert status.empty == (hw["nvlink"] is None)
 

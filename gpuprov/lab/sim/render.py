@@ -368,7 +368,7 @@ def topo(hw: dict) -> str:
     """
     gpus = hw["gpus"]
     n = len(gpus)
-    nics = list(hw.get("nics") or [])
+    nics = list(hw.get("topo_nics") or [])
     has_links = bool((hw.get("nvlink") or {}).get("all_pairs"))
     down = {tuple(sorted(p)) for p in hw.get("nvlink_down_pairs", [])}
     cols = [f"GPU{i}" for i in range(n)] + nics

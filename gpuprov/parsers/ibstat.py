@@ -1,0 +1,79 @@
+"""`ibstat`: each host channel adapter's ports, their state, rate and link layer.
+
+    CA 'mlx5_0'
+            CA type: MT4129
+            Number of ports: 1
+            Firmware version: 28.39.1002
+            ...
+            Port 1:
+                    State: Active
+                    Physical state: LinkUp
+                    Rate: 400
+                    ...
+                    Link layer: InfiniBand
+
+The collector prints the same form from /sys/class/infiniband where infiniband-diags is
+not installed. No adapter at all is an empty output (a node without RDMA NICs); text with
+no `CA '…'` line is a ParseError.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from gpuprov.parsers.errors import ParseError
+
+_CA = re.compile(r"^CA '(?P<name>[^']+)'")
+_PORT = re.compile(r"^Port (?P<port>\d+):$")
+_FIELD = re.compile(r"^(?P<key>[A-Za-z ]+):\s*(?P<value>.*)$")
+
+
+@dataclass(frozen=True)
+class NicPort:
+    ca: str
+    port: int
+    state: str | None
+    physical_state: str | None
+    rate_gbps: float | None
+    link_layer: str | None
+    firmware: str | None
+    ca_type: str | None
+
+    @property
+    def name(self) -> str:
+        return f"{self.ca} port {self.port}"
+
+
+def parse_ibstat(text: str, source: str) -> list[NicPort]:
+    ports: list[NicPort] = []
+    ca: str | None = None
+    ca_fields: dict[str, str] = {}
+    port: int | None = None
+    fields: dict[str, str] = {}
+
+    def close_port() -> None:
+        if ca is not None and port is not None:
+            rate = fields.get("Rate")
+            ports.append(NicPort(ca, port, fields.get("State"), fields.get("Physical state"),
+                                 float(rate) if rate and re.fullmatch(r"[\d.]+", rate) else None,
+                                 fields.get("Link layer"), ca_fields.get("Firmware version"),
+                                 ca_fields.get("CA type")))
+
+    for raw in text.splitlines():
+        line = raw.strip()
+        if m := _CA.match(line):
+            close_port()
+            ca, ca_fields, port, fields = m.group("name"), {}, None, {}
+        elif ca is None:
+            continue   # a prompt, the command, warnings before the first adapter
+        elif m := _PORT.match(line):
+            close_port()
+            port, fields = int(m.group("port")), {}
+        elif m := _FIELD.match(line):
+            (fields if port is not None else ca_fields)[m.group("key").strip()] = \
+                m.group("value").strip()
+    close_port()
+    if text.strip() and ca is None:
+        raise ParseError(source, "not ibstat output: no `CA '<name>'` line")
+    return ports
