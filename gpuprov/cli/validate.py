@@ -12,6 +12,7 @@ import click
 from gpuprov import report
 from gpuprov.config import resolve_inventory, state_dir
 from gpuprov.errors import InputError
+from gpuprov.escalation import escalate
 from gpuprov.inventory import Inventory
 from gpuprov.ledger import Ledger
 from gpuprov.lock import Lock
@@ -104,7 +105,8 @@ def validate(nodes: tuple[str, ...], all_nodes: bool, inventory_option: str | No
     print(f"run {run_id}: validating {len(hosts)} node(s); evidence in {evidence_base}",
           file=out, flush=True)
     with view_for(hosts, as_json) as view:
-        validate_all(jobs, view, parallel, lambda result: ledger.record_node(run_id, result))
+        validate_all(jobs, view, parallel, lambda result: ledger.record_node(
+            run_id, escalate(result, ledger.node_results(node=result.node))))
     ledger.finish_validation(run_id)
 
     run = ledger.run(run_id)
