@@ -66,6 +66,22 @@ def cudnn_supports_cuda(cudnn: str, cuda: str) -> Finding:
     return Finding(ok, False, reason, m["sources"]["cudnn_matrix"])
 
 
+def cudnn_supports_architecture(cudnn: str, architecture: str | None) -> Finding:
+    """Whether a cuDNN release ships kernels for the GPU architecture."""
+    m = matrix()
+    rule = m.get("cudnn_architectures", {}).get(architecture or "", {})
+    have = version_tuple(release(cudnn))
+    if "from" in rule and have < version_tuple(rule["from"]):
+        return Finding(False, False, f"cuDNN {cudnn} has no kernels for {architecture} (first "
+                                     f"in cuDNN {rule['from']})", m["sources"]["cudnn_matrix"])
+    if "before" in rule and have >= version_tuple(rule["before"]):
+        return Finding(False, False, f"cuDNN {cudnn} no longer has kernels for {architecture} "
+                                     f"(dropped in cuDNN {rule['before']})",
+                       m["sources"]["cudnn_matrix"])
+    return Finding(True, False, f"cuDNN {cudnn} has kernels for {architecture or 'this GPU'}",
+                   m["sources"]["cudnn_matrix"])
+
+
 def torch_build_cuda(build: str) -> str | None:
     """'cu124' -> '12.4', 'cu118' -> '11.8', 'cpu' -> None."""
     if not build.startswith("cu"):

@@ -127,7 +127,7 @@ def cuda_compat(ctx: Context, r: Results) -> CheckResult:
 
 @check("cudnn", stage="identity", needs=(CUDNN,), action=Action.NONE,
        rule="cuDNN packages built for the toolkit's CUDA major; cuDNN supports that CUDA; "
-            "as locked")
+            "as locked; a cuDNN without kernels for the profile's architecture warns")
 def cudnn(ctx: Context, r: Results) -> CheckResult:
     version, nvcc = ctx.evidence.read(CUDNN), ctx.evidence.read(NVCC)
     values: dict = {"cudnn": version}
@@ -150,6 +150,10 @@ def cudnn(ctx: Context, r: Results) -> CheckResult:
         values["locked"] = locked
         if not (locked == version or locked.startswith(version + ".")):
             return r.fail(f"cuDNN {version} installed, lock says {locked}", values)
+    arch = compat.cudnn_supports_architecture(version, ctx.profile["gpu"].get("architecture"))
+    if not arch.ok:
+        values["architecture_rule"], values["architecture_source"] = arch.reason, arch.source
+        return r.warn(arch.reason, values)
     return r.passed(f"cuDNN {version}", values)
 
 

@@ -274,3 +274,17 @@ def test_ddp_failure_and_loss_rules(node):
                                     ' "losses": [0.5, 0.7], "allreduce_busbw_gbps": 400}')
     _, by_id = results(node)
     assert by_id["ddp_smoke"].status == "fail" and "falling" in by_id["ddp_smoke"].summary
+
+
+def test_cudnn_without_kernels_for_the_architecture_warns(node, tmp_path):
+    import yaml
+
+    from gpuprov.profiles import parse_profile
+    data = dict(H100.data, name="b200-like",
+                gpu=dict(H100.data["gpu"], architecture="Blackwell"))
+    blackwell = parse_profile(yaml.safe_dump(data), str(tmp_path / "b.yml"))
+    _, by_id = results(node, blackwell)   # the node's cuDNN is 9.1.0
+    result = by_id["cudnn"]
+    assert (result.status, result.summary) == (
+        "warn", "cuDNN 9.1.0 has no kernels for Blackwell (first in cuDNN 9.10)")
+    assert by_id["cudnn"].values["architecture_source"].startswith("cuDNN support matrices")
