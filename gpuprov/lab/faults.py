@@ -273,6 +273,12 @@ FAULTS = {f.name: f for f in (
 )}
 
 
+def _drop_lines(access: NodeAccess, path: str, drop: set[str]) -> None:
+    """The lines a fault appended to a log, taken out again (everything else kept)."""
+    log = access.read(path) or ""
+    access.write(path, "".join(line + "\n" for line in log.splitlines() if line not in drop))
+
+
 def inject(node: str, kind: str, gpu_index: int | None) -> str:
     fault = FAULTS.get(kind)
     if fault is None:
@@ -302,16 +308,10 @@ def clear(node: str) -> list[str]:
     cleared = []
     for fault in reversed(hw.get("faults", [])):
         undo = fault.get("undo") or {}
-        if "kernel_log_lines" in undo:
-            drop = set(undo["kernel_log_lines"])
-            log = access.read(sim_node.KERNEL_LOG) or ""
-            access.write(sim_node.KERNEL_LOG, "".join(
-                line + "\n" for line in log.splitlines() if line not in drop))
-        if "fm_log_lines" in undo:
-            drop = set(undo["fm_log_lines"])
-            log = access.read(FABRIC_MANAGER_LOG) or ""
-            access.write(FABRIC_MANAGER_LOG, "".join(
-                line + "\n" for line in log.splitlines() if line not in drop))
+        for key, path in (("kernel_log_lines", sim_node.KERNEL_LOG),
+                          ("fm_log_lines", FABRIC_MANAGER_LOG)):
+            if key in undo:
+                _drop_lines(access, path, set(undo[key]))
         if "port_range" in undo:
             access.sysctl(PORT_RANGE_SYSCTL, undo["port_range"])
         if "module_version" in undo:
