@@ -85,7 +85,11 @@ def as_junit(run: RunRecord, results: list[NodeResult]) -> str:
             counts["tests"] += 1
             values = json.dumps(c.values, sort_keys=True, default=str)
             if c.blocking:
-                ET.SubElement(case, "failure", message=c.summary, type=c.status).text = values
+                failure = ET.SubElement(case, "failure", message=c.summary, type=c.status)
+                failure.text = values
+                # the recommended action, where CI dashboards show a case's properties
+                ET.SubElement(ET.SubElement(case, "properties"), "property", name="action",
+                              value=str(c.action))
                 counts["failures"] += 1
             elif c.status == Status.SKIP:
                 ET.SubElement(case, "skipped", message=c.summary)
@@ -184,12 +188,13 @@ def as_markdown(run: RunRecord, result: NodeResult, system: str, bundle: tuple[P
                   f"{n or '-'} | {check} |" for i, b, s, u, n, check in at_fault.values()]
     else:
         lines.append("No single GPU is at fault: the failures below are node-wide.")
-    lines += ["", "## Failed checks", "", "| check | status | summary | measured |",
-              "|---|---|---|---|"]
+    lines += ["", "## Failed checks", "", "| check | status | action | summary | measured |",
+              "|---|---|---|---|---|"]
     for c in bad:
-        lines.append(f"| `{c.id}` | {c.status} | {_cell(c.summary)} | {_cell(measured(c))} |")
+        lines.append(f"| `{c.id}` | {c.status} | `{c.action}` | {_cell(c.summary)} | "
+                     f"{_cell(measured(c))} |")
     if not bad:
-        lines.append("| - | - | none failed | - |")
+        lines.append("| - | - | - | none failed | - |")
     lines += ["", "## All GPUs", "", "| index | bus id | serial | UUID | name |",
               "|---|---|---|---|---|"]
     lines += [f"| {g.index} | {g.bus_id} | {g.serial} | {g.uuid} | {g.name} |"

@@ -53,6 +53,8 @@ def test_junit_loads_in_a_junit_parser(recorded, tmp_path):
     failed = {c.name: c for c in suites["node08"] if any(isinstance(r, Failure) for r in c.result)}
     assert list(failed) == ["gpu_burn"]
     assert "GPU 2 (00000000:3A:00.0" in failed["gpu_burn"].result[0].message
+    text = path.read_text()
+    assert '<property name="action" value="rma" />' in text
     skipped = [c.name for c in suites["node07"] if any(isinstance(r, Skipped) for r in c.result)]
     assert skipped == []   # the H100 profile skips nothing
 
@@ -77,7 +79,7 @@ def test_markdown_names_the_gpu_and_bundles_the_evidence(recorded, tmp_path):
     serial = next(g.serial for g in node08.gpus if g.index == 2)
     assert "# RMA evidence: node08 — REJECTED" in text
     assert f"| 2 | 00000000:3A:00.0 | {serial} |" in text
-    assert "| `gpu_burn` | fail |" in text and bundle[1] in text
+    assert "| `gpu_burn` | fail | `rma` |" in text and bundle[1] in text
     with tarfile.open(bundle[0]) as tar:
         assert "node08-v1/gpu-burn.log" in tar.getnames()
 
