@@ -53,6 +53,7 @@ FIELDS: dict[str, list[Path]] = {
     "temperature": [("temperature", "gpu_temp"), ("Temperature", "GPU Current Temp")],
     "fabric_state": [("fabric", "state"), ("Fabric", "State")],
     "fabric_status": [("fabric", "status"), ("Fabric", "Status")],
+    "recovery_action": [("gpu_recovery_action",), ("GPU Recovery Action",)],
     "reset_required": [("gpu_reset_status", "reset_required"),
                        ("GPU Reset Status", "Reset Required")],
     "drain_and_reset": [("gpu_reset_status", "drain_and_reset_recommended"),
@@ -126,6 +127,7 @@ class GpuSnapshot:
     fabric_status: str | None = None
     reset_required: bool | None = None
     drain_and_reset_recommended: bool | None = None
+    recovery_action: str | None = None   # R550+: None, Reset, Reboot, Drain P2P, ...
     clock_reasons_active: list[str] = field(default_factory=list)
 
     def label(self) -> str:
@@ -226,6 +228,7 @@ def snapshot(tree: dict, index: int) -> GpuSnapshot:
         fabric_status=_available(get("fabric_status")),
         reset_required=yes_no(get("reset_required")),
         drain_and_reset_recommended=yes_no(get("drain_and_reset")),
+        recovery_action=_available(get("recovery_action")),
         clock_reasons_active=_clock_reasons(tree),
     )
 

@@ -34,3 +34,10 @@ def test_the_real_a100_capture_with_a_pending_row_remap_needs_a_reset(tmp_path):
     assert (result.status, result.action) == ("fail", "reset-gpu")
     assert result.gpu.bus_id == "00000000:9E:00.0"
     assert result.summary.endswith("row remap pending")
+
+
+def test_a_gpu_whose_recovery_action_is_reboot_fails_with_reboot(tmp_path):
+    result = _result(tmp_path, "nvidia-smi-q/h100-sxm-x8-565.57.01-q-gpu3-recovery-reboot.txt")
+    assert (result.status, result.action) == ("fail", "reboot")
+    assert result.gpu.bus_id == "00000000:5D:00.0"
+    assert result.summary.endswith(": recovery action Reboot")
