@@ -94,3 +94,27 @@ def test_profiles_lists_the_shipped_ones():
     for expected in ("a100-sxm-8", "h100-sxm-8", "h200-sxm-8", "a100-sxm-4", "l40s-pcie-8",
                      "l40s-pcie-4"):
         assert expected in names
+
+
+@pytest.mark.parametrize(("capture", "check_id", "action", "device"), [
+    ("kernel-log/fallen-off-bus-multiline-570-nvsentinel155.txt", "kernel_log", "reboot",
+     "GPU 0000:b3:00.0"),
+    ("kernel-log/sxid-12028-fatal-iso-gpud338.txt", "nvswitch", "reboot",
+     "NVSwitch nvidia-nvswitch1 (0000:84:00.0)"),
+])
+def test_a_real_kernel_fault_is_rejected_with_its_device_and_action(node, capture, check_id,
+                                                                      action, device):
+    from tests.evidence_builder import capture as body
+    replace(node, "dmesg.txt", body(capture))
+    result = gpuprov("evaluate", str(node), "--profile", "h100-sxm-8")
+    assert result.returncode == 1, result.stdout + result.stderr
+    row = next(line for line in result.stdout.splitlines() if line.startswith(check_id + " "))
+    assert row.split()[1:3] == ["FAIL", action] and device in row
+
+
+def test_a_kernel_log_that_is_not_one_is_exit_2_naming_the_file(node):
+    replace(node, "dmesg.txt", "\x00\x01\x02binary")
+    result = gpuprov("evaluate", str(node), "--profile", "h100-sxm-8")
+    assert result.returncode == 2
+    assert result.stderr.strip() == (f"gpuprov: error: {node}/dmesg.txt: binary data, not a "
+                                     "kernel log")
