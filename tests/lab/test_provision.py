@@ -183,7 +183,8 @@ def test_node_powered_off_mid_run_then_retry_failed(rack):
     try:
         for line in proc.stdout:
             output.append(line)
-            if line.startswith("node03: cuda_toolkit"):
+            # progress prints a line per host and play: node03 goes dark as play 3 starts
+            if line.startswith("node03: Containers, gpu-burn and PyTorch"):
                 off = gpuprov("lab", "power-off", "node03")
                 assert off.returncode == 0, off.stderr
         proc.wait(timeout=900)
@@ -207,7 +208,7 @@ def test_kill_9_mid_run_leaves_a_clean_ledger(rack):
     proc = rack.spawn("--limit", "node02")
     try:
         for line in proc.stdout:
-            if line.startswith("node02: nvidia_driver"):
+            if line.startswith("node02: Driver stack"):
                 break
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
