@@ -63,6 +63,11 @@ def cudnn_supports_cuda(cudnn: str, cuda: str) -> Finding:
     if ok and newest and version_tuple(release(cuda)) > version_tuple(newest):
         ok, reason = False, (f"cuDNN {cudnn} supports CUDA {cuda_major}.x only up to {newest}; "
                              f"the lock has {cuda}")
+    first = m.get("cudnn_cuda_min", {}).get(cudnn_major, {}).get(cuda_major)
+    if ok and first and version_tuple(release(cudnn)) < version_tuple(first):
+        return Finding(False, False, f"cuDNN {cudnn} predates CUDA {cuda_major}.x: the first "
+                                     f"cuDNN {cudnn_major} with CUDA {cuda_major} builds is "
+                                     f"{first}", m["sources"]["cudnn_first_for_cuda"])
     return Finding(ok, False, reason, m["sources"]["cudnn_matrix"])
 
 
