@@ -181,3 +181,27 @@ def replace(directory: Path, name: str, text: str | None) -> Path:
 def copy(src: Path, dst: Path) -> Path:
     shutil.copytree(src, dst)
     return dst
+
+
+def smi_edit(text: str, gpu: int, path: tuple[str, ...], value: str) -> str:
+    """`nvidia-smi -q` text with one field of the gpu-th GPU set to `value`: `path` is the
+    labels from the GPU's level down, e.g. ("ECC Errors", "Volatile", "DRAM Uncorrectable").
+    For minimal variations of a real capture; raises when the field is not there."""
+    lines = text.split("\n")
+    starts = [i for i, line in enumerate(lines) if line.startswith("GPU 0000")]
+    end = starts[gpu + 1] if gpu + 1 < len(starts) else len(lines)
+    stack: list[tuple[int, str]] = []
+    for i in range(starts[gpu] + 1, end):
+        line = lines[i]
+        if not line.strip():
+            continue
+        indent = len(line) - len(line.lstrip())
+        label = line.split(":", 1)[0].strip()
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        stack.append((indent, label))
+        if tuple(lab for _, lab in stack) == path and ":" in line:
+            head = line.split(":", 1)[0]
+            lines[i] = f"{head}: {value}"
+            return "\n".join(lines)
+    raise KeyError(f"GPU {gpu}: no field {' / '.join(path)}")

@@ -125,7 +125,9 @@ def test_slow_gpu_fails_against_the_node_median(node):
     result = by_id["gpu_burn"]
     assert result.status == "fail" and result.gpu.index == 3
     assert "15% below the node median" in result.summary
-    assert "serial 1654423001592" not in result.summary or result.gpu.serial
+    # GPU 3 named by bus id and serial, in the result and in the summary an RMA reader sees
+    assert (result.gpu.bus_id, result.gpu.serial) == ("00000000:5D:00.0", "1654223056472")
+    assert "GPU 3 (00000000:5D:00.0, serial 1654223056472)" in result.summary
 
 
 def test_gpu_burn_errors_name_the_gpu(node):
