@@ -47,3 +47,15 @@ def test_readme_documents_every_variable(role):
     named = set(re.findall(r"`([a-z][a-z0-9_]+)`", readme))
     missing = sorted(set(_spec(role)) - named)
     assert missing == [], f"roles/{role}/README.md does not name {missing}"
+
+
+def test_platform_claims_fit_the_package_names():
+    """The driver role installs NVIDIA's Ubuntu package names: it claims Ubuntu only."""
+    meta = yaml.safe_load((REPO / "roles/nvidia_driver/meta/main.yml").read_text())
+    assert [p["name"] for p in meta["galaxy_info"]["platforms"]] == ["Ubuntu"]
+    for role in ROLES:
+        meta_file = REPO / "roles" / role / "meta" / "main.yml"
+        if not meta_file.exists():
+            continue
+        platforms = yaml.safe_load(meta_file.read_text())["galaxy_info"]["platforms"]
+        assert {"name": "Ubuntu", "versions": ["jammy", "noble"]} in platforms, role
