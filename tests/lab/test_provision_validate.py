@@ -217,6 +217,22 @@ def test_a_kernel_fault_from_before_a_reboot_is_reported_and_the_node_accepted(r
     assert kernel["values"]["earlier_boots"][0]["code"] == 119
 
 
+def test_the_testinfra_modules_validate_a_node_as_gpuprov_validate_does(rack, tmp_path):
+    """validation/ under pytest and testinfra's ansible backend: every stage passes on a
+    healthy node, and its evidence judges to accepted with `gpuprov evaluate`."""
+    result = subprocess.run(
+        [str(BIN / "pytest"), "validation/", "-q", "-p", "no:cacheprovider",
+         "--hosts=ansible://node03", f"--ansible-inventory={rack.inventory}",
+         "--profile", "l40s-pcie-4", "--soak", SOAK, "--evidence-dir", str(tmp_path)],
+        cwd=REPO, capture_output=True, text=True, timeout=600, env=rack.env(), check=False)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert "4 passed" in result.stdout
+    evidence = next(tmp_path.glob("*/node03"))
+    judged = rack.cli("evaluate", str(evidence), "--profile", "l40s-pcie-4", "--json")
+    assert judged.returncode == 0, judged.stdout[-2000:]
+    assert json.loads(judged.stdout)["verdict"] == "accepted"
+
+
 def test_kill_9_mid_soak_leaves_a_clean_ledger_and_no_accepted_node(rack):
     before = rack.cli("nodes").stdout
     run = rack.spawn("node03", "--soak", "60")
@@ -261,3 +277,4 @@ def test_never_provisioned_node_is_rejected_with_reasons_and_an_rma_report(rack,
     assert "# RMA evidence: node03 — REJECTED" in rma.stdout
     assert "driver_version" in rma.stdout
     assert list(tmp_path.glob("gpuprov-evidence-node03-*.tar.gz"))
+
