@@ -224,7 +224,9 @@ def test_the_testinfra_modules_validate_a_node_as_gpuprov_validate_does(rack, tm
         [str(BIN / "pytest"), "validation/", "-q", "-p", "no:cacheprovider",
          "--hosts=ansible://node03", f"--ansible-inventory={rack.inventory}",
          "--profile", "l40s-pcie-4", "--soak", SOAK, "--evidence-dir", str(tmp_path)],
-        cwd=REPO, capture_output=True, text=True, timeout=600, env=rack.env(), check=False)
+        cwd=REPO, capture_output=True, text=True, timeout=600, check=False,
+        # testinfra runs ansible-inventory: the environment's, whatever PATH says
+        env={**rack.env(), "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"})
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     assert "4 passed" in result.stdout
     evidence = next(tmp_path.glob("*/node03"))
