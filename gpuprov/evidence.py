@@ -134,12 +134,6 @@ class Evidence:
     def path(self, name: str | EvidenceKind) -> Path:
         return self.dir / str(name)
 
-    def has(self, kind: str | EvidenceKind) -> bool:
-        """The file (or its fallback) is there."""
-        if isinstance(kind, EvidenceKind) and kind.fallback and self.path(kind.fallback).is_file():
-            return True
-        return self.path(kind).is_file()
-
     def read(self, kind: EvidenceKind) -> Any:
         """The parsed file; None when it was not collected."""
         if kind.file not in self._cache:

@@ -48,6 +48,12 @@ class Action(StrEnum):
     RMA = "rma"
 
 
+def most_drastic(actions: Iterable[Action]) -> Action:
+    """The furthest-reaching of several recommended actions (Action lists them in order)."""
+    order = list(Action)
+    return max(actions, key=order.index, default=Action.NONE)
+
+
 @dataclass(frozen=True)
 class GpuRef:
     """The GPU a result is about, by every name an operator may look it up by."""

@@ -57,7 +57,9 @@ def classes() -> dict[str, dict]:
     return load_yaml("kernel_events/classes.yml")["classes"]
 
 
-CLASS_ORDER = ("notice", "application", "software", "reset", "reboot", "inspect", "service")
+def class_rank(klass: str) -> int:
+    """How drastic a class is: classes.yml lists them least to most."""
+    return list(classes()).index(klass)
 
 
 def class_action(klass: str) -> Action:
@@ -257,8 +259,10 @@ def _classify(matcher: Matcher, code: int | None, text: str) -> tuple[str, str, 
                      or "drain" in wanted else "notice")
         elif matcher.kind == "sxid" and klass == "notice" and re.search(r"\bFatal\b", text):
             klass = "reboot"
-        if entry.immediate:
+        if entry.immediate:   # NVIDIA's catalog: what to do now, and what to look into
             details["immediate"] = entry.immediate
+        if entry.investigatory:
+            details["investigatory"] = entry.investigatory
         return name, klass, details
     for pattern, klass in matcher.class_by_text:
         if pattern.search(text):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from gpuprov.checks.context import Context
 from gpuprov.checks.registry import Results, check
 from gpuprov.evidence import SMI_AFTER, SMI_BEFORE
-from gpuprov.model import Action, CheckResult
+from gpuprov.model import Action, CheckResult, most_drastic
 
 
 @check("ecc", stage="soak", needs=(SMI_BEFORE,), action=Action.RMA,
@@ -61,7 +61,7 @@ def ecc(ctx: Context, r: Results) -> CheckResult:
             warns.append(f"{g.label()}: {g.ecc_aggregate.uncorrectable} uncorrectable ECC errors "
                          "in its lifetime (none during this run)")
     if fails:
-        return r.failed(fails, values, action=max(actions, key=list(Action).index))
+        return r.failed(fails, values, action=most_drastic(actions))
     if warns:
         return r.warn(warns[0], values, action=Action.NONE)
     note = "" if after else f" ({SMI_AFTER} absent: no before/after delta)"

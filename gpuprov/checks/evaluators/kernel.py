@@ -9,7 +9,7 @@ from gpuprov.checks.context import Context
 from gpuprov.checks.registry import Results, check
 from gpuprov.evidence import KERNEL_LOG, LSPCI
 from gpuprov.model import Action, CheckResult, GpuRef
-from gpuprov.parsers.kernel_log import CLASS_ORDER, KernelEvent, KernelLog, class_advice
+from gpuprov.parsers.kernel_log import KernelEvent, KernelLog, class_advice, class_rank
 from gpuprov.pci import BusId
 
 
@@ -125,7 +125,7 @@ def kernel_log(ctx: Context, r: Results) -> CheckResult:
               "time_placed": log.placed}
     if failing:
         worst_event, worst = max(failing, key=lambda f: (
-            f[1]["recurs_across_boots"], CLASS_ORDER.index(f[0].klass)))
+            f[1]["recurs_across_boots"], class_rank(f[0].klass)))
         kinds = sorted({_what(e) for e, _ in failing})
         recur = (" (recurs after a reboot: escalated to rma)" if worst["recurs_across_boots"]
                  else "")

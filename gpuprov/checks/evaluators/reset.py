@@ -5,7 +5,7 @@ from __future__ import annotations
 from gpuprov.checks.context import Context
 from gpuprov.checks.registry import Results, check
 from gpuprov.evidence import SMI_AFTER, SMI_BEFORE
-from gpuprov.model import Action, CheckResult
+from gpuprov.model import Action, CheckResult, most_drastic
 
 # nvidia-smi's GPU Recovery Action (R550+) -> what it asks for
 RECOVERY_ACTIONS = {"reset": Action.RESET_GPU, "reboot": Action.REBOOT,
@@ -25,7 +25,7 @@ def gpu_reset_required(ctx: Context, r: Results) -> CheckResult:
         recovery = RECOVERY_ACTIONS.get((g.recovery_action or "none").lower())
         if recovery is not None:
             problems.append((g.index, f"{g.label()}: recovery action {g.recovery_action}"))
-            action = max(action, recovery, key=list(Action).index)
+            action = most_drastic((action, recovery))
             continue
         why = [reason for reason, flag in (("reset required", g.reset_required),
                                            ("drain and reset recommended",
