@@ -1,0 +1,83 @@
+"""What every check records today, over every evidence variation the suite has: the parity
+scenarios plus every real capture of the kinds added since (kernel logs, ibstat, lspci,
+fabric manager logs), judged under every shipped profile.
+
+`judgement-snapshot.json` holds the whole judgement of each (verdict, reason, every check's
+status, summary, device, action and a digest of its measured values);
+`test_judgement_snapshot` holds today's results equal to it. It is the regression net under
+the targeted tests: a change to what a check measures or records shows here even where no
+targeted test looks. Regenerate only for a deliberate change, and read the diff:
+`python -m tests.unit.checks.snapshot_scenarios`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from tests.evidence_builder import FIXTURES, LOCK, healthy_h100, replace
+from tests.unit.checks import parity_scenarios
+
+SNAPSHOT = Path(__file__).parent / "judgement-snapshot.json"
+
+# Fixture folders added with #17 and the evidence file each capture stands in for.
+NEW_CAPTURES = {
+    "kernel-log": ("dmesg.txt",),
+    "ibstat": ("ibstat.txt",),
+    "lspci": ("lspci.txt",),
+    "fabricmanager": ("fabricmanager.log",),
+}
+
+
+def scenarios() -> Iterator[tuple[str, Callable[[Path], None]]]:
+    yield from parity_scenarios.scenarios()
+    for folder, targets in sorted(NEW_CAPTURES.items()):
+        for capture in sorted((FIXTURES / folder).iterdir()):
+            for target in targets:
+                yield (f"{folder}/{capture.name} as {target}",
+                       lambda n, c=capture, t=target: replace(n, t, c.read_text()))
+
+
+def digest(value: object) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str)
+                          .encode()).hexdigest()[:16]
+
+
+def judge_one(node: Path, profile_name: str) -> dict:
+    from gpuprov.checks.run import judge
+    from gpuprov.evidence import Evidence
+    from gpuprov.lock import Lock
+    from gpuprov.parsers.errors import ParseError
+    from gpuprov.profiles import load_profile
+
+    lock = Lock.from_vars({f"gpuprov_{k}": v for k, v in LOCK.items()}, "test")
+    try:
+        judgement = judge(Evidence(node), load_profile(profile_name), lock)
+    except ParseError as exc:
+        return {"error": str(exc).replace(str(node), "<node>")}
+    data = json.loads(json.dumps(judgement.as_dict(), default=str))
+    data["reason"] = judgement.reason()
+    for check in data["checks"]:
+        # measured values can be large: a digest per check keeps the file reviewable
+        check["values"] = digest(check["values"])
+    return data
+
+
+def judge_all(workdir: Path) -> dict[str, dict]:
+    out = {}
+    for number, (name, apply) in enumerate(scenarios()):
+        node = healthy_h100(workdir / f"s{number}" / "node07")
+        apply(node)
+        for profile in parity_scenarios.PROFILES:
+            out[f"{name} | {profile}"] = judge_one(node, profile)
+    return out
+
+
+if __name__ == "__main__":
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        SNAPSHOT.write_text(json.dumps(judge_all(Path(tmp)), indent=0, sort_keys=True) + "\n")
+    print(f"wrote {SNAPSHOT}")

@@ -1,0 +1,30 @@
+"""Every scenario judges exactly as the snapshot says (see snapshot_scenarios.py)."""
+
+import json
+
+from tests.unit.checks.snapshot_scenarios import SNAPSHOT, judge_all
+
+
+def _differences(key: str, expected: dict, actual: dict) -> list[str]:
+    if "checks" not in expected or "checks" not in actual:
+        return [f"{key}: {expected} != {actual}"]
+    out = [f"{key}: {field} {expected[field]!r} != {actual[field]!r}"
+           for field in ("verdict", "reason", "node", "profile")
+           if expected[field] != actual[field]]
+    before = {c["id"]: c for c in expected["checks"]}
+    after = {c["id"]: c for c in actual["checks"]}
+    if list(before) != list(after):
+        out.append(f"{key}: check ids/order {list(before)} != {list(after)}")
+    for check_id in before.keys() & after.keys():
+        for field, value in before[check_id].items():
+            if after[check_id].get(field) != value:
+                out.append(f"{key}: {check_id}.{field} {value!r} != {after[check_id].get(field)!r}")
+    return out
+
+
+def test_every_scenario_judges_as_the_snapshot(tmp_path):
+    snapshot = json.loads(SNAPSHOT.read_text())
+    now = judge_all(tmp_path)
+    assert sorted(now) == sorted(snapshot), "scenarios added or gone: regenerate the snapshot"
+    differences = [d for key in snapshot for d in _differences(key, snapshot[key], now[key])]
+    assert not differences, "\n".join(differences[:10])
