@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuprov.errors import InputError
+from gpuprov.fabric.record import parse_fabric_record
 from gpuprov.parsers.errors import ParseError
 from gpuprov.parsers.fabric_manager import parse_fabric_manager_log
 from gpuprov.parsers.gpu_burn import parse_gpu_burn
@@ -32,8 +33,9 @@ from gpuprov.parsers.system import parse_lsmod, parse_lspci, parse_packages, par
 from gpuprov.parsers.topo import parse_topo
 from gpuprov.parsers.versions import parse_cudnn_header, parse_nvcc
 
-# The collection stages, in the order a validation runs them.
-STAGES = ("identity", "snapshot", "soak", "ddp")
+# The collection stages, in the order a validation runs them; `fabric` is the rack's, after
+# every node's own stages (gpuprov/fabric/).
+STAGES = ("identity", "snapshot", "soak", "ddp", "fabric")
 
 
 @dataclass(frozen=True)
@@ -115,12 +117,16 @@ NVLINK_ERRORS_AFTER = EvidenceKind("nvidia-smi-nvlink-errors-after.txt", "soak",
 DDP_JSON = EvidenceKind("ddp-smoke.json", "ddp", parse_ddp_smoke, None,
                         "the DDP probe's result (or why torchrun gave none)")
 DDP_LOG = EvidenceKind("ddp-smoke.log", "ddp", None, None, "torchrun's per-rank log")
+FABRIC = EvidenceKind("fabric.json", "fabric", parse_fabric_record, None,
+                      "the rack's fabric test this node took part in (`validate --fabric`, "
+                      "`gpuprov fabric`): every member's interface state, the group's and "
+                      "any pairs' all-reduce bus bandwidth per size, the floor and its source")
 
 KINDS: tuple[EvidenceKind, ...] = (
     META, PACKAGES, LSMOD, LSPCI, SYSTEMCTL, NVCC, CUDNN, SMI_BEFORE, SMI_ERROR,
     FABRIC_MANAGER_LOG, NICS, TORCH_ENV,
     TOPO, NVLINK_STATUS, NVLINK_ERRORS_BEFORE, KERNEL_LOG, GPU_BURN, SMI_AFTER,
-    NVLINK_ERRORS_AFTER, DDP_JSON, DDP_LOG,
+    NVLINK_ERRORS_AFTER, DDP_JSON, DDP_LOG, FABRIC,
 )
 
 

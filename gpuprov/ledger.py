@@ -222,25 +222,16 @@ class Ledger:
     def record_node(self, run_id: str, result: NodeResult) -> None:
         """One judged node, its checks and GPUs, in one transaction (verdict left NULL)."""
         with self._transaction() as db:
-            db.execute(
-                "INSERT INTO node_results (run_id, node, judged, profile, reason, evidence_dir,"
-                " started_at, judged_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (run_id, result.node, str(result.judged), result.profile, result.reason,
-                 result.evidence_dir, result.started_at, result.judged_at))
-            db.executemany(
-                "INSERT INTO check_results (run_id, node, check_id, status, summary, gpu_index,"
-                " gpu_bus_id, gpu_serial, measured, action)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [(run_id, result.node, c.id, str(c.status), c.summary,
-                  c.gpu.index if c.gpu else None, c.gpu.bus_id if c.gpu else None,
-                  c.gpu.serial if c.gpu else None,
-                  json.dumps(c.values, sort_keys=True, default=str), str(c.action))
-                 for c in result.checks])
-            db.executemany(
-                "INSERT INTO node_gpus (run_id, node, gpu_index, bus_id, serial, uuid, name)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [(run_id, result.node, g.index, g.bus_id, g.serial, g.uuid, g.name)
-                 for g in result.gpus])
+            _insert_node(db, run_id, result)
+
+    def rejudge_node(self, run_id: str, result: NodeResult) -> None:
+        """A node of a running run judged again (the fabric stage added evidence): its
+        rows replaced in one transaction, the verdict still left to the run's end."""
+        with self._transaction() as db:
+            for table in ("check_results", "node_gpus", "node_results"):
+                db.execute(f"DELETE FROM {table} WHERE run_id = ? AND node = ?",
+                           (run_id, result.node))
+            _insert_node(db, run_id, result)
 
     def finish_validation(self, run_id: str) -> None:
         """Every judged node's verdict and the run's end, in one transaction."""
@@ -326,6 +317,29 @@ class Ledger:
             query, args = query + " WHERE kind = ?", [kind]
         with self._connect() as db:
             return [_record(r) for r in db.execute(query + " ORDER BY started_at", args)]
+
+
+
+def _insert_node(db: sqlite3.Connection, run_id: str, result: NodeResult) -> None:
+    db.execute(
+        "INSERT INTO node_results (run_id, node, judged, profile, reason, evidence_dir,"
+        " started_at, judged_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (run_id, result.node, str(result.judged), result.profile, result.reason,
+         result.evidence_dir, result.started_at, result.judged_at))
+    db.executemany(
+        "INSERT INTO check_results (run_id, node, check_id, status, summary, gpu_index,"
+        " gpu_bus_id, gpu_serial, measured, action)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [(run_id, result.node, c.id, str(c.status), c.summary,
+          c.gpu.index if c.gpu else None, c.gpu.bus_id if c.gpu else None,
+          c.gpu.serial if c.gpu else None,
+          json.dumps(c.values, sort_keys=True, default=str), str(c.action))
+         for c in result.checks])
+    db.executemany(
+        "INSERT INTO node_gpus (run_id, node, gpu_index, bus_id, serial, uuid, name)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?)",
+        [(run_id, result.node, g.index, g.bus_id, g.serial, g.uuid, g.name)
+         for g in result.gpus])
 
 
 def _alive(pid: int) -> bool:

@@ -84,6 +84,10 @@ SCHEMA = {
             "type": "object", "required": ["busbw_min_gbps"], "additionalProperties": False,
             "properties": {"busbw_min_gbps": {"type": "number", "minimum": 0}},
         },
+        "fabric": {
+            "type": "object", "required": ["busbw_min_gbps"], "additionalProperties": False,
+            "properties": {"busbw_min_gbps": {"type": "number", "minimum": 0}},
+        },
         "sources": {"type": "object", "additionalProperties": {"type": "string"}},
     },
 }

@@ -1,12 +1,12 @@
 """Run ids: sortable by start time, unique across controllers, the kind in the first letter
-(`p` provision, `v` validate, `t` validation/'s testinfra run)."""
+(`p` provision, `v` validate, `t` validation/'s testinfra run, `f` a fabric-only run)."""
 
 from __future__ import annotations
 
 import time
 import uuid
 
-KINDS = {"provision": "p", "validate": "v", "testinfra": "t"}
+KINDS = {"provision": "p", "validate": "v", "testinfra": "t", "fabric": "f"}
 
 
 def new_run_id(kind: str) -> str:

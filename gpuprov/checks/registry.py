@@ -2,10 +2,11 @@
 
 A check is one evaluator function decorated with `@check(...)`, which declares its id,
 the collection stage after which it can be judged, the evidence it needs (absent →
-`missing`, generated here), when it applies to a profile (otherwise `skip` with the
-reason, generated here), the rule it applies and the action a failure usually calls for,
-both for docs/checks.md. The evaluator gets the `Context` and a `Results` builder bound to
-its id and default action, and returns one `CheckResult`.
+`missing`, or `skip` for an optional stage's check; generated here), when it applies to a
+profile (otherwise `skip` with the reason, generated here), the rule it applies and the
+action a failure usually calls for, both for docs/checks.md. The evaluator gets the
+`Context` and a `Results` builder bound to its id and default action, and returns one
+`CheckResult`.
 
 Checks live in the modules of `gpuprov.checks.evaluators`; `all_checks()` imports every
 one of them, so adding a check is adding a module (or a function to one). Order: by
@@ -89,12 +90,15 @@ class Check:
     applies: Callable[[Profile], bool] | None = None
     skip_reason: str = ""
     module: str = ""
+    optional: bool = False        # its evidence absent: `skip` (a stage not asked for)
 
     def run(self, ctx: Context) -> CheckResult:
         results = Results(self.id, ctx, self.action)
         if self.applies is not None and not self.applies(ctx.profile):
             return results.result(Status.SKIP, self.skip_reason)
         absent_needs = [need for need in self.needs if _absent(ctx, need)]
+        if self.optional and absent_needs:
+            return results.result(Status.SKIP, self.skip_reason)
         absent = [_need_name(need) for need in absent_needs]
         if absent:
             # nvidia-smi that failed is a finding about the GPUs, not a gap in the evidence
@@ -117,7 +121,7 @@ _declared: list[Check] = []
 # never be killed; test_registry.py and the derived tables test what it declares.
 def check(id: str, *, stage: str, needs: tuple[Need, ...], rule: str,
           action: Action, applies: Callable[[Profile], bool] | None = None,
-          skip_reason: str = "") -> Callable[[Evaluator], Evaluator]:
+          skip_reason: str = "", optional: bool = False) -> Callable[[Evaluator], Evaluator]:
     """Declares the decorated evaluator as check `id` (see the module docstring)."""
     if stage not in STAGES:
         raise ValueError(f"check {id}: unknown stage {stage!r}")
@@ -126,7 +130,7 @@ def check(id: str, *, stage: str, needs: tuple[Need, ...], rule: str,
         if any(c.id == id for c in _declared):
             raise ValueError(f"check {id} declared twice")
         _declared.append(Check(id, stage, needs, evaluate, rule, action, applies, skip_reason,
-                               evaluate.__module__.rsplit(".", 1)[-1]))
+                               evaluate.__module__.rsplit(".", 1)[-1], optional))
         return evaluate
     return register
 # pragma: no mutate end

@@ -22,6 +22,9 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "evaluate": ("gpuprov.cli.evaluate", "evaluate",
                  "Judge a saved evidence DIRECTORY offline: exit 0 accepted, 1 rejected, 2 "
                  "bad..."),
+    "fabric": ("gpuprov.cli.fabric", "fabric",
+               "Test the compute fabric across NODEs: exit 0 none at fault, 1 any, 2 bad "
+               "input."),
     "lab": ("gpuprov.cli.lab", "lab",
             "The lab: a simulated rack of bare servers on this machine."),
     "lock": ("gpuprov.cli.lock", "lock",

@@ -13,15 +13,18 @@ from gpuprov import report
 from gpuprov.config import resolve_inventory, state_dir
 from gpuprov.errors import InputError
 from gpuprov.escalation import escalate
+from gpuprov.fabric.rack import MIN_MEMBERS, check_members, floor_for, test_fabric
+from gpuprov.fabric.stage import FabricSettings
 from gpuprov.inventory import Inventory
 from gpuprov.ledger import Ledger
 from gpuprov.lock import Lock
+from gpuprov.model import Verdict
 from gpuprov.preflight import host_profile
 from gpuprov.profiles import Profile, load_profile
 from gpuprov.runs import new_run_id
 from gpuprov.validation.collect import NodeSettings
 from gpuprov.validation.connect import prime_inventory
-from gpuprov.validation.pipeline import NodeJob, validate_all
+from gpuprov.validation.pipeline import NodeJob, rejudge, validate_all
 from gpuprov.validation.progress import view_for
 
 
@@ -48,6 +51,28 @@ def node_profile(node: str, variables: dict, override: Profile | None) -> Profil
     return host_profile(node, str(name))
 
 
+def _fabric_stage(ledger: Ledger, run_id: str, inventory: Path, jobs: list[NodeJob],
+                  places: dict, floor: tuple[float | None, str], evidence_base: Path,
+                  out) -> None:
+    """The fabric test over the nodes accepted so far; each member judged again with it."""
+    results = {r.node: r for r in ledger.node_results(run_id)}
+    members = [j for j in jobs if results[j.settings.node].judged == Verdict.ACCEPTED]
+    if len(members) < MIN_MEMBERS:
+        print(f"fabric: {len(members)} node(s) accepted, the test needs {MIN_MEMBERS}: not run",
+              file=out, flush=True)
+        return
+    settings = FabricSettings(run_id, floor[0], floor[1], floor_nccl_only=floor[1].startswith(
+        "profile"))
+    test_fabric(inventory, {j.settings.node: places[j.settings.node] for j in members},
+                settings, evidence_base / "fabric",
+                {j.settings.node: j.evidence_dir for j in members}, members[0].control_dir,
+                lambda line: print(line, file=out, flush=True))
+    for job in members:
+        result = rejudge(job, results[job.settings.node].started_at)
+        history = ledger.node_results(node=job.settings.node)   # escalate skips this run's
+        ledger.rejudge_node(run_id, escalate(result, history))
+
+
 @click.command()
 @click.argument("nodes", nargs=-1)
 @click.option("--all", "all_nodes", is_flag=True, help="Every host of the inventory.")
@@ -65,13 +90,20 @@ def node_profile(node: str, variables: dict, override: Profile | None) -> Profil
               help="Print the report as JSON (data/schemas/validation-report.schema.json).")
 @click.option("--junit", "junit_path", type=click.Path(path_type=Path), metavar="FILE",
               help="Also write a JUnit XML report (a testsuite per node, a testcase per check).")
+@click.option("--fabric", "with_fabric", is_flag=True,
+              help="After the nodes' own stages, the rack's fabric test over the nodes "
+                   "accepted in this run (a node at fault is rejected, check `fabric`).")
+@click.option("--fabric-floor", type=click.FloatRange(min=0), metavar="GB/S",
+              help="Inter-node all-reduce bus bandwidth floor (default: the inventory's "
+                   "gpuprov_fabric_busbw_min_gbps, else the profiles').")
 @click.option("--evidence-dir", "evidence_root", type=click.Path(path_type=Path), metavar="DIR",
               help="Where evidence goes: DIR/<run>/<node>/ (default: the state directory's "
                    "evidence/).")
 def validate(nodes: tuple[str, ...], all_nodes: bool, inventory_option: str | None,
              profile_name: str | None, soak_seconds: int | None,
              soak_after_identity_failure: bool, parallel: int, as_json: bool,
-             junit_path: Path | None, evidence_root: Path | None) -> None:
+             junit_path: Path | None, with_fabric: bool, fabric_floor: float | None,
+             evidence_root: Path | None) -> None:
     """Validate NODEs: exit 0 all accepted, 1 any rejected or unreachable, 2 bad input."""
     if junit_path and not junit_path.parent.resolve().is_dir():
         raise InputError(f"--junit {junit_path}: directory {junit_path.parent} does not exist")
@@ -80,12 +112,13 @@ def validate(nodes: tuple[str, ...], all_nodes: bool, inventory_option: str | No
     hosts = pick_nodes(inventory, nodes, all_nodes)
     override = load_profile(profile_name) if profile_name else None
 
+    places = check_members(inventory, hosts) if with_fabric else {}
     run_id = new_run_id("validate")
     evidence_base = (evidence_root or state_dir() / "evidence") / run_id
-    jobs, locks = [], {}
+    jobs, locks, profiles = [], {}, {}
     for host in hosts:
         variables = inventory.variables(host)
-        profile = node_profile(host, variables, override)
+        profile = profiles[host] = node_profile(host, variables, override)
         lock = Lock.of_host(variables, f"host {host}")
         locks[host] = lock.as_dict() if lock else None
         settings = NodeSettings.from_vars(
@@ -107,6 +140,10 @@ def validate(nodes: tuple[str, ...], all_nodes: bool, inventory_option: str | No
     with view_for(hosts, as_json) as view:
         validate_all(jobs, view, parallel, lambda result: ledger.record_node(
             run_id, escalate(result, ledger.node_results(node=result.node))))
+    if with_fabric:
+        floor = floor_for(hosts, {h: inventory.variables(h) for h in hosts}, profiles,
+                          fabric_floor)
+        _fabric_stage(ledger, run_id, path, jobs, places, floor, evidence_base, out)
     ledger.finish_validation(run_id)
 
     run = ledger.run(run_id)

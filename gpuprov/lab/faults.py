@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import yaml
 
 from gpuprov.errors import InputError
-from gpuprov.lab import docker, kinds, standins
+from gpuprov.lab import docker, fabric, kinds, standins
 from gpuprov.lab.sim import node as sim_node
 from gpuprov.parsers import kernel_log
 from gpuprov.pci import BusId
@@ -45,17 +45,22 @@ class NodeAccess:
     def append(self, path: str, text: str) -> None:
         docker.exec_in(self.container, "sh", "-c", f"cat >> {path}", input=text)
 
-    def sysctl(self, key: str, value: str | None = None) -> str:
-        """Read or set a sysctl of the node's own network namespace.
+    def in_netns(self, *argv: str) -> str:
+        """Run a controller tool inside the node's own network namespace only.
 
-        Docker mounts /proc/sys read-only inside containers, so this enters the node's
-        namespace from the controller; nothing outside that namespace changes.
+        Docker mounts /proc/sys read-only inside containers, and a node's image need not
+        carry `tc`, so this enters the namespace from the controller; nothing outside
+        that namespace changes.
         """
         info = docker.inspect(self.container)
         pid = str(info["State"]["Pid"]) if info else "0"
-        cmd = ["nsenter", "-t", pid, "-n", "sysctl", "-n" if value is None else "-w"]
-        result = run([*cmd, key if value is None else f"{key}={value}"])
-        return result.stdout.strip().replace("\t", " ")
+        return run(["nsenter", "-t", pid, "-n", *argv]).stdout
+
+    def sysctl(self, key: str, value: str | None = None) -> str:
+        """Read or set a sysctl of the node's own network namespace."""
+        cmd = ["sysctl", "-n" if value is None else "-w"]
+        out = self.in_netns(*cmd, key if value is None else f"{key}={value}")
+        return out.strip().replace("\t", " ")
 
     def description(self) -> dict:
         text = self.read(sim_node.DESCRIPTION)
@@ -228,6 +233,19 @@ def _ddp_broken(access, hw, gpu):
             "DDP ranks cannot connect", {"port_range": previous})
 
 
+def _fabric_slow(access, hw, gpu):
+    """The node's fabric link runs far below its peers' (a bad cable, a port trained
+    down): its egress shaped by a token bucket, so every transfer it sends is slow."""
+    access.in_netns("tc", "qdisc", "replace", "dev", fabric.INTERFACE, "root", "tbf",
+                    "rate", fabric.SLOW_RATE, "burst", "64kb", "latency", "100ms")
+    return f"fabric {fabric.INTERFACE} egress limited to {fabric.SLOW_RATE}", {"qdisc": True}
+
+
+def _fabric_down(access, hw, gpu):
+    access.in_netns("ip", "link", "set", "dev", fabric.INTERFACE, "down")
+    return f"fabric interface {fabric.INTERFACE} down", {"link_down": True}
+
+
 def _driver_mismatch(access, hw, gpu):
     loaded = (access.read(sim_node.MODULE_VERSION) or "").strip()
     libs = docker.exec_in(access.container, "sh", "-c", f"ls {sim_node.NVML_GLOB}",
@@ -268,6 +286,9 @@ FAULTS = {f.name: f for f in (
     FaultKind("reset-required", True, _reset_required,
               "nvidia-smi reports that a GPU requires a reset"),
     FaultKind("ddp-broken", False, _ddp_broken, "DDP ranks cannot join (ports exhausted)"),
+    FaultKind("fabric-slow", False, _fabric_slow,
+              f"the node's fabric link shaped to {fabric.SLOW_RATE} (a link trained down)"),
+    FaultKind("fabric-down", False, _fabric_down, "the node's fabric interface down"),
     FaultKind("driver-mismatch", False, _driver_mismatch,
               "kernel module at another version than the userspace libraries"),
 )}
@@ -314,6 +335,10 @@ def clear(node: str) -> list[str]:
                 _drop_lines(access, path, set(undo[key]))
         if "port_range" in undo:
             access.sysctl(PORT_RANGE_SYSCTL, undo["port_range"])
+        if undo.get("qdisc"):
+            access.in_netns("tc", "qdisc", "del", "dev", fabric.INTERFACE, "root")
+        if undo.get("link_down"):
+            access.in_netns("ip", "link", "set", "dev", fabric.INTERFACE, "up")
         if "module_version" in undo:
             access.write(sim_node.MODULE_VERSION, undo["module_version"] + "\n")
         cleared.append(fault["kind"])

@@ -13,6 +13,7 @@ import uuid
 import yaml
 
 from gpuprov.errors import InputError
+from gpuprov.lab import fabric
 from gpuprov.resources import yaml_files
 
 DEFAULT_CYCLE = ("h100-sxm-8", "a100-sxm-8", "l40s-pcie-4")
@@ -56,4 +57,4 @@ def describe(node: str, kind: str) -> dict:
                   "rate_gbps": nics["rate_gbps"], "link_layer": nics["link_layer"],
                   "firmware": nics["firmware"]} for i in range(nics.get("count", 0))]
     return {"node": node, "kind": kind, **spec, "gpus": gpus, "nic_ports": nic_ports,
-            "faults": []}
+            "fabric": fabric.description(node), "faults": []}

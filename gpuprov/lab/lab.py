@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from gpuprov.errors import InputError
-from gpuprov.lab import docker, image, kinds, mirror, nodes, sshkeys
+from gpuprov.lab import docker, fabric, image, kinds, mirror, nodes, sshkeys
 from gpuprov.lab.inventory import write_inventory
 from gpuprov.lab.paths import LabPaths
 from gpuprov.proc import run
@@ -81,13 +81,15 @@ class Lab:
                 self.log(f"{node}: not in the asked-for lab, removing")
                 docker.remove(docker.container_name(node))
 
+            fabric.ensure_network()
             sshkeys.write_client_config(self.paths, list(plan))
             client_pub = sshkeys.client_key(self.paths).with_suffix(".pub")
             keyring = mirror_dir / "keys" / mirror.KEYRING_NAME
             to_wait, created = [], []
             for node, kind in plan.items():
                 current = nodes.state(node)
-                if current and (current["kind"], current["image"]) != (kind, tag):
+                if current and (current["kind"], current["image"], current["network"]) != (
+                        kind, tag, fabric.NETWORK):
                     self.log(f"{node}: recreating as {kind} ({tag})")
                     docker.remove(docker.container_name(node))
                     current = None
@@ -144,6 +146,7 @@ class Lab:
             removed = docker.lab_containers()
             for name in removed:
                 docker.remove(name)
+            fabric.remove_network()
             for path in (self.paths.state_file, self.paths.ssh_config):
                 path.unlink(missing_ok=True)
             shutil.rmtree(self.paths.inventory_dir, ignore_errors=True)

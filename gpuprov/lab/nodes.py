@@ -1,8 +1,8 @@
 """One lab node: a systemd container of the node image in its own network namespace.
 
-`--network none` gives every node a namespace holding only `lo`: no interface, no
-route, so nothing on a node can reach any address outside it. The controller reaches
-sshd through `docker exec … nc 127.0.0.1 22` (see sshkeys.py).
+Every node has its own network namespace holding `lo` and its interface on the lab's
+sealed fabric (fabric.py): it reaches the other nodes and nothing else. The controller
+reaches sshd through `docker exec … nc 127.0.0.1 22` (see sshkeys.py).
 
 `--privileged` is refused on these hosts (one capability is missing from the bounding
 set), so nodes get every capability but that one, with seccomp/apparmor unconfined and
@@ -20,7 +20,7 @@ from pathlib import Path
 import yaml
 
 from gpuprov.errors import CommandFailed
-from gpuprov.lab import docker, kernel_view, pci
+from gpuprov.lab import docker, fabric, kernel_view, pci
 from gpuprov.lab.mirror import KEYRING_NAME
 from gpuprov.lab.paths import LABEL, NODE_LAB_DIR, NODE_MIRROR_PATH
 from gpuprov.proc import run
@@ -71,6 +71,7 @@ def config_tar(spec: NodeSpec, host_key: Path, client_pub: Path, keyring: Path,
          yaml.safe_dump(spec.hardware, sort_keys=False).encode(), 0o644),
         *pci.sysfs_files(spec.hardware),
         *kernel_view.files(spec.name),
+        *fabric.unit_files(),
     ]
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
@@ -78,7 +79,7 @@ def config_tar(spec: NodeSpec, host_key: Path, client_pub: Path, keyring: Path,
             info = tarfile.TarInfo(name)
             info.size, info.mode, info.mtime = len(data), mode, int(time.time())
             tar.addfile(info, io.BytesIO(data))
-        for name, target in kernel_view.symlinks():
+        for name, target in [*kernel_view.symlinks(), *fabric.unit_links()]:
             info = tarfile.TarInfo(name)
             info.type, info.linkname, info.mtime = tarfile.SYMTYPE, target, int(time.time())
             tar.addfile(info)
@@ -94,7 +95,7 @@ def create(spec: NodeSpec, mirror: Path, config_tar: bytes) -> None:
         "--add-host", f"{spec.name}:127.0.1.1",
         "--label", f"{LABEL}=1", "--label", f"{KIND_LABEL}={spec.kind}",
         "--label", f"{IMAGE_LABEL}={spec.image}",
-        "--network", "none",
+        *fabric.container_args(spec.name),
         "--cap-add", "ALL", "--cap-drop", "SYS_RESOURCE",
         "--security-opt", "seccomp=unconfined", "--security-opt", "apparmor=unconfined",
         "--cgroupns", "host", "--volume", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
@@ -138,7 +139,7 @@ def fetch_package_lists(node: str) -> None:
 
 
 def state(node: str) -> dict | None:
-    """Kind, image and running state of an existing node, or None."""
+    """Kind, image, network and running state of an existing node, or None."""
     info = docker.inspect(docker.container_name(node))
     if info is None:
         return None
@@ -147,4 +148,5 @@ def state(node: str) -> dict | None:
         "kind": labels.get(KIND_LABEL),
         "image": labels.get(IMAGE_LABEL),
         "running": info["State"]["Running"],
+        "network": info["HostConfig"]["NetworkMode"],
     }

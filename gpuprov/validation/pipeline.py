@@ -80,6 +80,13 @@ def validate_node(job: NodeJob, progress: Progress) -> NodeResult:
     return result
 
 
+def rejudge(job: NodeJob, started: float) -> NodeResult:
+    """The node's whole evidence directory judged again (a later stage added to it)."""
+    evidence = Evidence(job.evidence_dir)
+    judgement = judge(evidence, job.settings.profile, job.settings.lock, strict=False)
+    return _result(job, started, judgement.verdict, judgement.reason(), judgement, evidence)
+
+
 def _result(job: NodeJob, started: float, verdict: Verdict, why: str,
             judgement: Judgement | None, evidence: Evidence | None = None) -> NodeResult:
     checks = judgement.checks if judgement else []

@@ -1,0 +1,136 @@
+"""Which node or link a fabric test blames, from its record alone.
+
+A member whose fabric interface is down, unaddressed or unreachable is at fault on its
+own. Among the rest, a whole group that finished at or above the floor passes everyone.
+Otherwise the pairs decide: a pair is bad when it failed, fell below the floor, or ran at
+less than half the median of the pairs that finished (a link trained down is slow even
+above a lenient floor). A node is at fault when every pair it was in is bad while some
+pair elsewhere is good; a bad pair between two nodes not at fault is a bad link, and both
+ends are named; every pair bad is a fabric-wide fault (switch, floor), named as such.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+
+from gpuprov.fabric.record import FabricRecord, GroupRun
+
+# A pair under this share of the median pair is slow, whatever the floor says.
+RELATIVE_SLOW = 0.5
+
+
+@dataclass(frozen=True)
+class Finding:
+    ok: bool
+    summary: str
+    values: dict = field(default_factory=dict)
+    tested: bool = True   # False: no peer was left to test this node against
+
+
+def _gbps(value: float | None) -> str:
+    return "no result" if value is None else f"{value:.3g} GB/s"
+
+
+def _below_floor(run: GroupRun, floor: float | None) -> bool:
+    return floor is not None and (run.peak_busbw_gbps or 0.0) < floor
+
+
+def _pair_view(run: GroupRun) -> dict:
+    return {"nodes": list(run.nodes), "ok": run.ok, "peak_busbw_gbps": run.peak_busbw_gbps,
+            "error": run.error}
+
+
+def findings(record: FabricRecord) -> dict[str, Finding]:
+    """One finding per member of the record."""
+    floor = record.floor_gbps
+    base = {"floor_gbps": floor, "floor_source": record.floor_source}
+    out: dict[str, Finding] = {}
+    for m in record.members:
+        if m.problem:
+            out[m.node] = Finding(False, f"{m.problem}; not tested with its peers",
+                                  {**base, "interface": m.interface, "address": m.address,
+                                   "link_state": m.link_state})
+    tested = [m.node for m in record.members if not m.problem]
+    group = record.group
+    group_values = {**base, "group": _pair_view(group) if group else None,
+                    "group_sizes": list(group.sizes) if group else []}
+    if len(tested) < 2 or group is None:
+        for node in tested:
+            out[node] = Finding(True, "no peer left to test the fabric against",
+                                group_values, tested=False)
+        return out
+    if group.ok and not _below_floor(group, floor):
+        floor_text = f", floor {floor:g}" if floor is not None else ", no floor set"
+        for node in tested:
+            out[node] = Finding(True, f"all-reduce over {len(group.nodes)} nodes "
+                                      f"({group.backend}): peak {_gbps(group.peak_busbw_gbps)} "
+                                      f"bus bandwidth{floor_text}", group_values)
+        return out
+    why = group.error if not group.ok else (f"peak {_gbps(group.peak_busbw_gbps)} below the "
+                                            f"floor {floor:g}")
+    if not record.pairs:
+        for node in tested:
+            out[node] = Finding(False, f"the group of {len(group.nodes)} failed ({why}); no "
+                                       "pairwise runs to tell which node is at fault",
+                                group_values)
+        return out
+    _judge_pairs(record, tested, why, group_values, out)
+    return out
+
+
+def _judge_pairs(record: FabricRecord, tested: list[str], why: str, values: dict,
+                 out: dict[str, Finding]) -> None:
+    floor, pairs = record.floor_gbps, record.pairs
+    finished = [p.peak_busbw_gbps for p in pairs if p.ok and p.peak_busbw_gbps is not None]
+    median = statistics.median(finished) if finished else None
+
+    def bad(p: GroupRun) -> bool:
+        return (not p.ok or _below_floor(p, floor)
+                or (median is not None and (p.peak_busbw_gbps or 0.0) < RELATIVE_SLOW * median))
+
+    bad_pairs = [p for p in pairs if bad(p)]
+    mine = {n: [p for p in pairs if n in p.nodes] for n in tested}
+    at_fault = {n for n in tested
+                if mine[n] and all(bad(p) for p in mine[n]) and len(bad_pairs) < len(pairs)}
+    values = {**values, "pairs": [_pair_view(p) | {"bad": bad(p)} for p in pairs],
+              "median_pair_busbw_gbps": median}
+
+    def peers(node: str, runs: list[GroupRun]) -> str:
+        return ", ".join(f"{next(n for n in p.nodes if n != node)}: "
+                         f"{_gbps(p.peak_busbw_gbps) if p.ok else 'failed'}" for p in runs)
+
+    for n in tested:
+        own_bad = [p for p in mine[n] if bad(p)]
+        if not own_bad:
+            out[n] = Finding(True, f"the group was slow or failed ({why}); every pair with "
+                                   f"{n} was good ({peers(n, mine[n])})", values)
+        elif len(bad_pairs) == len(pairs):
+            out[n] = Finding(False, f"every pair is slow or failed ({peers(n, own_bad)}): a "
+                                    "fabric-wide fault (switch, or a floor this fabric cannot "
+                                    "meet)", values)
+        elif n in at_fault:
+            out[n] = Finding(False, f"{n} is at fault: every pair with it is slow or failed "
+                                    f"({peers(n, own_bad)}; median pair {_gbps(median)})",
+                             values)
+        else:
+            links = [p for p in own_bad if not set(p.nodes) & (at_fault - {n})]
+            if links:
+                out[n] = Finding(False, f"bad link: {peers(n, links)} (median pair "
+                                        f"{_gbps(median)}); both ends named", values)
+            else:
+                out[n] = Finding(True, f"its only bad pairs are with a node at fault "
+                                       f"({peers(n, own_bad)})", values)
+
+
+def pair_rounds(nodes: list[str]) -> list[list[tuple[str, str]]]:
+    """Every pair once, in rounds of disjoint pairs (the circle method): a round's pairs
+    run at once, so n nodes take n-1 rounds (n rounds when n is odd)."""
+    ring = list(nodes) + ([None] if len(nodes) % 2 else [])
+    rounds = []
+    for _ in range(len(ring) - 1):
+        half = len(ring) // 2
+        pairs = [(ring[i], ring[-1 - i]) for i in range(half)]
+        rounds.append([(a, b) for a, b in pairs if a is not None and b is not None])
+        ring = [ring[0], ring[-1], *ring[1:-1]]
+    return rounds

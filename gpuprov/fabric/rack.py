@@ -1,0 +1,92 @@
+"""The fabric test for inventory hosts: their fabric addresses, the floor, the run.
+
+Each host names its place on the compute fabric in the inventory:
+`gpuprov_fabric_address` (its IPoIB/RoCE/Ethernet address there) and
+`gpuprov_fabric_interface` (the interface gloo and NCCL bootstrap over). The floor is
+`--fabric-floor` when given, else the inventory's `gpuprov_fabric_busbw_min_gbps` (a site
+knows its fabric), else the lowest of the members' profiles' `fabric.busbw_min_gbps`
+(NCCL floors: a run that fell back to gloo is then judged by its pairs only).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Callable
+from pathlib import Path
+
+from gpuprov.errors import InputError
+from gpuprov.fabric.record import FabricRecord
+from gpuprov.fabric.stage import FabricNode, FabricSettings, run_fabric, write_member_records
+from gpuprov.inventory import Inventory
+from gpuprov.profiles import Profile
+from gpuprov.validation.connect import node_host, prime_inventory
+
+FLOOR_VAR = "gpuprov_fabric_busbw_min_gbps"
+MIN_MEMBERS = 2
+
+
+def fabric_place(host: str, variables: dict) -> tuple[str, str]:
+    """(address, interface) of `host` on the fabric, or a one-line InputError."""
+    address = variables.get("gpuprov_fabric_address")
+    interface = variables.get("gpuprov_fabric_interface")
+    if not address or not interface:
+        missing = "gpuprov_fabric_address" if not address else "gpuprov_fabric_interface"
+        raise InputError(f"host {host}: no {missing} in the inventory (its place on the "
+                         "compute fabric)")
+    try:
+        ipaddress.ip_address(str(address))
+    except ValueError as exc:
+        raise InputError(f"host {host}: gpuprov_fabric_address {address!r} is not an IP "
+                         "address") from exc
+    return str(address), str(interface)
+
+
+def floor_for(hosts: list[str], variables: dict[str, dict], profiles: dict[str, Profile],
+              override: float | None) -> tuple[float | None, str]:
+    if override is not None:
+        return override, "--fabric-floor"
+    site = {h: variables[h].get(FLOOR_VAR) for h in hosts if variables[h].get(FLOOR_VAR)}
+    if site:
+        try:
+            values = {h: float(v) for h, v in site.items()}
+        except ValueError as exc:
+            raise InputError(f"{FLOOR_VAR}: not a number ({exc})") from exc
+        if len(set(values.values())) > 1:
+            raise InputError(f"{FLOOR_VAR} differs between the members: "
+                             + ", ".join(f"{h}={v:g}" for h, v in sorted(values.items())))
+        return next(iter(values.values())), f"inventory {FLOOR_VAR}"
+    floors = {p.name: p.data["fabric"]["busbw_min_gbps"] for p in profiles.values()
+              if p.data.get("fabric")}
+    if not floors:
+        return None, "no floor: no member's profile sets fabric.busbw_min_gbps"
+    name = min(floors, key=floors.get)
+    source = (p for p in profiles.values() if p.name == name)
+    why = next(source).data.get("sources", {}).get("fabric.busbw_min_gbps", "")
+    return floors[name], f"profile {name} (the lowest of the members'){': ' + why if why else ''}"
+
+
+def check_members(inventory: Inventory, hosts: list[str]) -> dict[str, tuple[str, str]]:
+    """Every member's fabric place, checked before anything runs on any host."""
+    if len(hosts) < MIN_MEMBERS:
+        raise InputError(f"the fabric test needs at least {MIN_MEMBERS} nodes, got "
+                         f"{len(hosts)}: {', '.join(hosts) or 'none'}")
+    places = {h: fabric_place(h, inventory.variables(h)) for h in hosts}
+    seen: dict[str, str] = {}
+    for host, (address, _) in places.items():
+        if address in seen:
+            raise InputError(f"hosts {seen[address]} and {host} share fabric address {address}")
+        seen[address] = host
+    return places
+
+
+def test_fabric(inventory_path: Path, places: dict[str, tuple[str, str]],
+                settings: FabricSettings, out_dir: Path, node_dirs: dict[str, Path],
+                control_dir: Path, progress: Callable[[str], None]) -> FabricRecord:
+    """Runs the test over `places`' hosts; the record lands in `out_dir` and each
+    member's copy in its `node_dirs` entry."""
+    prime_inventory(inventory_path)
+    nodes = [FabricNode(h, address, interface, node_host(h, inventory_path, control_dir))
+             for h, (address, interface) in places.items()]
+    record = run_fabric(nodes, settings, out_dir, progress)
+    write_member_records(record, node_dirs)
+    return record

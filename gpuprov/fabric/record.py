@@ -1,0 +1,73 @@
+"""What one fabric test measured: `fabric.json`, in the run's fabric directory and, with
+`node` set, in every member's own evidence directory (so `gpuprov evaluate` re-judges a
+node's `fabric` check from its directory alone).
+
+A member is a node with its fabric address and interface, and the state of that interface
+when the test began. A group run is one `torchrun` over some members: whether it finished,
+and the all-reduce bus bandwidth at each size. The whole group runs first; pairs run only
+when the group failed or fell below the floor.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+
+from gpuprov.parsers.errors import ParseError
+
+
+@dataclass(frozen=True)
+class Member:
+    node: str
+    address: str
+    interface: str
+    link_state: str | None = None     # the interface's operstate: UP, DOWN, …; None unread
+    link_address: bool = False        # the fabric address is on the interface
+    problem: str | None = None        # why the member cannot take part (down, unreachable…)
+
+
+@dataclass(frozen=True)
+class GroupRun:
+    nodes: tuple[str, ...]
+    ok: bool
+    backend: str = "unknown"
+    ranks: int = 0
+    sizes: tuple[dict, ...] = ()      # {bytes, iterations, seconds, busbw_gbps}
+    peak_busbw_gbps: float | None = None
+    seconds: float = 0.0
+    error: str | None = None
+
+
+@dataclass
+class FabricRecord:
+    run_id: str
+    floor_gbps: float | None           # the inter-node bus bandwidth floor judged against
+    floor_source: str                  # where that floor came from
+    members: list[Member] = field(default_factory=list)
+    group: GroupRun | None = None
+    pairs: list[GroupRun] = field(default_factory=list)
+    seconds: float = 0.0
+    node: str | None = None            # set in a member's copy: whose evidence this is
+
+    def as_json(self) -> str:
+        return json.dumps(asdict(self), indent=2) + "\n"
+
+    def member(self, node: str) -> Member | None:
+        return next((m for m in self.members if m.node == node), None)
+
+
+def parse_fabric_record(text: str, source: str) -> FabricRecord:
+    try:
+        data = json.loads(text)
+        members = [Member(**m) for m in data["members"]]
+        group = _run(data["group"]) if data.get("group") else None
+        pairs = [_run(p) for p in data.get("pairs") or []]
+        return FabricRecord(data["run_id"], data.get("floor_gbps"), data["floor_source"],
+                            members, group, pairs, data.get("seconds", 0.0), data.get("node"))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ParseError(source, f"not a gpuprov fabric record: {exc}") from exc
+
+
+def _run(data: dict) -> GroupRun:
+    return GroupRun(**{**data, "nodes": tuple(data["nodes"]),
+                       "sizes": tuple(data.get("sizes") or ())})

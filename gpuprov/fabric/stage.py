@@ -1,0 +1,217 @@
+"""Runs the fabric test over SSH: interface check, the whole group, then pairs if needed.
+
+Every node first reports its fabric interface (`ip -j address show dev IF`): a member whose
+interface is down or lacks its fabric address is at fault at once and left out, so a dead
+link fails fast instead of stalling a rendezvous. The others run the fabric all-reduce
+probe together under `torchrun` (c10d rendezvous on the first member's fabric address);
+when that group fails or falls below the floor, every pair runs, a round of disjoint
+pairs at a time. Every command has a hard timeout on the node (coreutils `timeout`) and
+torchrun a rendezvous join timeout: a run ends, it never hangs. Logs and JSON land in the
+fabric evidence directory; the record goes there and into each member's own directory.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from testinfra.host import Host
+
+from gpuprov.evidence import FABRIC
+from gpuprov.fabric.localize import pair_rounds
+from gpuprov.fabric.record import FabricRecord, GroupRun, Member
+from gpuprov.validation.collect import TORCH_RECORDS, probe_source
+
+SSH_FAILED = 255
+# The all-reduce sizes per backend: small on gloo (CPUs, the lab), NCCL's large messages
+# where bus bandwidth peaks on real fabrics (nccl-tests peaks from ~256 MiB up).
+SIZES_MIB = {"gloo": (1.0, 4.0, 16.0), "nccl": (64.0, 256.0, 1024.0)}
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class FabricSettings:
+    run_id: str
+    floor_gbps: float | None
+    floor_source: str
+    floor_nccl_only: bool = False  # a profile's floor: meaningless for a gloo run
+    budget_s: float = 1.0          # timed all-reduces per size
+    join_timeout_s: int = 30       # torchrun's rendezvous: every member joins by then
+    collective_timeout_s: int = 30
+    port: int = 29400
+    pytorch_env: str = "default"
+
+
+@dataclass(frozen=True)
+class FabricNode:
+    name: str
+    address: str
+    interface: str
+    host: Host
+
+
+@dataclass(frozen=True)
+class Prepared:
+    node: FabricNode
+    member: Member
+    python: str | None = None
+    gpus: int = 0                  # what torch sees: one rank per GPU, or one on CPU
+    probe: str | None = None
+    workdir: str = ""
+
+
+def _run(host: Host, command: str, timeout: int):
+    return host.run(f"timeout -k 5 {timeout} sh -c {shlex.quote(command)}")
+
+
+def _prepare(node: FabricNode, s: FabricSettings) -> Prepared:
+    member = Member(node.name, node.address, node.interface)
+    link = _run(node.host, f"ip -j address show dev {shlex.quote(node.interface)}", 30)
+    if link.rc == SSH_FAILED and not link.stdout:
+        why = (link.stderr.strip().splitlines() or ["ssh failed"])[-1]
+        return Prepared(node, replace(member, problem=f"unreachable: {why}"))
+    if link.rc != 0:
+        return Prepared(node, replace(member, problem=f"no fabric interface "
+                                                      f"{node.interface}: {link.stderr.strip()}"))
+    info = (json.loads(link.stdout or "[]") or [{}])[0]
+    state = info.get("operstate")
+    flags = info.get("flags") or []
+    addressed = any(a.get("local") == node.address for a in info.get("addr_info") or [])
+    member = replace(member, link_state=state, link_address=addressed)
+    if "UP" not in flags or state == "DOWN":
+        return Prepared(node, replace(member, problem=f"fabric interface {node.interface} is "
+                                                      f"{state or 'down'}"))
+    if not addressed:
+        return Prepared(node, replace(member, problem=f"fabric address {node.address} not on "
+                                                      f"{node.interface}"))
+    record = _run(node.host, f"cat {TORCH_RECORDS}/{s.pytorch_env}.json", 30)
+    if record.rc != 0:
+        return Prepared(node, replace(member, problem=f"no PyTorch environment "
+                                                      f"{s.pytorch_env!r} to run the probe in"))
+    env = json.loads(record.stdout)
+    workdir = f"/var/tmp/gpuprov-fabric/{s.run_id}"
+    probe = f"{workdir}/fabric_allreduce.py"
+    source = shlex.quote(probe_source("fabric_allreduce"))
+    upload = _run(node.host, f"mkdir -p {workdir} && printf '%s' {source} > {probe}", 30)
+    if upload.rc != 0:
+        return Prepared(node, replace(member, problem=f"probe upload failed: "
+                                                      f"{upload.stderr.strip()[:200]}"))
+    return Prepared(node, member, f"{env['env']}/bin/python",
+                    int(env.get("device_count") or 0), probe, workdir)
+
+
+def _torchrun(p: Prepared, group: list[Prepared], tag: str, port: int, s: FabricSettings,
+              backend: str) -> str:
+    out, log = f"{p.workdir}/{tag}.json", f"{p.workdir}/{tag}.log"
+    sizes = " ".join(f"{m:g}" for m in SIZES_MIB[backend])
+    env = (f"GLOO_SOCKET_IFNAME={p.node.interface} NCCL_SOCKET_IFNAME={p.node.interface} "
+           "OMP_NUM_THREADS=1")
+    return (f"cd {p.workdir} && rm -f {out} && {env} {p.python} -m torch.distributed.run "
+            f"--nnodes {len(group)} --nproc-per-node {max(p.gpus, 1)} --rdzv-backend c10d "
+            f"--rdzv-endpoint {group[0].node.address}:{port} --rdzv-id {s.run_id}-{tag} "
+            f"--rdzv-conf join_timeout={s.join_timeout_s} --max-restarts 0 {p.probe} "
+            f"--out {out} --sizes-mib {sizes} --budget-s {s.budget_s:g} "
+            f"--timeout {s.collective_timeout_s} > {log} 2>&1")
+
+
+def _limit(s: FabricSettings, backend: str) -> int:
+    sizes = len(SIZES_MIB[backend])
+    return s.join_timeout_s + sizes * (int(s.budget_s) + 1 + s.collective_timeout_s) + 30
+
+
+def run_group(group: list[Prepared], tag: str, port: int, s: FabricSettings,
+              out_dir: Path) -> GroupRun:
+    """One torchrun across `group`, every member started at once; rank 0's JSON is the
+    result, every member's log evidence."""
+    backend = "nccl" if all(p.gpus > 0 for p in group) else "gloo"
+    limit = _limit(s, backend)
+    started = time.monotonic()
+
+    def launch(p: Prepared):
+        return _run(p.node.host, _torchrun(p, group, tag, port, s, backend), limit)
+
+    with ThreadPoolExecutor(max_workers=len(group)) as pool:
+        results = list(pool.map(launch, group))
+    seconds = round(time.monotonic() - started, 2)
+    names = tuple(p.node.name for p in group)
+    found = None
+    for p in group:
+        log = _run(p.node.host, f"cat {p.workdir}/{tag}.log", 30)
+        (out_dir / f"{tag}-{p.node.name}.log").write_text(log.stdout)
+        data = _run(p.node.host, f"cat {p.workdir}/{tag}.json", 30)
+        if data.rc == 0 and data.stdout.strip():
+            found = json.loads(data.stdout)
+    if found is None:
+        return GroupRun(names, False, backend, seconds=seconds,
+                        error=_why_no_result(results, limit, seconds))
+    return GroupRun(names, bool(found.get("ok")), found.get("backend", backend),
+                    int(found.get("world_size") or 0), tuple(found.get("sizes") or ()),
+                    found.get("peak_busbw_gbps"), seconds, found.get("error"))
+
+
+def _why_no_result(results, limit: int, seconds: float) -> str:
+    if any(r.rc in (124, 137) for r in results):
+        return (f"torchrun killed after the {limit}s hard timeout: a member never joined or "
+                "a collective hung")
+    rcs = sorted({r.rc for r in results})
+    return f"torchrun exited {rcs} after {seconds}s without a result (see the logs)"
+
+
+def run_fabric(nodes: list[FabricNode], s: FabricSettings, out_dir: Path,
+               progress: Progress) -> FabricRecord:
+    started = time.monotonic()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with ThreadPoolExecutor(max_workers=max(1, min(len(nodes), 32))) as pool:
+        prepared = list(pool.map(lambda n: _prepare(n, s), nodes))
+    for p in prepared:
+        if p.member.problem:
+            progress(f"{p.node.name}: {p.member.problem}")
+    usable = [p for p in prepared if not p.member.problem]
+    record = FabricRecord(s.run_id, s.floor_gbps, s.floor_source, [p.member for p in prepared])
+    if len(usable) >= 2:
+        progress(f"fabric: all-reduce across {len(usable)} nodes")
+        record.group = run_group(usable, "group", s.port, s, out_dir)
+        if s.floor_nccl_only and record.group.backend == "gloo":
+            record.floor_gbps = None
+            record.floor_source = (f"none: {s.floor_source} is an NCCL floor and this run "
+                                   "used gloo")
+        progress(f"fabric: group {'ok' if record.group.ok else 'FAILED'}, peak "
+                 f"{record.group.peak_busbw_gbps} GB/s")
+        slow = (record.floor_gbps is not None and record.group.ok
+                and (record.group.peak_busbw_gbps or 0.0) < record.floor_gbps)
+        if (slow or not record.group.ok) and len(usable) >= 3:
+            record.pairs = _pairs(usable, s, out_dir, progress)
+    for p in usable:
+        _run(p.node.host, f"rm -rf {p.workdir}", 30)
+    record.seconds = round(time.monotonic() - started, 2)
+    (out_dir / FABRIC.file).write_text(record.as_json())
+    return record
+
+
+def _pairs(usable: list[Prepared], s: FabricSettings, out_dir: Path,
+           progress: Progress) -> list[GroupRun]:
+    by_name = {p.node.name: p for p in usable}
+    runs: list[GroupRun] = []
+    for number, pairs in enumerate(pair_rounds(list(by_name))):
+        progress(f"fabric: pairwise round {number + 1}: "
+                 + ", ".join(f"{a}-{b}" for a, b in pairs))
+        with ThreadPoolExecutor(max_workers=max(1, len(pairs))) as pool:
+            runs += pool.map(lambda item: run_group(
+                [by_name[item[1][0]], by_name[item[1][1]]], f"pair-{item[1][0]}-{item[1][1]}",
+                s.port + 1 + item[0], s, out_dir), enumerate(pairs))
+    return runs
+
+
+def write_member_records(record: FabricRecord, node_dirs: dict[str, Path]) -> None:
+    """Each member's copy (with `node` set) into its own evidence directory."""
+    for node, directory in node_dirs.items():
+        directory.mkdir(parents=True, exist_ok=True)
+        tmp = directory / f".{FABRIC.file}.tmp"
+        tmp.write_text(replace(record, node=node).as_json())
+        tmp.replace(directory / FABRIC.file)
