@@ -3,20 +3,20 @@
 A member whose fabric interface is down, unaddressed or unreachable is at fault on its
 own. Among the rest, a whole group that finished at or above the floor passes everyone.
 Otherwise the pairs decide: a pair is bad when it failed, fell below the floor, or ran at
-less than half the median of the pairs that finished (a link trained down is slow even
-above a lenient floor). A node is at fault when every pair it was in is bad while some
-pair elsewhere is good; a bad pair between two nodes not at fault is a bad link, and both
-ends are named; every pair bad is a fabric-wide fault (switch, floor), named as such.
+less than half the best pair (a link trained down is slow even above a lenient floor; the
+best, not the median, because with few nodes most pairs include the slow one). A node is
+at fault when every pair it was in is bad while some pair elsewhere is good; a bad pair
+between two nodes not at fault is a bad link, and both ends are named; every pair bad is
+a fabric-wide fault (switch, floor), named as such.
 """
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass, field
 
 from gpuprov.fabric.record import FabricRecord, GroupRun
 
-# A pair under this share of the median pair is slow, whatever the floor says.
+# A pair under this share of the best pair is slow, whatever the floor says.
 RELATIVE_SLOW = 0.5
 
 
@@ -83,18 +83,21 @@ def _judge_pairs(record: FabricRecord, tested: list[str], why: str, values: dict
                  out: dict[str, Finding]) -> None:
     floor, pairs = record.floor_gbps, record.pairs
     finished = [p.peak_busbw_gbps for p in pairs if p.ok and p.peak_busbw_gbps is not None]
-    median = statistics.median(finished) if finished else None
+    best = max(finished) if finished else None
 
     def bad(p: GroupRun) -> bool:
         return (not p.ok or _below_floor(p, floor)
-                or (median is not None and (p.peak_busbw_gbps or 0.0) < RELATIVE_SLOW * median))
+                or (best is not None and (p.peak_busbw_gbps or 0.0) < RELATIVE_SLOW * best))
 
     bad_pairs = [p for p in pairs if bad(p)]
     mine = {n: [p for p in pairs if n in p.nodes] for n in tested}
     at_fault = {n for n in tested
                 if mine[n] and all(bad(p) for p in mine[n]) and len(bad_pairs) < len(pairs)}
     values = {**values, "pairs": [_pair_view(p) | {"bad": bad(p)} for p in pairs],
-              "median_pair_busbw_gbps": median}
+              "best_pair_busbw_gbps": best}
+
+    reference = (f"floor {floor:g} GB/s, " if floor is not None else "") + \
+        f"best pair {_gbps(best)}"
 
     def peers(node: str, runs: list[GroupRun]) -> str:
         return ", ".join(f"{next(n for n in p.nodes if n != node)}: "
@@ -111,13 +114,13 @@ def _judge_pairs(record: FabricRecord, tested: list[str], why: str, values: dict
                                     "meet)", values)
         elif n in at_fault:
             out[n] = Finding(False, f"{n} is at fault: every pair with it is slow or failed "
-                                    f"({peers(n, own_bad)}; median pair {_gbps(median)})",
+                                    f"({peers(n, own_bad)}; {reference})",
                              values)
         else:
             links = [p for p in own_bad if not set(p.nodes) & (at_fault - {n})]
             if links:
-                out[n] = Finding(False, f"bad link: {peers(n, links)} (median pair "
-                                        f"{_gbps(median)}); both ends named", values)
+                out[n] = Finding(False, f"bad link: {peers(n, links)} ({reference}); "
+                                        "both ends named", values)
             else:
                 out[n] = Finding(True, f"its only bad pairs are with a node at fault "
                                        f"({peers(n, own_bad)})", values)
