@@ -55,13 +55,13 @@ def floor_for(hosts: list[str], variables: dict[str, dict], profiles: dict[str, 
             raise InputError(f"{FLOOR_VAR} differs between the members: "
                              + ", ".join(f"{h}={v:g}" for h, v in sorted(values.items())))
         return next(iter(values.values())), f"inventory {FLOOR_VAR}"
-    floors = {p.name: p.data["fabric"]["busbw_min_gbps"] for p in profiles.values()
+    members = {profiles[h].name: profiles[h] for h in hosts}
+    floors = {name: p.data["fabric"]["busbw_min_gbps"] for name, p in members.items()
               if p.data.get("fabric")}
     if not floors:
         return None, "no floor: no member's profile sets fabric.busbw_min_gbps"
     name = min(floors, key=floors.get)
-    source = (p for p in profiles.values() if p.name == name)
-    why = next(source).data.get("sources", {}).get("fabric.busbw_min_gbps", "")
+    why = members[name].data.get("sources", {}).get("fabric.busbw_min_gbps", "")
     return floors[name], f"profile {name} (the lowest of the members'){': ' + why if why else ''}"
 
 

@@ -5,6 +5,7 @@ import subprocess
 
 import pytest
 
+from gpuprov.lab import fabric as lab_fabric
 from tests.conftest import gpuprov
 
 pytestmark = pytest.mark.lab
@@ -44,14 +45,24 @@ def test_unknown_host_key_is_refused(lab, tmp_path):
 
 @pytest.mark.parametrize("node", ["node01", "node02", "node03"])
 def test_node_is_isolated(lab, node):
-    """Only loopback; no route anywhere. `ip route get` decides locally: no packet leaves."""
+    """Loopback and the lab fabric only: no default route, no route anywhere else, and
+    this machine holds no address on the fabric. `ip route get` decides locally: no packet
+    leaves."""
     links = lab.ssh(node, "ip -o link show | awk -F': ' '{print $2}'")
-    assert links.stdout.split() == ["lo"]
-    assert lab.ssh(node, "ip route show; ip -6 route show").stdout.strip() == ""
-    for address in ("10.0.0.1", "192.168.1.1", "8.8.8.8"):
-        probe = lab.ssh(node, f"ip route get {address}")
+    assert [name.split("@")[0] for name in links.stdout.split()] == ["lo", "eth0"]
+    address = lab_fabric.address(node)
+    routes = [line.strip() for line in
+              lab.ssh(node, "ip route show; ip -6 route show").stdout.strip().splitlines()]
+    assert routes == [f"198.18.0.0/24 dev eth0 proto kernel scope link src {address}"]
+    for outside in ("10.0.0.1", "192.168.1.1", "8.8.8.8"):
+        probe = lab.ssh(node, f"ip route get {outside}")
         assert probe.returncode != 0
         assert "unreachable" in probe.stderr
+    assert lab_fabric.host_addresses() == []
+    peer = "node02" if node != "node02" else "node01"
+    reach = lab.ssh(node, f"python3 -c \"import socket; socket.create_connection(("
+                          f"'{lab_fabric.address(peer)}', 22), 5)\"")
+    assert reach.returncode == 0, reach.stderr
 
 
 @pytest.mark.parametrize("node", ["node01", "node02", "node03"])

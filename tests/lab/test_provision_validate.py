@@ -14,6 +14,7 @@ import os
 import signal
 import sqlite3
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -94,7 +95,7 @@ def clear(*nodes: str) -> None:
 
 def test_three_healthy_nodes_of_different_kinds_are_accepted(rack, tmp_path):
     junit = tmp_path / "validate.xml"
-    result = rack.validate("--all", "--json", "--junit", str(junit))
+    result = rack.validate("--all", "--json", "--junit", str(junit), "--fabric")
     nodes = report_of(result)
     assert result.returncode == 0, {n: v["reason"] for n, v in nodes.items()}
     assert {n: v["verdict"] for n, v in nodes.items()} == dict.fromkeys(NODES, "accepted")
@@ -107,12 +108,45 @@ def test_three_healthy_nodes_of_different_kinds_are_accepted(rack, tmp_path):
         assert ddp["values"]["world_size"] == len(node["gpus"]) and ddp["values"]["ok"]
         assert "[default0]:rank 0: joined" in (Path(node["evidence_dir"]) / "ddp-smoke.log"
                                                 ).read_text()
+        fabric = next(c for c in node["checks"] if c["id"] == "fabric")
+        assert fabric["status"] == "pass", fabric
+        assert fabric["values"]["group"]["nodes"] == list(NODES)
+        assert fabric["values"]["group"]["peak_busbw_gbps"] >= fabric["values"]["floor_gbps"]
     suites = {s.name: s for s in JUnitXml.fromfile(str(junit))}
     assert set(suites) == set(NODES) and all(s.failures == 0 for s in suites.values())
     listing = rack.cli("nodes")
     states = {line.split()[0]: line.split()[1] for line in listing.stdout.splitlines()[1:]
               if line.split()[0] in NODES}
     assert states == dict.fromkeys(NODES, "accepted")
+
+
+def test_the_fabric_test_names_a_slow_node_and_fails_fast_on_a_dead_link(rack):
+    """Fabric-only runs (`gpuprov fabric`): a node whose link is shaped to a fraction of
+    its peers' is named by the pairwise runs and rejected; a node whose interface is down
+    is named at once, without waiting on a rendezvous; cleared, all pass."""
+    def fabric_run():
+        result = rack.cli("fabric", "--all", "--inventory", str(rack.inventory), "--json")
+        assert result.returncode in (0, 1), result.stderr[-2000:]
+        return result.returncode, {n["node"]: n for n in json.loads(result.stdout)["nodes"]}
+
+    try:
+        fault("node02", "fabric-slow")
+        rc, nodes = fabric_run()
+        assert rc == 1 and nodes["node02"]["status"] == "fail", nodes
+        assert "node02 is at fault" in nodes["node02"]["summary"]
+        assert {nodes[n]["status"] for n in ("node01", "node03")} == {"pass"}, nodes
+        states = {line.split()[0]: line.split()[1] for line in
+                  rack.cli("nodes").stdout.splitlines()[1:]}
+        assert states["node02"] == "rejected", states
+        clear("node02")
+        fault("node03", "fabric-down")
+        started = time.monotonic()
+        rc, nodes = fabric_run()
+        assert time.monotonic() - started < 45   # no rendezvous timeout was waited out
+        assert rc == 1 and "fabric interface eth0 is DOWN" in nodes["node03"]["summary"]
+        assert {nodes[n]["status"] for n in ("node01", "node02")} == {"pass"}, nodes
+    finally:
+        clear(*NODES)
 
 
 # (node, fault kind, GPU or None) per round, and the check each must fail. One fault per

@@ -22,7 +22,7 @@ def test_every_check_declares_stage_evidence_rule_and_action():
         for need in c.needs:
             for kind in need if isinstance(need, tuple) else (need,):
                 assert kind in KINDS, (c.id, kind)
-        assert (c.applies is None) == (not c.skip_reason), c.id
+        assert (c.applies is None and not c.optional) == (not c.skip_reason), c.id
 
 
 def test_checks_run_in_stage_order_and_every_stage_list_comes_from_the_registry():

@@ -1,0 +1,134 @@
+"""The fabric record as evidence, the floor's precedence, members' places, the `fabric`
+check over an evidence directory, and the CLI's bad input (exit 2, nothing contacted)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import pytest
+
+from gpuprov.checks.run import judge
+from gpuprov.errors import InputError
+from gpuprov.evidence import FABRIC, Evidence
+from gpuprov.fabric.rack import check_members, fabric_place, floor_for
+from gpuprov.fabric.record import FabricRecord, parse_fabric_record
+from gpuprov.inventory import Inventory
+from gpuprov.model import Status
+from gpuprov.parsers.errors import ParseError
+from gpuprov.profiles import load_profile
+from tests.conftest import gpuprov
+from tests.evidence_builder import healthy_h100
+from tests.unit.fabric.test_localize import NODES, pairs, record, run
+
+
+def test_a_record_reads_back_as_written():
+    slow = {frozenset(("node02", "node01")), frozenset(("node02", "node03"))}
+    written = dataclasses.replace(record(NODES, run(NODES, 0.02), pairs(NODES, slow)),
+                                  node="node02")
+    assert parse_fabric_record(written.as_json(), "fabric.json") == written
+
+
+@pytest.mark.parametrize("text", ["", "{}", '{"run_id": "v1", "floor_source": "x", '
+                                              '"members": [{"node": "a"}]}', "not json"])
+def test_a_malformed_record_names_its_file(text):
+    with pytest.raises(ParseError, match=r"^/ev/fabric.json: not a gpuprov fabric record"):
+        parse_fabric_record(text, "/ev/fabric.json")
+
+
+PROFILES = {"node01": load_profile("h100-sxm-8"), "node02": load_profile("a100-sxm-8"),
+            "node03": load_profile("l40s-pcie-4")}
+
+
+def test_the_floor_comes_from_the_option_then_the_inventory_then_the_lowest_profile():
+    hosts = list(PROFILES)
+    site = {h: {"gpuprov_fabric_busbw_min_gbps": "0.08"} for h in hosts}
+    bare = {h: {} for h in hosts}
+    assert floor_for(hosts, site, PROFILES, 5.0) == (5.0, "--fabric-floor")
+    assert floor_for(hosts, site, PROFILES, None) == (
+        0.08, "inventory gpuprov_fabric_busbw_min_gbps")
+    floor, source = floor_for(hosts, bare, PROFILES, None)
+    assert floor == 160 and source.startswith("profile a100-sxm-8 (the lowest of the members')")
+    assert "0.8 x line rate" in source
+    assert floor_for(["node03"], bare, PROFILES, None) == (
+        None, "no floor: no member's profile sets fabric.busbw_min_gbps")
+
+
+def test_members_disagreeing_on_the_site_floor_is_an_input_error():
+    variables = {"node01": {"gpuprov_fabric_busbw_min_gbps": 1},
+                 "node02": {"gpuprov_fabric_busbw_min_gbps": 2}}
+    with pytest.raises(InputError, match="differs between the members: node01=1, node02=2"):
+        floor_for(["node01", "node02"], variables, PROFILES, None)
+
+
+@pytest.mark.parametrize("variables, message", [
+    ({}, "host n1: no gpuprov_fabric_address in the inventory"),
+    ({"gpuprov_fabric_address": "198.18.0.11"}, "host n1: no gpuprov_fabric_interface"),
+    ({"gpuprov_fabric_address": "node01-ib", "gpuprov_fabric_interface": "ib0"},
+     "host n1: gpuprov_fabric_address 'node01-ib' is not an IP address"),
+])
+def test_a_member_without_a_place_on_the_fabric_is_named(variables, message):
+    with pytest.raises(InputError, match=message):
+        fabric_place("n1", variables)
+
+
+def test_members_sharing_an_address_or_too_few_are_refused(tmp_path):
+    ini = tmp_path / "hosts.ini"
+    ini.write_text("[rack]\nn1 gpuprov_fabric_address=198.18.0.11 gpuprov_fabric_interface=ib0\n"
+                   "n2 gpuprov_fabric_address=198.18.0.11 gpuprov_fabric_interface=ib0\n")
+    inventory = Inventory(ini)
+    with pytest.raises(InputError, match=r"hosts n1 and n2 share fabric address 198\.18\.0\.11"):
+        check_members(inventory, ["n1", "n2"])
+    with pytest.raises(InputError, match="needs at least 2 nodes, got 1: n1"):
+        check_members(inventory, ["n1"])
+
+
+def _judge_fabric(tmp_path, written: FabricRecord | None):
+    node = healthy_h100(tmp_path / "node02")
+    if written is not None:
+        (node / FABRIC.file).write_text(written.as_json())
+    [result] = judge(Evidence(node), load_profile("h100-sxm-8"), None, only=("fabric",)).checks
+    return result
+
+
+def test_the_check_fails_the_node_at_fault_from_its_own_directory(tmp_path):
+    slow = {frozenset(("node02", "node01")), frozenset(("node02", "node03"))}
+    written = dataclasses.replace(record(NODES, run(NODES, 0.02), pairs(NODES, slow)),
+                                  node="node02")
+    result = _judge_fabric(tmp_path, written)
+    assert result.status == Status.FAIL and str(result.action) == "reseat-or-inspect"
+    assert result.summary.startswith("node02 is at fault")
+    assert result.values["members"] == list(NODES) and result.values["run_id"] == "v1"
+    healthy = _judge_fabric(tmp_path / "b", dataclasses.replace(written, node="node01"))
+    assert healthy.status == Status.PASS
+
+
+def test_the_check_skips_without_a_fabric_run_and_warns_when_untested(tmp_path):
+    skipped = _judge_fabric(tmp_path, None)
+    assert skipped.status == Status.SKIP and "fabric stage not run" in skipped.summary
+    alone = dataclasses.replace(record(("node01", "node02"), None, down="node01"), node="node02")
+    assert _judge_fabric(tmp_path / "b", alone).status == Status.WARN
+    stranger = dataclasses.replace(alone, node="node09")
+    result = _judge_fabric(tmp_path / "c", stranger)
+    assert result.status == Status.FAIL and "node09 is not a member of fabric run v1" in \
+        result.summary
+
+
+@pytest.mark.parametrize("command, args, message", [
+    ("fabric", ["node01"], "the fabric test needs at least 2 nodes, got 1: node01"),
+    ("fabric", ["--all"], "host node02: no gpuprov_fabric_address in the inventory"),
+    ("validate", ["--all", "--fabric"], "host node02: no gpuprov_fabric_address in the "
+                                         "inventory"),
+    ("fabric", ["--all", "--fabric-floor", "-1"], "--fabric-floor"),
+])
+def test_bad_fabric_input_is_one_line_exit_2_and_no_ledger(tmp_path, command, args, message):
+    inventory = tmp_path / "rack.ini"
+    inventory.write_text("[rack]\nnode01 gpuprov_profile=h100-sxm-8 gpuprov_fabric_address="
+                         "198.18.0.11 gpuprov_fabric_interface=ib0\nnode02 "
+                         "gpuprov_profile=h100-sxm-8\n")
+    state = tmp_path / "state"
+    env = {**os.environ, "GPUPROV_STATE_DIR": str(state), "GPUPROV_INVENTORY": str(inventory)}
+    result = gpuprov(command, *args, env=env, timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr and len(result.stderr.splitlines()) == 1
+    assert not (state / "ledger.sqlite3").exists()
