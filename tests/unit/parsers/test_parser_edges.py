@@ -1,0 +1,90 @@
+"""Parser behaviour the fixture sweeps did not pin down (found by mutation testing, issue
+#24): the plain table's header fields exactly, the XML reader's preambles, repeated and
+empty elements, and each parser's error message in full."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuprov.parsers.errors import ParseError
+from gpuprov.parsers.smi_table import SmiHeader, parse_smi_header
+from gpuprov.parsers.smi_tree import parse_xml
+from tests.evidence_builder import FIXTURES
+
+HEADERS = {
+    "a100-sxm4-x4-555.42.02.txt": ("555.42.02", "12.5"),
+    "dgx-h100-x8-mig-535.104.12.txt": ("535.104.12", "12.2"),
+    "h100-590.48.01-under-load-processes.txt": ("590.48.01", "13.1"),
+    "h100-sxm-x8-565.57.01.txt": ("565.57.01", "12.7"),
+    "p100-470.82.01-inforom-corrupted.txt": ("470.82.01", "11.4"),
+    "quadro-rtx8000-x10-470.63.01.txt": ("470.63.01", "11.4"),
+    "rtx3090-x2-560.35.03.txt": ("560.35.03", "12.6"),
+}
+
+
+def test_every_plain_table_capture_is_read_exactly():
+    assert sorted(HEADERS) == sorted(p.name for p in (FIXTURES / "nvidia-smi").iterdir())
+    for name, (driver, cuda) in HEADERS.items():
+        header = parse_smi_header((FIXTURES / "nvidia-smi" / name).read_text(), name)
+        assert header == SmiHeader(driver, cuda, driver, "driver"), name
+
+
+def test_a_header_without_cuda_or_the_smi_version_reads_as_none():
+    """The 565 capture's header line, CUDA shown as N/A (no libcuda) and the NVIDIA-SMI
+    field cut away."""
+    line = (FIXTURES / "nvidia-smi/h100-sxm-x8-565.57.01.txt").read_text().splitlines()
+    header_line = next(x for x in line if "Driver Version" in x)
+    edited = header_line.replace("CUDA Version: 12.7", "CUDA Version: N/A").replace(
+        "NVIDIA-SMI 565.57.01", "")
+    assert parse_smi_header(edited, "h") == SmiHeader("565.57.01", None, None, "driver")
+
+
+@pytest.mark.parametrize("text, message", [
+    ("", "/e/smi.txt: no `Driver Version … CUDA Version` header"),
+    ("No devices were found\n", "/e/smi.txt: nvidia-smi failed: No devices were found"),
+])
+def test_header_errors_name_the_file_and_say_why(text, message):
+    with pytest.raises(ParseError) as err:
+        parse_smi_header(text, "/e/smi.txt")
+    assert str(err.value) == message
+
+
+XML = ("<nvidia_smi_log><driver_version>550.90.07</driver_version><cuda_version>12.4"
+       "</cuda_version><attached_gpus>1</attached_gpus><gpu id=\"00000000:18:00.0\">"
+       "<product_name>NVIDIA H100 80GB HBM3</product_name><serial></serial>"
+       "<processes>{processes}</processes></gpu></nvidia_smi_log>")
+PROCESS = "<process_info><pid>{pid}</pid><process_name>python3</process_name></process_info>"
+
+
+@pytest.mark.parametrize("count", [1, 2, 3])
+def test_repeated_elements_become_a_list_and_empty_ones_an_empty_string(count):
+    processes = "".join(PROCESS.format(pid=100 + i) for i in range(count))
+    # nvidia-smi's own banner before the document, as `2>&1` captures it
+    parsed = parse_xml("WARNING: infoROM is corrupted at gpu 0000:18:00.0\n"
+                       + XML.format(processes=processes), "q.xml")
+    gpu = parsed["gpus"][0]
+    assert (parsed["driver_version"], parsed["cuda_version"], parsed["attached_gpus"]) == (
+        "550.90.07", "12.4", "1")
+    assert gpu["@id"] == "00000000:18:00.0" and gpu["serial"] == ""
+    info = gpu["processes"]["process_info"]
+    pids = [p["pid"] for p in info] if isinstance(info, list) else [info["pid"]]
+    assert pids == [str(100 + i) for i in range(count)]
+    assert isinstance(info, list) == (count > 1)
+
+
+def test_the_first_of_two_documents_is_read_and_the_junk_after_it_refused():
+    doc = '<?xml version="1.0" ?>\n' + XML.format(processes="")
+    with pytest.raises(ParseError, match=r"^q\.xml: malformed or truncated XML"):
+        parse_xml(doc + "\n" + doc.replace("550.90.07", "535.161.08"), "q.xml")
+
+
+@pytest.mark.parametrize("text, message", [
+    ("nvidia-smi: command not found\n",
+     "q.xml: not `nvidia-smi -q -x` output (no <nvidia_smi_log>)"),
+    ('<?xml version="1.0" ?>\n<other><a>1</a></other>',
+     "q.xml: root element is <other>, not <nvidia_smi_log>"),
+])
+def test_xml_errors_name_the_file_and_say_why(text, message):
+    with pytest.raises(ParseError) as err:
+        parse_xml(text, "q.xml")
+    assert str(err.value) == message
