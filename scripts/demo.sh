@@ -15,10 +15,14 @@ gpuprov lab status
 gpuprov lock check --inventory "$inventory"
 gpuprov provision --inventory "$inventory"
 gpuprov nodes
-# validate the rack (short soak), then a fault: rejected naming the GPU, with an RMA report
-gpuprov validate --inventory "$inventory" --all --soak 10
+# validate the rack (short soak) and its fabric, then a fault: rejected naming the GPU,
+# with an RMA report; then a slow fabric link, named by the pairwise runs
+gpuprov validate --inventory "$inventory" --all --soak 10 --fabric
 gpuprov lab fault node02 burn-errors --gpu 3
 gpuprov validate --inventory "$inventory" node02 --soak 10 || true
 gpuprov report node02 --format markdown --output "${TMPDIR:-/tmp}"
 gpuprov lab fault node02 --clear
+gpuprov lab fault node03 fabric-slow
+gpuprov fabric --inventory "$inventory" --all || true
+gpuprov lab fault node03 --clear
 gpuprov nodes

@@ -15,7 +15,7 @@ if [ "${1:-}" != "--report" ]; then
   # mutmut's spinner redraws one line; the log keeps it out of the terminal.
   # the checks first (their score is the one the target is held to), then the parsers
   for pattern in "gpuprov.checks.*" ""; do
-    # shellcheck disable=SC2086  # an empty pattern means every mutant not yet run
+    # an empty pattern: every mutant not yet run
     mutmut run --max-children "$(nproc)" ${pattern:+"$pattern"} >>mutants/run.log 2>&1 || {
       tail -n 20 mutants/run.log >&2; exit 2; }
   done
