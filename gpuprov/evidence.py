@@ -26,6 +26,7 @@ from gpuprov.parsers.fabric_manager import parse_fabric_manager_log
 from gpuprov.parsers.gpu_burn import parse_gpu_burn
 from gpuprov.parsers.ibstat import parse_ibstat
 from gpuprov.parsers.kernel_log import parse_kernel_log
+from gpuprov.parsers.nccl_tests import parse_nccl_tests
 from gpuprov.parsers.nvlink import parse_nvlink_errors, parse_nvlink_status
 from gpuprov.parsers.probes import parse_ddp_smoke, parse_torch_env
 from gpuprov.parsers.smi_gpu import parse_smi_query
@@ -117,6 +118,9 @@ NVLINK_ERRORS_AFTER = EvidenceKind("nvidia-smi-nvlink-errors-after.txt", "soak",
 DDP_JSON = EvidenceKind("ddp-smoke.json", "ddp", parse_ddp_smoke, None,
                         "the DDP probe's result (or why torchrun gave none)")
 DDP_LOG = EvidenceKind("ddp-smoke.log", "ddp", None, None, "torchrun's per-rank log")
+NCCL_TESTS = EvidenceKind("nccl-tests.log", "ddp", parse_nccl_tests, None,
+                          "nccl-tests' `all_reduce_perf -b 8M -e 1G -f 2 -g <GPUs>` output, "
+                          "where the nccl_tests role installed it (absent elsewhere)")
 FABRIC = EvidenceKind("fabric.json", "fabric", parse_fabric_record, None,
                       "the rack's fabric test this node took part in (`validate --fabric`, "
                       "`gpuprov fabric`): every member's interface state, the group's and "
@@ -126,7 +130,7 @@ KINDS: tuple[EvidenceKind, ...] = (
     META, PACKAGES, LSMOD, LSPCI, SYSTEMCTL, NVCC, CUDNN, SMI_BEFORE, SMI_ERROR,
     FABRIC_MANAGER_LOG, NICS, TORCH_ENV,
     TOPO, NVLINK_STATUS, NVLINK_ERRORS_BEFORE, KERNEL_LOG, GPU_BURN, SMI_AFTER,
-    NVLINK_ERRORS_AFTER, DDP_JSON, DDP_LOG, FABRIC,
+    NVLINK_ERRORS_AFTER, DDP_JSON, DDP_LOG, NCCL_TESTS, FABRIC,
 )
 
 

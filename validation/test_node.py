@@ -38,5 +38,7 @@ def test_gpu_burn_soak(node):
 
 def test_ddp_smoke(node):
     node.skip_unless_soaked("no DDP smoke")
-    collect.ddp_smoke(node.collector, collect.gpus_listed(Evidence(node.collector.directory)))
+    gpus = collect.gpus_listed(Evidence(node.collector.directory))
+    collect.ddp_smoke(node.collector, gpus)
+    collect.nccl_tests(node.collector, gpus)
     node.assert_checks(*DDP)

@@ -67,6 +67,7 @@ class NodeSettings:
     ibstat_command: str = IBSTAT
     gpu_burn_dir: str = "/opt/gpu-burn"
     pytorch_env: str = "default"       # the pytorch_env role's smoke record to validate with
+    nccl_tests_dir: str = "/opt/nccl-tests/build"
     ddp_timeout_s: int = 120
     soak_after_identity_failure: bool = False
 
@@ -75,7 +76,8 @@ class NodeSettings:
         """Inventory variables `gpuprov_validate_<field>` override the defaults."""
         own = {name: variables[f"gpuprov_validate_{name}"]
                for name in ("lsmod_command", "lspci_command", "kernel_log", "gpu_burn_dir",
-                            "pytorch_env", "fabric_manager_log", "ibstat_command")
+                            "pytorch_env", "fabric_manager_log", "ibstat_command",
+                            "nccl_tests_dir")
                if variables.get(f"gpuprov_validate_{name}")}
         return cls(node=node, **fixed, **{k: str(v) for k, v in own.items()})
 
@@ -260,6 +262,17 @@ def ddp_smoke(c: Collector, gpus: int) -> None:
         if written.rc != 0:
             c.write(evidence.DDP_JSON, json.dumps(_no_result(result, ranks, limit, seconds),
                                                   indent=2) + "\n")
+
+
+def nccl_tests(c: Collector, gpus: int) -> None:
+    """nccl-tests' all-reduce across the node's GPUs, where it is installed."""
+    binary = f"{c.settings.nccl_tests_dir}/all_reduce_perf"
+    with c.stage("nccl-tests"):
+        if gpus < 1 or not c.host.file(binary).exists:
+            c.skip("nccl-tests", f"{binary} absent" if gpus else "no GPU listed")
+            return
+        c.run(f"{shlex.quote(binary)} -b 8M -e 1G -f 2 -g {gpus} 2>&1", timeout=600,
+              file=evidence.NCCL_TESTS)
 
 
 def gpus_listed(before: evidence.Evidence) -> int:

@@ -61,6 +61,7 @@ def validate_node(job: NodeJob, progress: Progress) -> NodeResult:
             collect.snapshot(collector, after=True)
             progress(s.node, "ddp", {})
             collect.ddp_smoke(collector, collect.gpus_listed(before))
+            collect.nccl_tests(collector, collect.gpus_listed(before))
         collector.finish()
     except collect.Unreachable as exc:
         if collector is not None:

@@ -1,4 +1,4 @@
-"""The workloads: gpu-burn soak and the PyTorch DDP smoke run."""
+"""The workloads: gpu-burn soak, the PyTorch DDP smoke run, nccl-tests' all-reduce."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import statistics
 
 from gpuprov.checks.context import Context
 from gpuprov.checks.registry import Results, check
-from gpuprov.evidence import DDP_JSON, GPU_BURN
+from gpuprov.evidence import DDP_JSON, GPU_BURN, NCCL_TESTS
 from gpuprov.model import Action, CheckResult
 
 
@@ -97,3 +97,28 @@ def ddp_smoke(ctx: Context, r: Results) -> CheckResult:
     bw = f", all-reduce {busbw:.2f} GB/s" if busbw is not None else ""
     return r.passed(f"{result['world_size']} ranks ({result['backend']}) agree, loss "
                     f"{losses[0]:.4f} -> {losses[-1]:.4f}{bw}", values)
+
+
+@check("nccl_bandwidth", stage="ddp", needs=(NCCL_TESTS,), action=Action.RESEAT_OR_INSPECT,
+       optional=True, skip_reason="nccl-tests not installed on the node (role nccl_tests)",
+       rule="nccl-tests' all_reduce_perf across the node's GPUs: no value out of bounds and "
+            "no #wrong result (else rma: the GPUs compute wrong sums); peak bus bandwidth "
+            "at or above the profile's intra-node floor (ddp.busbw_min_gbps)")
+def nccl_bandwidth(ctx: Context, r: Results) -> CheckResult:
+    run = ctx.evidence.read(NCCL_TESTS)
+    peak, floor = run.peak, ctx.profile["ddp"]["busbw_min_gbps"]
+    values = {"peak_busbw_gbps": run.peak_busbw_gbps, "peak_bytes": peak.bytes,
+              "avg_busbw_gbps": run.avg_busbw_gbps, "out_of_bounds": run.out_of_bounds,
+              "ranks": run.ranks, "sizes": len(run.rows), "floor_gbps": floor}
+    wrong = [row for row in run.rows if row.wrong]
+    if run.out_of_bounds or wrong:
+        what = (f"{run.out_of_bounds} value(s) out of bounds" if run.out_of_bounds else
+                f"#wrong results at {len(wrong)} size(s), first at {wrong[0].bytes} B")
+        return r.fail(f"all_reduce_perf computed wrong results: {what}", values,
+                      action=Action.RMA)
+    at = f"at {peak.bytes / 2**20:g} MiB"
+    if run.peak_busbw_gbps < floor:
+        return r.fail(f"all_reduce_perf peak bus bandwidth {run.peak_busbw_gbps:g} GB/s {at} "
+                      f"below the floor {floor:g}", values)
+    return r.passed(f"all_reduce_perf peak bus bandwidth {run.peak_busbw_gbps:g} GB/s {at} "
+                    f"(floor {floor:g}), results correct", values)

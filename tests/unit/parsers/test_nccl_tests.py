@@ -1,0 +1,95 @@
+"""nccl-tests' all_reduce_perf output on real captures: both row formats, the footer, the
+peak; and the nccl_bandwidth check's branches on minimal variations of them."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuprov.checks.run import judge
+from gpuprov.evidence import Evidence
+from gpuprov.model import Action, Status
+from gpuprov.parsers.errors import ParseError
+from gpuprov.parsers.nccl_tests import parse_nccl_tests
+from gpuprov.profiles import load_profile
+from tests.evidence_builder import capture, healthy_h100, replace
+
+CAPTURES = {
+    # capture: rows, avg busbw, out of bounds, peak busbw, at bytes
+    "allreduce-2x-dgx-a100-k8s-ib.txt": (30, 53.7098, 0, 188.7, 4294967296),
+    "allreduce-4x-dgx-a100-ib-slurm.txt": (13, 113.289, 0, 191.56, 4294967296),
+    "allreduce-k8s-roce-low-bw.txt": (29, 7.76739, 0, 22.92, 2147483648),
+    "allreduce-rooted-format-nccl-tests167.txt": (11, None, None, 3.08, 204800),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CAPTURES))
+def test_real_outputs_parse_to_their_peak(name):
+    rows, avg, bounds, peak, at = CAPTURES[name]
+    run = parse_nccl_tests(capture(f"nccl-tests/{name}"), name)
+    assert (len(run.rows), run.avg_busbw_gbps, run.out_of_bounds) == (rows, avg, bounds)
+    assert (run.peak_busbw_gbps, run.peak.bytes) == (peak, at)
+    rooted = "rooted" in name
+    assert all((row.wrong == 0) if rooted else row.wrong is None for row in run.rows)
+    assert {row.dtype for row in run.rows} == {"float"}
+
+
+def test_a_wrong_count_and_a_malformed_row_are_read_or_refused():
+    text = capture("nccl-tests/allreduce-rooted-format-nccl-tests167.txt")
+    wrong = text.replace("3.06      0    124.6    1.64    3.08      0",
+                         "3.06      0    124.6    1.64    3.08      7")
+    assert parse_nccl_tests(wrong, "n").rows[5].wrong == 7
+    with pytest.raises(ParseError, match=r"^n: a result row of 10 columns: 204800"):
+        parse_nccl_tests(text.replace("1.64    3.08      0", ""), "n")
+    with pytest.raises(ParseError, match=r"^n: no all_reduce_perf result rows$"):
+        parse_nccl_tests("# nThread 1 nGpus 8\n", "n")
+
+
+H100 = load_profile("h100-sxm-8")
+
+
+def _nccl_check(tmp_path, text: str | None):
+    node = healthy_h100(tmp_path / "node07")
+    if text is not None:
+        replace(node, "nccl-tests.log", text)
+    return judge(Evidence(node), H100, None, only=("nccl_bandwidth",)).checks[0]
+
+
+def _scaled(text: str, factor: float) -> str:
+    """The 2-node A100 capture as if its busbw were `factor` times higher (one 8-GPU node
+    on NVSwitch runs ~2.5x a 2-node HDR fabric)."""
+    out = []
+    for line in text.splitlines():
+        tokens = line.split()
+        if tokens and tokens[0].isdigit() and len(tokens) == 12:
+            tokens[6] = f"{float(tokens[6]) * factor:.2f}"
+            tokens[10] = f"{float(tokens[10]) * factor:.2f}"
+            line = "  ".join(tokens)
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def test_the_check_passes_at_the_floor_fails_below_and_skips_without_the_tool(tmp_path):
+    base = capture("nccl-tests/allreduce-2x-dgx-a100-k8s-ib.txt")
+    fast = _nccl_check(tmp_path / "a", _scaled(base, 2.5))
+    assert fast.status == Status.PASS and fast.values["peak_busbw_gbps"] == 471.75
+    assert "471.75 GB/s at 4096 MiB (floor 350)" in fast.summary
+    slow = _nccl_check(tmp_path / "b", base)
+    assert (slow.status, slow.action) == (Status.FAIL, Action.RESEAT_OR_INSPECT)
+    assert slow.summary == ("all_reduce_perf peak bus bandwidth 188.7 GB/s at 4096 MiB below "
+                            "the floor 350")
+    skipped = _nccl_check(tmp_path / "c", None)
+    assert skipped.status == Status.SKIP and "nccl-tests not installed" in skipped.summary
+
+
+def test_wrong_results_are_an_rma_whatever_the_bandwidth(tmp_path):
+    fast = _scaled(capture("nccl-tests/allreduce-2x-dgx-a100-k8s-ib.txt"), 2.5)
+    bounds = _nccl_check(tmp_path / "a", fast.replace("Out of bounds values : 0 OK",
+                                                      "Out of bounds values : 3 FAILED"))
+    assert (bounds.status, bounds.action) == (Status.FAIL, Action.RMA)
+    assert bounds.summary.endswith("3 value(s) out of bounds")
+    row = "3.06      0    124.6    1.64    3.08      {}"
+    rooted = capture("nccl-tests/allreduce-rooted-format-nccl-tests167.txt").replace(
+        row.format(0), row.format(7))
+    wrong = _nccl_check(tmp_path / "b", rooted)
+    assert (wrong.status, wrong.action) == (Status.FAIL, Action.RMA)
+    assert "#wrong results at 1 size(s), first at 204800 B" in wrong.summary
