@@ -21,6 +21,7 @@ from typing import Any
 
 from gpuprov.errors import InputError
 from gpuprov.fabric.record import parse_fabric_record
+from gpuprov.parsers.dcgm import parse_dcgm_diag
 from gpuprov.parsers.errors import ParseError
 from gpuprov.parsers.fabric_manager import parse_fabric_manager_log
 from gpuprov.parsers.gpu_burn import parse_gpu_burn
@@ -36,7 +37,7 @@ from gpuprov.parsers.versions import parse_cudnn_header, parse_nvcc
 
 # The collection stages, in the order a validation runs them; `fabric` is the rack's, after
 # every node's own stages (gpuprov/fabric/).
-STAGES = ("identity", "snapshot", "soak", "ddp", "fabric")
+STAGES = ("identity", "snapshot", "soak", "ddp", "dcgm", "fabric")
 
 
 @dataclass(frozen=True)
@@ -121,6 +122,9 @@ DDP_LOG = EvidenceKind("ddp-smoke.log", "ddp", None, None, "torchrun's per-rank 
 NCCL_TESTS = EvidenceKind("nccl-tests.log", "ddp", parse_nccl_tests, None,
                           "nccl-tests' `all_reduce_perf -b 8M -e 1G -f 2 -g <GPUs>` output, "
                           "where the nccl_tests role installed it (absent elsewhere)")
+DCGM_DIAG = EvidenceKind("dcgmi-diag.txt", "dcgm", parse_dcgm_diag, None,
+                         "`dcgmi diag -r LEVEL` (the profile's dcgm.level, or --dcgm-level; "
+                         "default 2) where DCGM is installed (absent elsewhere)")
 FABRIC = EvidenceKind("fabric.json", "fabric", parse_fabric_record, None,
                       "the rack's fabric test this node took part in (`validate --fabric`, "
                       "`gpuprov fabric`): every member's interface state, the group's and "
@@ -130,7 +134,7 @@ KINDS: tuple[EvidenceKind, ...] = (
     META, PACKAGES, LSMOD, LSPCI, SYSTEMCTL, NVCC, CUDNN, SMI_BEFORE, SMI_ERROR,
     FABRIC_MANAGER_LOG, NICS, TORCH_ENV,
     TOPO, NVLINK_STATUS, NVLINK_ERRORS_BEFORE, KERNEL_LOG, GPU_BURN, SMI_AFTER,
-    NVLINK_ERRORS_AFTER, DDP_JSON, DDP_LOG, NCCL_TESTS, FABRIC,
+    NVLINK_ERRORS_AFTER, DDP_JSON, DDP_LOG, NCCL_TESTS, DCGM_DIAG, FABRIC,
 )
 
 

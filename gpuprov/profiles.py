@@ -84,6 +84,10 @@ SCHEMA = {
             "type": "object", "required": ["busbw_min_gbps"], "additionalProperties": False,
             "properties": {"busbw_min_gbps": {"type": "number", "minimum": 0}},
         },
+        "dcgm": {
+            "type": "object", "required": ["level"], "additionalProperties": False,
+            "properties": {"level": {"enum": [1, 2, 3, 4]}},
+        },
         "fabric": {
             "type": "object", "required": ["busbw_min_gbps"], "additionalProperties": False,
             "properties": {"busbw_min_gbps": {"type": "number", "minimum": 0}},

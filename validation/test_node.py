@@ -1,4 +1,5 @@
-"""A node's validation as pytest tests, in gpuprov's order: identity, snapshot, soak, DDP.
+"""A node's validation as pytest tests, in gpuprov's order: identity, snapshot, soak, DDP
+(and nccl-tests), DCGM.
 
 Each test collects its stage's evidence with gpuprov's collectors (testinfra's host API)
 and asserts the checks that evidence decides, through the evaluators `gpuprov evaluate`
@@ -12,7 +13,8 @@ from gpuprov.evidence import Evidence
 from gpuprov.validation import collect
 
 # Which checks each stage's evidence decides: from the check registry.
-IDENTITY, SNAPSHOT, SOAK, DDP = (stage_checks(s) for s in ("identity", "snapshot", "soak", "ddp"))
+IDENTITY, SNAPSHOT, SOAK, DDP, DCGM = (stage_checks(s) for s in ("identity", "snapshot", "soak",
+                                                                  "ddp", "dcgm"))
 
 
 def test_identity(node):
@@ -42,3 +44,9 @@ def test_ddp_smoke(node):
     collect.ddp_smoke(node.collector, gpus)
     collect.nccl_tests(node.collector, gpus)
     node.assert_checks(*DDP)
+
+
+def test_dcgm_diagnostics(node):
+    node.skip_unless_soaked("no DCGM diagnostics")
+    collect.dcgm(node.collector)
+    node.assert_checks(*DCGM)

@@ -90,6 +90,9 @@ def _fabric_stage(ledger: Ledger, run_id: str, inventory: Path, jobs: list[NodeJ
               help="Print the report as JSON (data/schemas/validation-report.schema.json).")
 @click.option("--junit", "junit_path", type=click.Path(path_type=Path), metavar="FILE",
               help="Also write a JUnit XML report (a testsuite per node, a testcase per check).")
+@click.option("--dcgm-level", type=click.IntRange(1, 4), metavar="1-4",
+              help="dcgmi diag level where DCGM is installed (default: the profile's "
+                   "dcgm.level, else 2).")
 @click.option("--fabric", "with_fabric", is_flag=True,
               help="After the nodes' own stages, the rack's fabric test over the nodes "
                    "accepted in this run (a node at fault is rejected, check `fabric`).")
@@ -102,7 +105,8 @@ def _fabric_stage(ledger: Ledger, run_id: str, inventory: Path, jobs: list[NodeJ
 def validate(nodes: tuple[str, ...], all_nodes: bool, inventory_option: str | None,
              profile_name: str | None, soak_seconds: int | None,
              soak_after_identity_failure: bool, parallel: int, as_json: bool,
-             junit_path: Path | None, with_fabric: bool, fabric_floor: float | None,
+             junit_path: Path | None, dcgm_level: int | None, with_fabric: bool,
+             fabric_floor: float | None,
              evidence_root: Path | None) -> None:
     """Validate NODEs: exit 0 all accepted, 1 any rejected or unreachable, 2 bad input."""
     if junit_path and not junit_path.parent.resolve().is_dir():
@@ -124,7 +128,8 @@ def validate(nodes: tuple[str, ...], all_nodes: bool, inventory_option: str | No
         settings = NodeSettings.from_vars(
             host, variables, profile=profile, lock=lock, run_id=run_id,
             soak_seconds=soak_seconds or int(profile["gpu_burn"]["soak_seconds"]),
-            soak_after_identity_failure=soak_after_identity_failure)
+            soak_after_identity_failure=soak_after_identity_failure,
+            dcgm_level=dcgm_level or int((profile.data.get("dcgm") or {}).get("level", 2)))
         jobs.append(NodeJob(settings, path, evidence_base / host,
                             state_dir() / "ssh-control"))
 

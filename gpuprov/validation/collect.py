@@ -68,6 +68,8 @@ class NodeSettings:
     gpu_burn_dir: str = "/opt/gpu-burn"
     pytorch_env: str = "default"       # the pytorch_env role's smoke record to validate with
     nccl_tests_dir: str = "/opt/nccl-tests/build"
+    dcgmi_command: str = "dcgmi"
+    dcgm_level: int = 2
     ddp_timeout_s: int = 120
     soak_after_identity_failure: bool = False
 
@@ -77,7 +79,7 @@ class NodeSettings:
         own = {name: variables[f"gpuprov_validate_{name}"]
                for name in ("lsmod_command", "lspci_command", "kernel_log", "gpu_burn_dir",
                             "pytorch_env", "fabric_manager_log", "ibstat_command",
-                            "nccl_tests_dir")
+                            "nccl_tests_dir", "dcgmi_command")
                if variables.get(f"gpuprov_validate_{name}")}
         return cls(node=node, **fixed, **{k: str(v) for k, v in own.items()})
 
@@ -273,6 +275,26 @@ def nccl_tests(c: Collector, gpus: int) -> None:
             return
         c.run(f"{shlex.quote(binary)} -b 8M -e 1G -f 2 -g {gpus} 2>&1", timeout=600,
               file=evidence.NCCL_TESTS)
+
+
+# `dcgmi diag` run lengths per level (NVIDIA's DCGM guide: r1 seconds, r2 about 2 minutes,
+# r3 about 30, r4 1-2 hours), with room: the hard timeout on the node
+DCGM_TIMEOUT_S = {1: 300, 2: 900, 3: 3600, 4: 3 * 3600}
+
+
+def dcgm(c: Collector) -> None:
+    """NVIDIA's diagnostics at the asked level, where DCGM is installed."""
+    level, command = c.settings.dcgm_level, c.settings.dcgmi_command
+    with c.stage("dcgm"):
+        if c.run(f"command -v {shlex.quote(command)}").rc != 0:
+            c.skip("dcgm", f"{command} not found: DCGM is not installed")
+            return
+        c.meta["dcgm_level"] = level
+        # dcgmi exits non-zero when a test fails: the table is the evidence either way
+        result = c.run(f"{shlex.quote(command)} diag -r {level} 2>&1",
+                       timeout=DCGM_TIMEOUT_S[level])
+        if "Diagnostic" in result.stdout:
+            c.write(evidence.DCGM_DIAG, result.stdout)
 
 
 def gpus_listed(before: evidence.Evidence) -> int:

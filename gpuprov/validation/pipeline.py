@@ -22,7 +22,7 @@ from gpuprov.parsers.errors import ParseError
 from gpuprov.validation import collect
 from gpuprov.validation.connect import node_host
 
-# (node, stage, detail) -> None; stages: connect identity snapshot soak after-soak ddp
+# (node, stage, detail) -> None; stages: connect identity snapshot soak after-soak ddp dcgm
 # judge done
 Progress = Callable[[str, str, dict], None]
 
@@ -62,6 +62,8 @@ def validate_node(job: NodeJob, progress: Progress) -> NodeResult:
             progress(s.node, "ddp", {})
             collect.ddp_smoke(collector, collect.gpus_listed(before))
             collect.nccl_tests(collector, collect.gpus_listed(before))
+            progress(s.node, "dcgm", {})
+            collect.dcgm(collector)
         collector.finish()
     except collect.Unreachable as exc:
         if collector is not None:
