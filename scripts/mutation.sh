@@ -8,6 +8,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/.venv/bin:$PATH"
+# Tests that run the CLI as a subprocess import gpuprov from the mutated copy too (and see
+# the mutant under test), not from the checkout.
+export PYTHONPATH="$PWD/mutants${PYTHONPATH:+:$PYTHONPATH}"
 if [ "${1:-}" != "--report" ]; then
   rm -rf mutants
   echo "mutmut: running (progress in mutants/run.log)…"
