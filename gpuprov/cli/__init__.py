@@ -19,6 +19,9 @@ from gpuprov.errors import GpuprovError
 # name -> (module, attribute, the one line `gpuprov --help` shows; a test holds it equal
 # to the command's own help)
 COMMANDS: dict[str, tuple[str, str, str]] = {
+    "baseline": ("gpuprov.cli.baseline", "baseline",
+                 "Learn floors from known-good nodes into a profile: exit 0 written, 2 bad "
+                 "input."),
     "evaluate": ("gpuprov.cli.evaluate", "evaluate",
                  "Judge a saved evidence DIRECTORY offline: exit 0 accepted, 1 rejected, 2 "
                  "bad..."),

@@ -226,6 +226,14 @@ def _slow_gpu(access, hw, gpu):
     return f"GPU {gpu['index']} runs 15% below its siblings", {}
 
 
+def _slow_node(access, hw, gpu):
+    """Every GPU of the node 15 % slow (a power cap, poor cooling): no sibling to compare
+    with, and still above a datasheet floor; only peers see it."""
+    for g in hw["gpus"]:
+        g["gflops_factor"] = 0.85
+    return f"all {len(hw['gpus'])} GPUs run 15% below their kind", {}
+
+
 def _ddp_broken(access, hw, gpu):
     previous = access.sysctl(PORT_RANGE_SYSCTL)
     access.sysctl(PORT_RANGE_SYSCTL, EXHAUSTED_PORT_RANGE)
@@ -285,6 +293,8 @@ FAULTS = {f.name: f for f in (
               "the first RDMA NIC port at half the profile's rate"),
     FaultKind("reset-required", True, _reset_required,
               "nvidia-smi reports that a GPU requires a reset"),
+    FaultKind("slow-node", False, _slow_node,
+              "every GPU 15% slower (a power cap or poor cooling)"),
     FaultKind("ddp-broken", False, _ddp_broken, "DDP ranks cannot join (ports exhausted)"),
     FaultKind("fabric-slow", False, _fabric_slow,
               f"the node's fabric link shaped to {fabric.SLOW_RATE} (a link trained down)"),

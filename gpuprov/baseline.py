@@ -1,0 +1,153 @@
+"""Floors learned from a site's known-good nodes (`gpuprov baseline`).
+
+Datasheet floors are loose on purpose (0.5-0.6 x peak) and the within-node spread rule
+cannot see a node whose every GPU is slow (a power cap, poor cooling). Peers can: from the
+measured values of accepted nodes of one profile, each floor is a robust centre (the
+median) less a stated tolerance, with iterative rejection against the rule itself —
+samples the floor would reject are dropped and the centre taken again, until nothing
+changes — so one weak GPU among the good ones does not drag the floor down.
+
+What is learned (each only when the accepted results carry it):
+- `gpu_burn.gflops_min` from every GPU's gpu-burn Gflop/s;
+- `max_temp_c` from every GPU's hottest reading under gpu-burn: the centre plus the
+  tolerance in degrees, never above the base profile's limit;
+- `ddp.busbw_min_gbps` from the DDP probe's all-reduce bus bandwidth (NCCL runs only: the
+  floor is an NCCL floor);
+- `fabric.busbw_min_gbps` from the fabric test's group peak, when the nodes took one.
+"""
+
+from __future__ import annotations
+
+import copy
+import statistics
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from gpuprov.errors import InputError
+from gpuprov.model import NodeResult, Verdict
+from gpuprov.profiles import Profile
+
+MIN_NODES = 3
+DEFAULT_TOLERANCE_PCT = 8.0     # a node 15 % slow falls well below; healthy jitter does not
+TEMP_TOLERANCE_C = 5
+
+
+@dataclass(frozen=True)
+class Learned:
+    field: str            # the profile field, dotted
+    value: float
+    centre: float
+    samples: int
+    rejected: int
+    rule: str             # how `value` follows from the centre
+
+
+def robust_floor(samples: list[float], tolerance_pct: float) -> tuple[float, float, int]:
+    """(floor, centre, rejected): centre the median of the samples the floor keeps."""
+    kept = sorted(samples)
+    while True:
+        centre = statistics.median(kept)
+        floor = centre * (1 - tolerance_pct / 100)
+        keep = [v for v in kept if v >= floor]
+        if keep == kept:
+            return floor, centre, len(samples) - len(kept)
+        kept = keep
+
+
+def robust_ceiling(samples: list[float], margin: float) -> tuple[float, float, int]:
+    kept = sorted(samples)
+    while True:
+        centre = statistics.median(kept)
+        ceiling = centre + margin
+        keep = [v for v in kept if v <= ceiling]
+        if keep == kept:
+            return ceiling, centre, len(samples) - len(kept)
+        kept = keep
+
+
+def _check(result: NodeResult, check_id: str) -> dict | None:
+    found = next((c for c in result.checks if c.id == check_id), None)
+    return found.values if found else None
+
+
+def _per_gpu(results: Iterable[NodeResult], key: str) -> list[float]:
+    out = []
+    for r in results:
+        burn = _check(r, "gpu_burn") or {}
+        out += [float(g[key]) for g in (burn.get("gpus") or {}).values()
+                if g.get(key) is not None]
+    return out
+
+
+def _one(results: Iterable[NodeResult], check_id: str,
+         pick: Callable[[dict], float | None]) -> list[float]:
+    out = []
+    for r in results:
+        values = _check(r, check_id)
+        value = pick(values) if values else None
+        if value is not None:
+            out.append(float(value))
+    return out
+
+
+def learn(results: list[NodeResult], base: Profile, tolerance_pct: float) -> list[Learned]:
+    """Every floor the results carry samples for; InputError on too few or mixed nodes."""
+    nodes = sorted({r.node for r in results})
+    if len(nodes) < MIN_NODES:
+        raise InputError(f"a baseline needs at least {MIN_NODES} accepted nodes, got "
+                         f"{len(nodes)}: {', '.join(nodes) or 'none'}")
+    for r in results:
+        if r.verdict != Verdict.ACCEPTED:
+            raise InputError(f"{r.node} in run {r.run_id} is {r.verdict or 'unfinished'}, "
+                             "not accepted: only known-good nodes make a baseline")
+        if r.profile != base.name:
+            raise InputError(f"{r.node} in run {r.run_id} was validated as {r.profile}, not "
+                             f"{base.name}: a baseline learns from peers of one kind")
+    learned = []
+    gflops = _per_gpu(results, "gflops")
+    if gflops:
+        floor, centre, rejected = robust_floor(gflops, tolerance_pct)
+        learned.append(Learned("gpu_burn.gflops_min", round(floor), centre, len(gflops),
+                               rejected, f"median - {tolerance_pct:g} %"))
+    temps = _per_gpu(results, "max_temp_c")
+    if temps:
+        ceiling, centre, rejected = robust_ceiling(temps, TEMP_TOLERANCE_C)
+        limit = min(int(ceiling), int(base["max_temp_c"]))
+        learned.append(Learned("max_temp_c", limit, centre, len(temps), rejected,
+                               f"median + {TEMP_TOLERANCE_C} C, at most the base's "
+                               f"{base['max_temp_c']}"))
+    ddp = _one(results, "ddp_smoke", lambda v: v.get("allreduce_busbw_gbps")
+               if v.get("backend") == "nccl" else None)
+    if len(ddp) >= MIN_NODES:
+        floor, centre, rejected = robust_floor(ddp, tolerance_pct)
+        learned.append(Learned("ddp.busbw_min_gbps", round(floor, 1), centre, len(ddp),
+                               rejected, f"median - {tolerance_pct:g} %"))
+    fabric = _one(results, "fabric", lambda v: (v.get("group") or {}).get("peak_busbw_gbps"))
+    if len(fabric) >= MIN_NODES:
+        floor, centre, rejected = robust_floor(fabric, tolerance_pct)
+        learned.append(Learned("fabric.busbw_min_gbps", round(floor, 4), centre, len(fabric),
+                               rejected, f"median - {tolerance_pct:g} %"))
+    if not learned:
+        raise InputError("the accepted results carry no measured values to learn from")
+    return learned
+
+
+def baseline_profile(base: Profile, name: str, learned: list[Learned],
+                     results: list[NodeResult]) -> dict:
+    """The base profile's data with the learned floors, its sources citing the evidence."""
+    data = copy.deepcopy(base.data)
+    data["name"] = name
+    runs = sorted({r.run_id for r in results})
+    nodes = sorted({r.node for r in results})
+    data["description"] = (f"{base.data.get('description', base.name)}; floors learned from "
+                           f"{len(nodes)} known-good nodes")
+    sources = data.setdefault("sources", {})
+    for item in learned:
+        section, _, key = item.field.rpartition(".")
+        target = data.setdefault(section, {}) if section else data
+        target[key] = item.value
+        sources[item.field] = (
+            f"baseline of {base.name}: {item.rule} = {item.value:g} (median {item.centre:g} "
+            f"of {item.samples} samples, {item.rejected} rejected as outliers) from nodes "
+            f"{', '.join(nodes)}, runs {', '.join(runs)}")
+    return data

@@ -1,0 +1,112 @@
+"""`gpuprov baseline` (the CLI as a subprocess) over a ledger of accepted H100 nodes judged
+from evidence: the learned floors and their sources, outlier rejection against the rule,
+and the point of it all: a node whose every GPU is 15 % slow passes the shipped profile
+and fails the baseline. Bad input: one line, exit 2, nothing written."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import yaml
+
+from gpuprov.baseline import robust_ceiling, robust_floor
+from gpuprov.checks.run import judge
+from gpuprov.evidence import Evidence
+from gpuprov.ledger import Ledger
+from gpuprov.profiles import load_profile
+from gpuprov.validation.collect import NodeSettings
+from gpuprov.validation.pipeline import NodeJob, _result
+from tests import evidence_builder as eb
+from tests.conftest import gpuprov
+
+H100 = load_profile("h100-sxm-8")
+# four known-good nodes: real-looking jitter, and one weak (but accepted) GPU on node04
+GOOD = {"node01": [52000, 51800, 52100, 51900, 52050, 51700, 52000, 51950],
+        "node02": [51900, 52200, 51850, 52000, 51750, 52100, 51950, 52050],
+        "node03": [52150, 51950, 52000, 51800, 52050, 51900, 52100, 51850],
+        "node04": [51800, 52000, 47000, 51900, 52100, 51950, 52000, 51900]}
+
+
+def _record(ledger: Ledger, run_id: str, nodes: dict[str, list[int]], tmp_path, profile=H100):
+    ledger.start_run(run_id, "validate", "/inv/rack.ini", list(nodes), {}, {}, "/ev")
+    for node, gflops in nodes.items():
+        directory = eb.replace(eb.healthy_h100(tmp_path / run_id / node), "gpu-burn.log",
+                               eb.gpu_burn_log(gflops))
+        judgement = judge(Evidence(directory), profile, None)
+        settings = NodeSettings(node=node, profile=profile, lock=None, run_id=run_id,
+                                soak_seconds=30)
+        ledger.record_node(run_id, _result(NodeJob(settings, directory, directory, directory),
+                                           1.0, judgement.verdict, judgement.reason(),
+                                           judgement))
+    ledger.finish_validation(run_id)
+
+
+@pytest.fixture
+def env(tmp_path):
+    ledger_path = tmp_path / "ledger.sqlite3"
+    _record(Ledger(ledger_path), "v1", GOOD, tmp_path)
+    return {**os.environ, "GPUPROV_LEDGER": str(ledger_path),
+            "GPUPROV_STATE_DIR": str(tmp_path / "state")}
+
+
+def test_floors_come_from_the_peers_with_their_sources(env, tmp_path):
+    out = tmp_path / "h100-site.yml"
+    result = gpuprov("baseline", "--from", "v1", "--base", "h100-sxm-8", "-o", str(out),
+                     env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    data = yaml.safe_load(out.read_text())
+    assert data["name"] == "h100-site"
+    assert data["gpu_burn"]["gflops_min"] == round(51950 * 0.92)   # median - 8 %
+    assert data["gpu_burn"]["max_spread_pct"] == 10                  # kept from the base
+    assert data["max_temp_c"] == 66                                  # 61 C + 5
+    assert data["ddp"]["busbw_min_gbps"] == round(455.0 * 0.92, 1)
+    source = data["sources"]["gpu_burn.gflops_min"]
+    assert "median 51950 of 32 samples, 1 rejected as outliers" in source
+    assert "nodes node01, node02, node03, node04, runs v1" in source
+    assert "gpu_burn.gflops_min: 47794" in result.stdout
+    assert load_profile(str(out)).name == "h100-site"
+
+
+def test_a_slow_node_passes_the_shipped_profile_and_fails_its_peers(env, tmp_path):
+    out = tmp_path / "h100-site.yml"
+    assert gpuprov("baseline", "--from", "node01", "--from", "node02", "--from", "node03",
+                   "--base", "h100-sxm-8", "-o", str(out), env=env, timeout=60).returncode == 0
+    slow = eb.replace(eb.healthy_h100(tmp_path / "slow" / "node09"), "gpu-burn.log",
+                      eb.gpu_burn_log([round(g * 0.85) for g in GOOD["node01"]]))
+    shipped = judge(Evidence(slow), H100, None, only=("gpu_burn",)).checks[0]
+    assert str(shipped.status) == "pass"
+    learned = judge(Evidence(slow), load_profile(str(out)), None, only=("gpu_burn",)).checks[0]
+    assert str(learned.status) == "fail"
+    assert "44200 Gflop/s, floor 47817" in learned.summary   # 51975 (nodes 1-3) - 8 %
+
+
+def test_the_rule_rejects_its_own_outliers_until_stable():
+    assert robust_floor([100, 101, 99, 100, 60, 100], 8) == (92.0, 100.0, 1)
+    assert robust_floor([100.0] * 5, 8) == (92.0, 100.0, 0)
+    assert robust_ceiling([61, 62, 61, 90, 60], 5) == (66, 61, 1)
+
+
+BASE = ["--base", "h100-sxm-8"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--from", "node01", "--from", "node02", *BASE],
+     "a baseline needs at least 3 accepted nodes, got 2: node01, node02"),
+    (["--from", "v9", *BASE], "--from v9: neither a run in the ledger nor a node with an "
+                              "accepted validation"),
+    (["--from", "v1", "--base", "a100-sxm-8"],
+     "was validated as h100-sxm-8, not a100-sxm-8: a baseline learns from peers of one kind"),
+])
+def test_bad_input_is_one_line_exit_2_and_nothing_written(env, tmp_path, args, message):
+    out = tmp_path / "x.yml"
+    result = gpuprov("baseline", *args, "-o", str(out), env=env, timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr and len(result.stderr.splitlines()) == 1
+    assert not out.exists()
+
+
+def test_the_output_must_be_a_profile_file(env):
+    result = gpuprov("baseline", "--from", "v1", *BASE, "-o", "site.json", env=env, timeout=60)
+    assert result.returncode == 2
+    assert result.stderr.strip().endswith("--output site.json: a profile is a .yml file")
