@@ -75,3 +75,13 @@ def test_nothing_to_do_is_not_an_error_and_junk_is_refused():
         assert "fabricmanager.log: not a fabric manager log" in str(exc)
     else:
         raise AssertionError("junk parsed as a fabric manager log")
+
+
+def test_an_unreadable_or_absent_kernel_log_leaves_the_switch_judgement_to_the_rest(tmp_path):
+    """kernel_log reports an unreadable log; nvswitch neither fails nor notes it."""
+    node = replace(healthy_h100(tmp_path / "node07"), "dmesg.txt", "\x00\x01\x02 binary\n")
+    result = _nvswitch(node)
+    assert (result.status, result.summary) == (
+        "pass", "4 NVSwitches, fabric Completed/Success on 8 GPUs, no SXid")
+    absent = _nvswitch(replace(healthy_h100(tmp_path / "b"), "dmesg.txt", None))
+    assert absent.status == "pass" and absent.values["sxid"] == "kernel log not collected"
