@@ -15,6 +15,7 @@ from gpuprov.checks.evaluators.identity import upstream
 from gpuprov.checks.run import judge
 from gpuprov.evidence import Evidence
 from gpuprov.model import GpuRef, Status
+from gpuprov.parsers.errors import ParseError
 from gpuprov.profiles import load_profile
 from tests.evidence_builder import capture, healthy_h100, replace
 
@@ -96,3 +97,32 @@ def test_non_fatal_sxids_name_the_first_and_fabric_manager_lists_twenty(tmp_path
     first = result.values["sxid"][0]
     assert result.summary.startswith(f"{len(result.values['sxid'])} non-fatal SXid line(s) "
                                      f"reported: SXid {first['code']} ({first['name']})")
+
+
+def test_every_absent_need_is_named(tmp_path):
+    node = healthy_h100(tmp_path / "node07")
+    for name in ("packages.txt", "systemctl.txt"):
+        replace(node, name, None)
+    [toolkit] = judge(Evidence(node), H100, None, only=("container_toolkit",)).checks
+    assert toolkit.summary == "no evidence: packages.txt, systemctl.txt not collected"
+
+
+def test_a_live_nodes_malformed_evidence_fails_its_readers_offline_it_is_refused(tmp_path):
+    """Validation judges with strict=False: a truncated report fails the checks that read
+    it (and rejects the node); `gpuprov evaluate` (strict) refuses it, naming the file."""
+    node = healthy_h100(tmp_path / "node07")
+    replace(node, "nvidia-smi-topo.txt", "GPU0\tGPU1\n")
+    judgement = judge(Evidence(node), H100, None, strict=False)
+    [topology] = [c for c in judgement.checks if c.id == "nvlink_topology"]
+    assert topology.status == Status.FAIL
+    assert topology.summary.startswith(f"unreadable evidence: {node}/nvidia-smi-topo.txt: ")
+    assert str(judgement.verdict) == "rejected"
+    with pytest.raises(ParseError, match=r"nvidia-smi-topo\.txt: "):
+        judge(Evidence(node), H100, None)
+
+
+def test_the_judgement_names_the_node_its_evidence_says(tmp_path):
+    node = healthy_h100(tmp_path / "evidence-dir")
+    assert judge(Evidence(node), H100, None, only=("nouveau",)).node == "node07"
+    replace(node, "meta.json", "{}")
+    assert judge(Evidence(node), H100, None, only=("nouveau",)).node == "evidence-dir"
