@@ -86,10 +86,10 @@ def parse_dcgm_diag(text: str, source: str) -> DcgmDiag:
         if (name, value.strip()) == ("Diagnostic", "Result"):
             continue
         if name in MESSAGES:
-            owner = current or (tests[-1] if tests else None)
-            if owner is None:
-                owner = DcgmTest(section or "diagnostic", section)
-                tests.append(owner)
+            if current is None:   # a message of the section itself (before any test row)
+                current = DcgmTest(section or "diagnostic", section)
+                tests.append(current)
+            owner = current
             message = [name, value.strip()]
             owner.messages.append(message)  # type: ignore[arg-type]
         elif name and section == "Metadata":

@@ -110,3 +110,34 @@ def test_a_warning_alone_warns(tmp_path):
     assert (result.status, result.action) == (Status.WARN, Action.NONE)
     assert result.summary == ("dcgmi diag -r 1: Inforom warns: GPU 0 Thermal violations "
                               "totaling 13.3 seconds started at 9.7 seconds into the test")
+
+
+def test_messages_belong_to_their_section_and_gpus_accumulate():
+    table = ("| Diagnostic                | Result                                         |\n"
+             "| Error                     | GPU 6 is not responding                        |\n"
+             "|-----  Deployment  --------+------------------------------------------------|\n"
+             "| Persistence Mode          | Pass                                           |\n"
+             "+-----  Hardware  ----------+------------------------------------------------+\n"
+             "| Error                     | GPU 2 has uncorrectable memory errors          |\n"
+             "| GPU Memory                | Fail - GPU: 0                                  |\n"
+             "|                           | GPU3: Fail                                     |\n"
+             "| Error                     | GPU 5 failed the memory test                   |\n")
+    diag = parse_dcgm_diag(table, "d")
+    assert [(t.name, t.section) for t in diag.tests] == [
+        ("diagnostic", ""), ("Persistence Mode", "Deployment"), ("Hardware", "Hardware"),
+        ("GPU Memory", "Hardware")]
+    assert diag.tests[0].failed_gpus == [6] and diag.tests[2].failed_gpus == [2]
+    assert diag.tests[1].messages == [] and diag.tests[1].status == "pass"
+    assert diag.tests[3].failed_gpus == [0, 3, 5]
+    assert [t.name for t in diag.failed] == ["diagnostic", "Hardware", "GPU Memory"]
+
+
+@pytest.mark.parametrize("text, message", [
+    ("", "/e/d.txt: not `dcgmi diag` output (no Diagnostic | Result table)"),
+    ("Diagnostic only\n", "/e/d.txt: not `dcgmi diag` output (no Diagnostic | Result table)"),
+    ("| Diagnostic | Result |\n+---+---+\n", "/e/d.txt: a `dcgmi diag` table with no test rows"),
+])
+def test_refusals_name_the_file_and_say_why(text, message):
+    with pytest.raises(ParseError) as err:
+        parse_dcgm_diag(text, "/e/d.txt")
+    assert str(err.value) == message

@@ -93,3 +93,25 @@ def test_wrong_results_are_an_rma_whatever_the_bandwidth(tmp_path):
     wrong = _nccl_check(tmp_path / "b", rooted)
     assert (wrong.status, wrong.action) == (Status.FAIL, Action.RMA)
     assert "#wrong results at 1 size(s), first at 204800 B" in wrong.summary
+
+
+def test_ranks_operations_and_unvalidated_counts_are_read():
+    """The device list nccl-tests prints before its table, the reduction of each row, and
+    `N/A` where validation was off (-c 0)."""
+    devices = "".join(f"#  Rank  {i} Group  0 Pid  4242 on  node07 device  {i} [0x18] NVIDIA "
+                      "H100 80GB HBM3\n" for i in range(8))
+    rows = capture("nccl-tests/allreduce-rooted-format-nccl-tests167.txt")
+    run = parse_nccl_tests(devices + rows, "n")
+    assert run.ranks == 8
+    assert [r.redop for r in run.rows] == ["max"] * 6 + ["min"] * 5
+    unvalidated = rows.replace("3.08      0", "3.08    N/A").replace("3.06      0", "3.06    N/A")
+    assert parse_nccl_tests(unvalidated, "n").rows[5].wrong == 0
+    assert parse_nccl_tests(rows, "n").ranks == 0
+
+
+def test_a_garbled_number_names_the_file_and_row():
+    text = capture("nccl-tests/allreduce-rooted-format-nccl-tests167.txt").replace(
+        "3.08      0", "3.08     x7")
+    with pytest.raises(ParseError) as err:
+        parse_nccl_tests(text, "/e/nccl-tests.log")
+    assert str(err.value).startswith("/e/nccl-tests.log: not a number 'x7' in row: 204800 ")
