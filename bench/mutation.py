@@ -3,7 +3,8 @@
 
 Reads mutmut's own report (`mutmut results --all true`) and prints, for gpuprov/checks and
 gpuprov/parsers, how many mutants the unit suite killed (a timeout counts as killed: the
-mutant changed behaviour enough to hang a test) against the target, then every function
+mutant changed behaviour enough to hang a test) against the target, over the mutants the
+run reached (an unfinished run says so and does not meet the target), then every function
 with survivors, with the reason recorded for it in bench/mutation-survivors.yml. A survivor
 without a recorded reason is flagged: either a test is missing or the reason is.
 
@@ -25,6 +26,7 @@ REASONS = Path(__file__).with_name("mutation-survivors.yml")
 TARGET = 0.90
 PACKAGES = ("gpuprov.checks", "gpuprov.parsers")
 KILLED = {"killed", "timeout", "segfault"}
+NOT_RUN = "not checked"   # mutmut's word for a mutant the run did not reach
 LINE = re.compile(r"^\s*(?P<name>\S+)__mutmut_\d+: (?P<status>.+?)\s*$")
 
 
@@ -53,21 +55,25 @@ def main() -> int:
         return 2
     reasons = yaml.safe_load(REASONS.read_text()) or {}
     ok = True
-    print(f"{'package':<18}{'mutants':>8}{'killed':>8}{'survived':>10}{'score':>9}  target")
+    print(f"{'package':<18}{'mutants':>8}{'killed':>8}{'survived':>10}{'not run':>9}"
+          f"{'score':>8}  target")
     for package in PACKAGES:
         statuses = Counter(s for f, s in results if f.startswith(package + "."))
-        total = sum(statuses.values())
+        pending = statuses.pop(NOT_RUN, 0)
+        judged = sum(statuses.values())
         killed = sum(n for s, n in statuses.items() if s in KILLED)
-        score = killed / total if total else 0.0
-        ok &= score >= TARGET
-        print(f"{package.replace('.', '/'):<18}{total:>8}{killed:>8}{total - killed:>10}"
-              f"{score:>8.1%}  >= {TARGET:.0%} {'met' if score >= TARGET else 'NOT MET'}")
+        score = killed / judged if judged else 0.0
+        met = score >= TARGET and not pending
+        ok &= met
+        verdict = "met" if met else ("INCOMPLETE run" if pending else "NOT MET")
+        print(f"{package.replace('.', '/'):<18}{judged + pending:>8}{killed:>8}"
+              f"{judged - killed:>10}{pending:>9}{score:>8.1%}  >= {TARGET:.0%} {verdict}")
         other = {s: n for s, n in statuses.items() if s not in KILLED | {"survived"}}
         if other:
             print(f"{'':<18}not killed, other: {other}")
     survivors: dict[str, Counter] = defaultdict(Counter)
     for function, status in results:
-        if status not in KILLED:
+        if status not in KILLED | {NOT_RUN}:
             survivors[function][status] += 1
     print(f"\nsurvivors by function ({sum(sum(c.values()) for c in survivors.values())}):")
     for function in sorted(survivors, key=lambda f: -sum(survivors[f].values())):
