@@ -85,3 +85,12 @@ def test_an_unreadable_or_absent_kernel_log_leaves_the_switch_judgement_to_the_r
         "pass", "4 NVSwitches, fabric Completed/Success on 8 GPUs, no SXid")
     absent = _nvswitch(replace(healthy_h100(tmp_path / "b"), "dmesg.txt", None))
     assert absent.status == "pass" and absent.values["sxid"] == "kernel log not collected"
+
+
+def test_a_fatal_fabric_manager_line_fails_like_an_error(tmp_path):
+    real = capture("fabricmanager/nonfatal-nvswitch-error-multicast-gpud.log")
+    # constructed in the log's real form: no real capture of a FATAL line at hand
+    fatal = "[Feb 27 2025 15:12:00] [FATAL] [tid 1808] NVSwitch fabric is not operational\n"
+    node = replace(healthy_h100(tmp_path / "node07"), "fabricmanager.log", real + fatal)
+    result = _nvswitch(node)
+    assert result.status == "fail" and "NVSwitch fabric is not operational" in result.summary
