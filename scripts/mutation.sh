@@ -4,6 +4,8 @@
 # scripts/test.sh: a full run takes about an hour on two cores. Prints the score per
 # package and every surviving function with its recorded reason; exits 1 under the target.
 #   scripts/mutation.sh            a fresh run, then the report
+#   scripts/mutation.sh --resume   finish an interrupted run (judged mutants keep their
+#                                  result), then the report
 #   scripts/mutation.sh --report   the report of the last run only
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,8 +13,11 @@ export PATH="$PWD/.venv/bin:$PATH"
 # Tests that run the CLI as a subprocess import gpuprov from the mutated copy too (and see
 # the mutant under test), not from the checkout.
 export PYTHONPATH="$PWD/mutants${PYTHONPATH:+:$PYTHONPATH}"
-if [ "${1:-}" != "--report" ]; then
-  rm -rf mutants
+mode="${1:-fresh}"
+case "$mode" in fresh|--resume|--report) ;; *)
+  echo "scripts/mutation.sh: unknown option $mode (--resume, --report)" >&2; exit 2 ;; esac
+if [ "$mode" != "--report" ]; then
+  [ "$mode" = "--resume" ] || rm -rf mutants
   echo "mutmut: running (progress in mutants/run.log)…"
   mkdir -p mutants
   # mutmut's spinner redraws one line; the log keeps it out of the terminal.
