@@ -21,8 +21,11 @@ if [ "$mode" != "--report" ]; then
   echo "mutmut: running (progress in mutants/run.log)…"
   mkdir -p mutants
   # mutmut's spinner redraws one line; the log keeps it out of the terminal.
-  # the checks first (their score is the one the target is held to), then the parsers
-  for pattern in "gpuprov.checks.*" ""; do
+  # fresh: the checks first (their score is the one the target is held to), then the rest;
+  # resume: every mutant not yet judged (named mutants would all be judged again)
+  patterns=("gpuprov.checks.*" "")
+  [ "$mode" = "--resume" ] && patterns=("")
+  for pattern in "${patterns[@]}"; do
     # an empty pattern: every mutant not yet run
     mutmut run --max-children "$(nproc)" ${pattern:+"$pattern"} >>mutants/run.log 2>&1 || {
       tail -n 20 mutants/run.log >&2; exit 2; }
