@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 
 export DEBIAN_FRONTEND=noninteractive
 pkgs=(ca-certificates git python3 python3-venv python3-pip docker.io debootstrap
-      debian-archive-keyring openssh-client gnupg apt-utils iproute2 netcat-openbsd)
+      debian-archive-keyring openssh-client gnupg apt-utils iproute2 procps netcat-openbsd)
 
 # gpuprov needs Python >= 3.11; Ubuntu 22.04's python3 is 3.10, so take its python3.11.
 PY=python3
