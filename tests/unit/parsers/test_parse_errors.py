@@ -1,0 +1,42 @@
+"""Every parser's refusal, in full: the file named, then what is wrong, in one line an
+operator can act on (found by mutation testing, issue #24: the sweeps checked only that
+each raised)."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuprov.parsers import fabric_manager, ibstat, nvlink, probes, system, topo, versions
+from gpuprov.parsers.errors import ParseError
+
+CASES = [
+    (topo.parse_topo, "nothing here\n", "no `nvidia-smi topo -m` header row (GPU0 …)"),
+    (topo.parse_topo, "\tGPU0\tGPU1\tCPU Affinity\nGPU0\t X \tNV18\nGPU1\tNV18\n",
+     "row GPU1 has 1 cells for 2 devices (truncated?)"),
+    (system.parse_systemctl, "LoadState=loaded\nActiveState=active\n",
+     "a `systemctl show` block without Id="),
+    (system.parse_packages, "garbage line without tab\n",
+     "not a `dpkg-query -W` line: 'garbage line without tab'"),
+    (system.parse_lsmod, "nvidia\n", "not `lsmod` output (no `Module` header)"),
+    (probes.parse_torch_env, "{not json",
+     "malformed JSON: Expecting property name enclosed in double quotes at line 1"),
+    (probes.parse_torch_env, "[1, 2]", "expected a JSON object"),
+    (probes.parse_ddp_smoke, "{}", "missing keys: ok, world_size, backend"),
+    (nvlink.parse_nvlink_errors, "junk\n", "unrecognised `nvlink -e` line: 'junk'"),
+    (versions.parse_nvcc, "nvcc: NVIDIA (R) Cuda compiler driver\n",
+     "no `Cuda compilation tools, release X.Y` line"),
+    (versions.parse_cudnn_header, "#define CUDNN_MAJOR 9\n",
+     "no CUDNN_MINOR/PATCHLEVEL define (not a cuDNN header?)"),
+    (ibstat.parse_ibstat, "junk\n", "not ibstat output: no `CA '<name>'` line"),
+    (fabric_manager.parse_fabric_manager_log, "junk\n",
+     "not a fabric manager log: no `[time] [LEVEL] [tid N]` line"),
+]
+
+
+@pytest.mark.parametrize("parser, text, message", CASES,
+                         ids=[f"{p.__module__.rsplit('.', 1)[-1]}-{i}"
+                              for i, (p, _, _) in enumerate(CASES)])
+def test_each_refusal_names_the_file_and_the_fault(parser, text, message):
+    with pytest.raises(ParseError) as err:
+        parser(text, "/evidence/node07/file")
+    assert str(err.value) == f"/evidence/node07/file: {message}"
