@@ -40,3 +40,20 @@ def test_each_refusal_names_the_file_and_the_fault(parser, text, message):
     with pytest.raises(ParseError) as err:
         parser(text, "/evidence/node07/file")
     assert str(err.value) == f"/evidence/node07/file: {message}"
+
+
+def test_nvlink_error_counters_skip_na_and_inactive_gpus_and_refuse_orphans():
+    """`nvlink -e` in the builder's real form, with what real nodes add: counters a GPU
+    does not report (N/A), a GPU whose links are all inactive, and a counter line before
+    any GPU line (a cut-off capture)."""
+    text = ("GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-b42dd28e-ffdd-8720-1df0-98bd8cdc05b0)\n"
+            "\t Link 0: Replay Errors: 3\n\t Link 0: Recovery Errors: N/A\n"
+            "GPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-b42dd28e-ffdd-8720-1df0-98bd8cdc05b1)\n"
+            "\t NVML: all links are inactive\n"
+            "GPU 2: NVIDIA H100 80GB HBM3 (UUID: GPU-b42dd28e-ffdd-8720-1df0-98bd8cdc05b2)\n"
+            "\t Link 1: CRC Errors: 7\n")
+    parsed = nvlink.parse_nvlink_errors(text, "e")
+    assert parsed.counters == {0: {0: {"Replay Errors": 3}}, 1: {}, 2: {1: {"CRC Errors": 7}}}
+    assert parsed.uuids[2] == "GPU-b42dd28e-ffdd-8720-1df0-98bd8cdc05b2"
+    with pytest.raises(ParseError, match=r"^e: unrecognised `nvlink -e` line: 'Link 0: "):
+        nvlink.parse_nvlink_errors("\t Link 0: Replay Errors: 0\n" + text, "e")
