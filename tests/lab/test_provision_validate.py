@@ -262,7 +262,7 @@ def test_the_testinfra_modules_validate_a_node_as_gpuprov_validate_does(rack, tm
         # testinfra runs ansible-inventory: the environment's, whatever PATH says
         env={**rack.env(), "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"})
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
-    assert "4 passed" in result.stdout
+    assert "5 passed" in result.stdout   # identity, snapshot, soak, DDP, DCGM
     evidence = next(tmp_path.glob("*/node03"))
     judged = rack.cli("evaluate", str(evidence), "--profile", "l40s-pcie-4", "--json")
     assert judged.returncode == 0, judged.stdout[-2000:]
