@@ -21,7 +21,7 @@ from gpuprov.cli.validate import node_profile, pick_nodes
 from gpuprov.config import resolve_inventory, state_dir
 from gpuprov.console import text_table
 from gpuprov.evidence import Evidence
-from gpuprov.fabric.rack import check_members, floor_for, test_fabric
+from gpuprov.fabric.rack import check_members, floor_for, run_fabric_test
 from gpuprov.fabric.stage import FabricSettings
 from gpuprov.inventory import Inventory
 from gpuprov.ledger import Ledger
@@ -74,7 +74,7 @@ def fabric(nodes: tuple[str, ...], all_nodes: bool, inventory_option: str | None
           file=out, flush=True)
     started = time.time()
     settings = FabricSettings(run_id, floor, source, floor_nccl_only=source.startswith("profile"))
-    record = test_fabric(path, places, settings, base / "fabric", node_dirs,
+    record = run_fabric_test(path, places, settings, base / "fabric", node_dirs,
                          state_dir() / "ssh-control", lambda line: print(line, file=out,
                                                                         flush=True))
     rows = []

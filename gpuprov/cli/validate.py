@@ -13,7 +13,7 @@ from gpuprov import report
 from gpuprov.config import resolve_inventory, state_dir
 from gpuprov.errors import InputError
 from gpuprov.escalation import escalate
-from gpuprov.fabric.rack import MIN_MEMBERS, check_members, floor_for, test_fabric
+from gpuprov.fabric.rack import MIN_MEMBERS, check_members, floor_for, run_fabric_test
 from gpuprov.fabric.stage import FabricSettings
 from gpuprov.inventory import Inventory
 from gpuprov.ledger import Ledger
@@ -63,7 +63,7 @@ def _fabric_stage(ledger: Ledger, run_id: str, inventory: Path, jobs: list[NodeJ
         return
     settings = FabricSettings(run_id, floor[0], floor[1], floor_nccl_only=floor[1].startswith(
         "profile"))
-    test_fabric(inventory, {j.settings.node: places[j.settings.node] for j in members},
+    run_fabric_test(inventory, {j.settings.node: places[j.settings.node] for j in members},
                 settings, evidence_base / "fabric",
                 {j.settings.node: j.evidence_dir for j in members}, members[0].control_dir,
                 lambda line: print(line, file=out, flush=True))

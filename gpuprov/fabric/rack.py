@@ -79,7 +79,7 @@ def check_members(inventory: Inventory, hosts: list[str]) -> dict[str, tuple[str
     return places
 
 
-def test_fabric(inventory_path: Path, places: dict[str, tuple[str, str]],
+def run_fabric_test(inventory_path: Path, places: dict[str, tuple[str, str]],
                 settings: FabricSettings, out_dir: Path, node_dirs: dict[str, Path],
                 control_dir: Path, progress: Callable[[str], None]) -> FabricRecord:
     """Runs the test over `places`' hosts; the record lands in `out_dir` and each
