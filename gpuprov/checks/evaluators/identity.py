@@ -13,6 +13,7 @@ from gpuprov.evidence import (
     LSPCI,
     NVCC,
     PACKAGES,
+    SMI_AFTER,
     SMI_BEFORE,
     SYSTEMCTL,
     TORCH_ENV,
@@ -34,8 +35,8 @@ def upstream(version: str) -> str:
 
 
 @check("gpu_inventory", stage="identity", needs=(SMI_BEFORE,), action=Action.RESEAT_OR_INSPECT,
-       rule="GPU count, model, memory as the profile says; lspci and nvidia-smi agree; one "
-            "VBIOS version (warn)")
+       rule="GPU count, model, memory as the profile says; lspci and nvidia-smi agree; no "
+            "GPU gone from nvidia-smi after the soak; one VBIOS version (warn)")
 def gpu_inventory(ctx: Context, r: Results) -> CheckResult:
     smi = ctx.evidence.read(SMI_BEFORE)
     spec = ctx.profile["gpu"]
@@ -57,6 +58,13 @@ def gpu_inventory(ctx: Context, r: Results) -> CheckResult:
             extra += f" (on the PCI bus but not in the driver: {', '.join(lost)})"
         return r.fail(f"{len(gpus)} GPUs visible, profile expects {spec['count']}{extra}",
                       values, gpu=GpuRef(None, lost[0]) if len(lost) == 1 else None)
+    gone = _gone_after_soak(gpus, ctx.evidence.read(SMI_AFTER))
+    if gone:
+        values["gone_after_soak"] = [g.bus_id for g in gone]
+        more = f" (+{len(gone) - 1} more)" if len(gone) > 1 else ""
+        return r.fail(f"{gone[0].label()} listed before the soak is gone from nvidia-smi after "
+                      f"it{more} (fallen off the bus?)", values,
+                      gpu=r.at_fault(g.index for g in gone))
     if lspci is not None and len(lspci) != len(gpus):
         return r.fail(f"lspci lists {len(lspci)} NVIDIA GPUs but nvidia-smi {len(gpus)}",
                       values)
@@ -76,6 +84,14 @@ def gpu_inventory(ctx: Context, r: Results) -> CheckResult:
         return r.warn(f"{len(gpus)} x {gpus[0].name}, but mixed VBIOS versions: "
                       f"{', '.join(vbios)}", values, action=Action.NONE)
     return r.passed(f"{len(gpus)} x {gpus[0].name}, VBIOS {', '.join(vbios) or '?'}", values)
+
+
+def _gone_after_soak(gpus, after) -> list:
+    """GPUs the snapshot before the soak lists and the one after it does not."""
+    if after is None:
+        return []
+    kept = {BusId.parse(g.bus_id) for g in after.gpus if g.bus_id}
+    return [g for g in gpus if g.bus_id and BusId.parse(g.bus_id) not in kept]
 
 
 def _lost_from_driver(gpus, lspci: list[str]) -> list[str]:

@@ -30,8 +30,11 @@ def gpu_burn(ctx: Context, r: Results) -> CheckResult:
     if run.aborted:
         fails.append((None, "gpu-burn aborted: no clients alive"))
     if run.init_failures:
+        # gpu-burn carries on after a failed init and may end with every GPU "OK" (issue 7)
+        reported_ok = any(g.verdict == "OK" for g in run.gpus.values())
         fails.append((None, f"gpu-burn could not initialise a GPU test "
-                            f"({run.init_failures[0][:80]}), yet it reported OK"))
+                            f"({run.init_failures[0][:80]})"
+                            + (", yet it reported OK" if reported_ok else "")))
     if not run.finished:
         fails.append((None, "gpu-burn log has no final `Tested N GPUs` list (killed or crashed)"))
     if run.progress_lines == 0:

@@ -68,6 +68,15 @@ def burn_finished_without(marker: str):
     return edit
 
 
+def gpu_gone_after_soak(gpu: int):
+    """The snapshot after the soak without one GPU's block (a GPU fallen off the bus)."""
+    def edit(node: Path) -> None:
+        blocks = (node / Q_AFTER).read_text().split("\nGPU 0000")
+        del blocks[gpu + 1]   # blocks[0] is the header
+        replace(node, Q_AFTER, "\nGPU 0000".join(blocks))
+    return edit
+
+
 # (id, check, edit, status, GPU index named (or None), summary fragment,
 #  a value the check recorded: (key path, expected))
 Case = tuple[str, str, Callable[[Path], None], str, int | None, str, tuple]
@@ -82,6 +91,9 @@ CASES: list[Case] = [
      (("gpus", 4, "vbios"), "96.00.99.00.01")),
     ("lspci-short", "gpu_inventory", text("lspci.txt", "DB:00.0 3D controller", "DB:00.0 X"),
      "fail", None, "lspci lists 7 NVIDIA GPUs but nvidia-smi 8", (("lspci_count",), 7)),
+    ("gpu-gone-after-soak", "gpu_inventory", gpu_gone_after_soak(6),
+     "fail", 6, "GPU 6 (00000000:BA:00.0, serial 1654423003872) listed before the soak is gone",
+     (("gone_after_soak",), ["00000000:BA:00.0"])),
     ("persistence-off", "persistence_mode", smi(6, ("Persistence Mode",), "Disabled"),
      "fail", 6, "persistence mode off on GPU 6", (("off",), [6])),
     ("pcie-width", "pcie_link", smi(3, ("PCI", "GPU Link Info", "Link Width", "Current"), "8x"),

@@ -27,6 +27,13 @@ def _tool_failure(before: dict, after: dict) -> bool:
             and after["summary"].startswith("nvidia-smi failed"))
 
 
+def _gone_after_soak(check: dict) -> bool:
+    """A deliberate change since: gpu_inventory fails a GPU that the snapshot after the soak
+    no longer lists. The scenarios that swap another machine's capture in as that snapshot
+    were judged as if no GPU had gone; their own test is in test_fail_branches.py."""
+    return check["id"] == "gpu_inventory" and "gone from nvidia-smi after" in check["summary"]
+
+
 # Checks a later issue replaced on purpose: old id -> its successor, judged by its own tests
 # (#17: kernel_log reads every kernel fault, not only Xid lines, over the current boot).
 SUPERSEDED = {"xid": "kernel_log"}
@@ -49,7 +56,8 @@ def test_every_scenario_judges_as_before(tmp_path):
                 differences.append((key, before, after))
             continue
         added = {c["id"] for c in after["checks"]} - {c["id"] for c in before["checks"]}
-        replaced = set(SUPERSEDED) | added
+        replaced = set(SUPERSEDED) | added | {c["id"] for c in after["checks"]
+                                              if _gone_after_soak(c)}
         assert (_verdict_without(after["checks"], replaced)
                 == _verdict_without(before["checks"], replaced)), key
         was = {c["id"]: c for c in before["checks"] if c["id"] not in SUPERSEDED}
@@ -57,6 +65,8 @@ def test_every_scenario_judges_as_before(tmp_path):
             if c["id"] not in was:
                 continue   # a check added or replaced since the golden file: own tests
             expected = was.pop(c["id"])
+            if _gone_after_soak(c):
+                continue
             if c != expected and not _same_missing(expected, c) and not _tool_failure(expected, c):
                 differences.append((key, expected, c))
         assert not was, f"{key}: checks gone: {sorted(was)}"
