@@ -234,6 +234,11 @@ def _slow_node(access, hw, gpu):
     return f"all {len(hw['gpus'])} GPUs run 15% below their kind", {}
 
 
+def _dcgm_fail(access, hw, gpu):
+    gpu["dcgm_fail"] = "memory"
+    return f"GPU {gpu['index']} fails DCGM's memory test (dcgmi diag -r 2 and up)", {}
+
+
 def _ddp_broken(access, hw, gpu):
     previous = access.sysctl(PORT_RANGE_SYSCTL)
     access.sysctl(PORT_RANGE_SYSCTL, EXHAUSTED_PORT_RANGE)
@@ -281,6 +286,7 @@ FAULTS = {f.name: f for f in (
     FaultKind("xid", True, _xid, "an Xid 119 line in the node's kernel log"),
     FaultKind("burn-errors", True, _burn_errors, "gpu-burn finds errors on a GPU"),
     FaultKind("slow-gpu", True, _slow_gpu, "a GPU 15% slower than its siblings"),
+    FaultKind("dcgm-fail", True, _dcgm_fail, "a GPU fails DCGM's memory test (level 2 and up)"),
     FaultKind("fallen-off-bus", True, _fallen_off_bus,
               "a GPU falls off the bus (gone from nvidia-smi, the R570+ kernel message)"),
     FaultKind("gsp-timeout", True, _gsp_timeout, "a GSP heartbeat timeout in the kernel log"),

@@ -86,4 +86,5 @@ gpuprov_docker_version: ""
 gpuprov_torch_version: 2.13.0
 gpuprov_torch_cuda_build: cpu
 gpuprov_python_version: "3.11"
+gpuprov_dcgm_version: 4.2.3-1
 """

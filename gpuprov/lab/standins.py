@@ -31,7 +31,7 @@ SIM_DIR = "/usr/lib/gpuprov-sim"
 LIB = node.LIB_DIR
 UNIT_DIR = "/usr/lib/systemd/system"
 SIM_SOURCES = Path(sim.__file__).parent
-SIM_MODULES = ("__init__", "node", "render", "nvidia_smi", "gpu_burn", "daemons")
+SIM_MODULES = ("__init__", "node", "render", "nvidia_smi", "gpu_burn", "daemons", "dcgmi")
 MODULE_UNIT = "gpuprov-lab-nvidia-module.service"
 
 
@@ -228,6 +228,25 @@ def cudnn_packages(runtime: str, cuda: str, version: str) -> Iterator[Deb]:
     yield deb
 
 
+def dcgm_packages(version: str, epoch: int, cuda_majors: list) -> Iterator[Deb]:
+    """DCGM 4 as NVIDIA's CUDA repository ships it: the core (dcgmi, nv-hostengine and its
+    nvidia-dcgm unit) and one package per CUDA major that the diagnostics need. dcgmi is
+    the simulator's (shipped with the driver's libraries, like the GPUs it tests)."""
+    dv = f"{epoch}:{version}"
+    yield (Deb("datacenter-gpu-manager-4-core", dv, "NVIDIA Data Center GPU Manager core "
+               "(stand-in)\ndcgmi and the host engine.")
+           .add("/usr/bin/dcgmi", _python_tool("dcgmi", "main(sys.argv[1:])"), 0o755)
+           .add("/usr/bin/nv-hostengine", _python_tool("daemons", "hostengine(sys.argv[1:])"),
+                0o755)
+           .add(f"{UNIT_DIR}/nvidia-dcgm.service",
+                _unit("NVIDIA DCGM service", "/usr/bin/nv-hostengine",
+                      "After=network-online.target\n")))
+    for major in cuda_majors:
+        yield Deb(f"datacenter-gpu-manager-4-cuda{major}", dv, "NVIDIA Data Center GPU "
+                  f"Manager diagnostics for CUDA {major} (stand-in)",
+                  depends=[f"datacenter-gpu-manager-4-core (= {dv})"])
+
+
 def container_toolkit_packages(version: str) -> Iterator[Deb]:
     dv = f"{version}-1"
     commit = hashlib.sha1(version.encode()).hexdigest()
@@ -267,6 +286,8 @@ def cuda_repo_packages() -> Iterator[Deb]:
     for runtime, spec in data["cudnn"].items():
         for version in spec["versions"]:
             yield from cudnn_packages(runtime, str(spec["cuda"]), version)
+    for version in data["dcgm"]["versions"]:
+        yield from dcgm_packages(version, data["dcgm"]["epoch"], data["dcgm"]["cuda_majors"])
 
 
 def container_repo_packages() -> Iterator[Deb]:

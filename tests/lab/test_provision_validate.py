@@ -165,17 +165,19 @@ ROUNDS = [
      ("node03", "xid", 2, "kernel_log")],
     [("node01", "nic-down", None, "nics"), ("node02", "fabric-degraded", None, "nvswitch"),
      ("node03", "reset-required", 0, "gpu_reset_required")],
+    # DCGM (installed by the rack's lock): its level-2 memory test fails on one GPU
+    [("node02", "dcgm-fail", 4, "dcgm_diag")],
 ]
 # the action each of those rounds' faults must recommend
 ACTIONS = {"fallen-off-bus": "reboot", "gsp-timeout": "reset-gpu", "aer": "reseat-or-inspect",
            "sxid": "reboot", "reset-required": "reset-gpu", "xid": "reset-gpu",
            "nic-down": "reseat-or-inspect", "nic-degraded": "reseat-or-inspect",
-           "fabric-degraded": "reboot"}
+           "fabric-degraded": "reboot", "dcgm-fail": "rma"}
 
 
 @pytest.mark.parametrize("round_", ROUNDS, ids=["inventory-links", "ecc-burn", "perf-sw",
                                                 "kernel-faults", "sxid-nic-rate-xid",
-                                                "nic-fabric-reset"])
+                                                "nic-fabric-reset", "dcgm"])
 def test_each_fault_is_rejected_with_its_check_naming_the_gpu(rack, round_):
     try:
         for node, kind, gpu, _ in round_:
@@ -191,6 +193,9 @@ def test_each_fault_is_rejected_with_its_check_naming_the_gpu(rack, round_):
         named = failing[check_id]["gpu"]
         if kind in ACTIONS:
             assert failing[check_id]["action"] == ACTIONS[kind], (node, kind, failing[check_id])
+        if kind == "dcgm-fail":       # the test and its section, with DCGM's own text
+            assert "memory (Hardware) on GPU 4" in failing[check_id]["summary"]
+            assert "A memory mismatch was detected on GPU 4" in failing[check_id]["summary"]
         if kind.startswith("nic-"):   # the NIC port, named in the summary
             assert "NIC mlx5_0 port 1" in failing[check_id]["summary"]
         elif kind == "sxid":          # an NVSwitch, named in the summary

@@ -150,3 +150,37 @@ def test_gpu_burn_tarball_is_reproducible(tmp_path):
     a = standins.gpu_burn_tarball(tmp_path)
     first = a.read_bytes()
     assert standins.gpu_burn_tarball(tmp_path).read_bytes() == first
+
+
+def test_dcgmi_diag_table_parses_as_dcgm_4_and_runs_the_level_s_tests(sim_node, monkeypatch,
+                                                                       capsys):
+    from gpuprov.lab.sim import daemons, dcgmi
+    from gpuprov.parsers.dcgm import parse_dcgm_diag
+    hw, save = sim_node
+    monkeypatch.setattr(daemons, "HOSTENGINE_PID", node.FABRICMANAGER_PID)  # pid 1: running
+    monkeypatch.setattr(dcgmi.time, "sleep", lambda s: None)
+    ran = {}
+    for level in (1, 2, 3, 4):
+        assert dcgmi.main(["diag", "-r", str(level)]) == 0
+        diag = parse_dcgm_diag(capsys.readouterr().out, f"r{level}")
+        assert all(t.status == "pass" for t in diag.tests)
+        assert diag.metadata["DCGM Version"] == dcgmi.VERSION
+        assert diag.metadata["GPU Device IDs Detected"] == ", ".join(["20b2"] * 8)  # A100
+        ran[level] = [t.name for t in diag.tests]
+    assert ran[1] == ["software"]
+    assert ran[2] == ["software", "memory", "pcie"]
+    assert set(ran[2]) < set(ran[3]) < set(ran[4])
+    hw["gpus"][5]["dcgm_fail"] = "memory"
+    save(hw)
+    assert dcgmi.main(["diag", "-r", "2"]) == 1
+    [failed] = parse_dcgm_diag(capsys.readouterr().out, "fail").failed
+    assert (failed.name, failed.section, failed.failed_gpus) == ("memory", "Hardware", [5])
+    assert failed.messages == [("Error", "A memory mismatch was detected on GPU 5, but no "
+                                         "error was reported by CUDA or NVML.")]
+
+
+def test_dcgmi_needs_its_host_engine(sim_node, monkeypatch, tmp_path, capsys):
+    from gpuprov.lab.sim import daemons, dcgmi
+    monkeypatch.setattr(daemons, "HOSTENGINE_PID", str(tmp_path / "absent.pid"))
+    assert dcgmi.main(["diag", "-r", "1"]) == 255
+    assert "Unable to connect to host engine" in capsys.readouterr().err

@@ -1,4 +1,5 @@
-"""nvidia-persistenced and nv-fabricmanager, as their systemd units see them.
+"""nvidia-persistenced, nv-fabricmanager and DCGM's nv-hostengine, as their systemd units
+see them.
 
 Both fork like the real daemons (`Type=forking`): the parent checks that it can run and
 exits non-zero when not, so `systemctl start` fails the way it does on a real server.
@@ -81,4 +82,17 @@ def fabricmanager(argv: list[str], version: str) -> int:
                 "topology, aborting fabric manager")
         return 1
     _daemonize(node.FABRICMANAGER_PID)
+    return 0
+
+
+HOSTENGINE_PID = "/var/run/nvhostengine.pid"
+
+
+def hostengine(argv: list[str]) -> int:
+    """DCGM's host engine: needs the driver loaded (NVML), as the real one does."""
+    if node.loaded_module_version() is None:
+        sys.stderr.write("Error: DCGM Failed to initialize the host engine: NVML Library "
+                         "not loaded\n")
+        return 1
+    _daemonize(HOSTENGINE_PID)
     return 0
