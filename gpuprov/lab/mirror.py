@@ -7,7 +7,8 @@ Layout (bind-mounted read-only into every node at NODE_MIRROR_PATH):
     cuda/                           stand-in of NVIDIA's CUDA repository (flat, signed)
     libnvidia-container/            stand-in of the container-toolkit repository (flat, signed)
     wheels/                         pip wheelhouse (the CPU build of torch and its needs)
-    files/                          file store with SHA256SUMS (gpu-burn source, conda installer)
+    files/                          file store with SHA256SUMS (gpu-burn and nccl-tests
+                                    sources, conda installer)
 
 Each part records the digest of what it was built from and is rebuilt only when that
 changes; a part is built beside the old one and swapped in whole.
@@ -105,6 +106,7 @@ def ensure_mirror(paths: LabPaths, image: ImageRecipe, log) -> Path:
     files = mirror / "files"
     files.mkdir(exist_ok=True)
     standins.gpu_burn_tarball(files)
+    standins.nccl_tests_tarball(files)
     standins.conda_installer(files)
     write_sha256sums(files)
     return mirror

@@ -31,7 +31,8 @@ SIM_DIR = "/usr/lib/gpuprov-sim"
 LIB = node.LIB_DIR
 UNIT_DIR = "/usr/lib/systemd/system"
 SIM_SOURCES = Path(sim.__file__).parent
-SIM_MODULES = ("__init__", "node", "render", "nvidia_smi", "gpu_burn", "daemons", "dcgmi")
+SIM_MODULES = ("__init__", "node", "render", "nvidia_smi", "gpu_burn", "daemons", "dcgmi",
+               "nccl_tests")
 MODULE_UNIT = "gpuprov-lab-nvidia-module.service"
 
 
@@ -228,6 +229,26 @@ def cudnn_packages(runtime: str, cuda: str, version: str) -> Iterator[Deb]:
     yield deb
 
 
+def nccl_packages(version: str, cuda: str) -> Iterator[Deb]:
+    """NCCL as NVIDIA's CUDA repository ships it: libnccl2 and libnccl-dev at
+    <version>+cuda<X.Y>; the header carries the version, as the real nccl.h does."""
+    dv = f"{version}+cuda{cuda}"
+    upstream = version.split("-")[0]
+    major, minor, patch = upstream.split(".")
+    yield (Deb("libnccl2", dv, f"NVIDIA Collective Communication Library (NCCL) Runtime "
+               f"(stand-in)\nbuilt for CUDA {cuda}")
+           .add(f"{LIB}/libnccl.so.{upstream}", "stand-in\n"))
+    dev = Deb("libnccl-dev", dv, f"NVIDIA Collective Communication Library (NCCL) Development "
+              f"Files (stand-in)\nbuilt for CUDA {cuda}", depends=[f"libnccl2 (= {dv})"])
+    dev.symlinks[f"{LIB}/libnccl.so.2"] = f"libnccl.so.{upstream}"
+    dev.add("/usr/include/nccl.h",
+            f"#ifndef NCCL_H_\n#define NCCL_H_\n#define NCCL_MAJOR {major}\n"
+            f"#define NCCL_MINOR {minor}\n#define NCCL_PATCH {patch}\n"
+            f"#define NCCL_VERSION_CODE {int(major) * 10000 + int(minor) * 100 + int(patch)}\n"
+            "#endif\n")
+    yield dev
+
+
 def dcgm_packages(version: str, epoch: int, cuda_majors: list) -> Iterator[Deb]:
     """DCGM 4 as NVIDIA's CUDA repository ships it: the core (dcgmi, nv-hostengine and its
     nvidia-dcgm unit) and one package per CUDA major that the diagnostics need. dcgmi is
@@ -286,6 +307,8 @@ def cuda_repo_packages() -> Iterator[Deb]:
     for runtime, spec in data["cudnn"].items():
         for version in spec["versions"]:
             yield from cudnn_packages(runtime, str(spec["cuda"]), version)
+    for version in data["nccl"]["versions"]:
+        yield from nccl_packages(version, str(data["nccl"]["cuda"]))
     for version in data["dcgm"]["versions"]:
         yield from dcgm_packages(version, data["dcgm"]["epoch"], data["dcgm"]["cuda_majors"])
 
@@ -296,11 +319,20 @@ def container_repo_packages() -> Iterator[Deb]:
 
 
 def gpu_burn_tarball(dest_dir: Path) -> Path:
-    """A reproducible source tarball (fixed mtimes, gzip without a timestamp)."""
     version = recipe()["gpu_burn"]["version"]
-    top = f"gpu-burn-{version}"
-    members = {name: _source(f"gpu-burn/{name}")
-               for name in ("Makefile", "gpu_burn-drv.cpp", "compare.cu", "README.md")}
+    return _tarball(dest_dir, f"gpu-burn-{version}", "gpu-burn",
+                    ("Makefile", "gpu_burn-drv.cpp", "compare.cu", "README.md"))
+
+
+def nccl_tests_tarball(dest_dir: Path) -> Path:
+    version = recipe()["nccl_tests"]["version"]
+    return _tarball(dest_dir, f"nccl-tests-{version}", "nccl-tests",
+                    ("Makefile", "README.md", "src/all_reduce_perf.cpp"))
+
+
+def _tarball(dest_dir: Path, top: str, source_dir: str, names: tuple[str, ...]) -> Path:
+    """A reproducible source tarball (fixed mtimes, gzip without a timestamp)."""
+    members = {name: _source(f"{source_dir}/{name}") for name in names}
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.GNU_FORMAT) as tar:
         for name, text in sorted(members.items()):

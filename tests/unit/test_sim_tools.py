@@ -146,10 +146,53 @@ def test_standin_repositories_carry_two_versions_and_real_dependencies():
     assert "libnvidia-container-tools (>= 1.16.2-1)" in top.depends  # floats unless pinned
 
 
-def test_gpu_burn_tarball_is_reproducible(tmp_path):
-    a = standins.gpu_burn_tarball(tmp_path)
-    first = a.read_bytes()
-    assert standins.gpu_burn_tarball(tmp_path).read_bytes() == first
+@pytest.mark.parametrize("build", [standins.gpu_burn_tarball, standins.nccl_tests_tarball])
+def test_source_tarballs_are_reproducible(tmp_path, build):
+    first = build(tmp_path).read_bytes()
+    assert build(tmp_path).read_bytes() == first
+
+
+def test_nccl_and_dcgm_standins_carry_two_versions_under_the_real_names():
+    cuda = {(d.name, d.version): d for d in standins.cuda_repo_packages()}
+    for name in ("libnccl2", "libnccl-dev"):
+        assert {v for n, v in cuda if n == name} == {"2.20.5-1+cuda12.4", "2.21.5-1+cuda12.4"}
+    assert "libnccl2 (= 2.21.5-1+cuda12.4)" in cuda[("libnccl-dev", "2.21.5-1+cuda12.4")].depends
+    for name in ("datacenter-gpu-manager-4-core", "datacenter-gpu-manager-4-cuda12"):
+        assert {v for n, v in cuda if n == name} == {"1:4.2.3-1", "1:4.4.1-1"}
+    assert "datacenter-gpu-manager-4-core (= 1:4.2.3-1)" in cuda[
+        ("datacenter-gpu-manager-4-cuda12", "1:4.2.3-1")].depends
+
+
+@pytest.mark.parametrize("kind,floor", [("h100-sxm-8", 350), ("a100-sxm-8", 228),
+                                        ("l40s-pcie-4", 10)])
+def test_all_reduce_perf_parses_and_meets_its_profile_s_floor_only_when_healthy(
+        monkeypatch, capsys, kind, floor):
+    from gpuprov.lab.sim import nccl_tests
+    from gpuprov.parsers.nccl_tests import parse_nccl_tests
+    from gpuprov.profiles import load_profile
+    assert load_profile(kind)["ddp"]["busbw_min_gbps"] == floor
+    hw = kinds.describe("node01", kind)
+    monkeypatch.setattr(node, "description", lambda path=None: hw)
+    monkeypatch.setattr(node, "loaded_module_version", lambda: DRIVER)
+    monkeypatch.setattr(nccl_tests.time, "sleep", lambda s: None)
+
+    def peak(gpus: int = hw["count"]) -> float:
+        assert nccl_tests.main(["-b", "8M", "-e", "1G", "-f", "2", "-g", str(gpus)]) == 0
+        run = parse_nccl_tests(capsys.readouterr().out, kind)
+        assert (run.ranks, len(run.rows), run.out_of_bounds) == (gpus, 8, 0)
+        return run.peak_busbw_gbps
+
+    healthy = peak()
+    assert healthy >= floor
+    hw["gpus"][2]["gflops_factor"] = 0.85                       # slow-gpu
+    assert peak() == pytest.approx(healthy * 0.95, rel=0.01)
+    if hw.get("nvlink"):                                        # nvlink-down
+        hw["gpus"][2]["gflops_factor"] = 1.0
+        hw["gpus"][2]["nvlink_inactive"] = [0]
+        links = hw["nvlink"]["links_per_gpu"]
+        assert peak() == pytest.approx(healthy * (links - 1) / links, rel=0.01)
+    assert nccl_tests.main(["-g", str(hw["count"] + 1)]) == 2   # more GPUs than the node has
+    assert "invalid device ordinal" in capsys.readouterr().err
 
 
 def test_dcgmi_diag_table_parses_as_dcgm_4_and_runs_the_level_s_tests(sim_node, monkeypatch,
