@@ -138,6 +138,9 @@ def test_bad_input_is_one_line_exit_2_and_touches_no_host(rack, tmp_path):
     assert nodes.returncode == 0 and nodes.stdout.startswith("no runs recorded yet")
 
 
+THIRD_PLAY = "Containers, GPU diagnostics (gpu-burn, DCGM, nccl-tests) and PyTorch"
+
+
 def test_full_provision_from_bare_nodes(rack):
     result = rack.provision()
     assert result.returncode == 0, result.stdout[-5000:] + result.stderr
@@ -148,7 +151,7 @@ def test_full_provision_from_bare_nodes(rack):
         assert row["changed"] > 10, (host, row)
     # not on a terminal: a plain line when a host starts a play, none per role or task
     assert "node01: Driver stack" in result.stdout
-    assert "node03: Containers, gpu-burn and PyTorch" in result.stdout
+    assert f"node03: {THIRD_PLAY}" in result.stdout
     assert "node01: nvidia_driver" not in result.stdout
     assert len(result.stdout.splitlines()) < 30, result.stdout
     log = Path(result.stdout.split("log: ", 1)[1].splitlines()[0])
@@ -184,7 +187,7 @@ def test_node_powered_off_mid_run_then_retry_failed(rack):
         for line in proc.stdout:
             output.append(line)
             # progress prints a line per host and play: node03 goes dark as play 3 starts
-            if line.startswith("node03: Containers, gpu-burn and PyTorch"):
+            if line.startswith(f"node03: {THIRD_PLAY}"):
                 off = gpuprov("lab", "power-off", "node03")
                 assert off.returncode == 0, off.stderr
         proc.wait(timeout=900)
