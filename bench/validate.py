@@ -4,8 +4,9 @@
 Figures: wall time minus soak time for one node (each of node01, node02, node03 alone),
 and for the three nodes validated at once; the ratio of the three-node wall time to the
 slowest single node's. Targets (issue 8): wall minus soak per node <= 20 s; 3 nodes /
-1 node <= 1.3. Each node's stage times (identity, snapshot, soak, after-soak, ddp) come
-from its meta.json.
+1 node <= 1.3. Each node's stage times (identity, snapshot, soak, after-soak, ddp, dcgm)
+come from its meta.json. Then the DCGM stage's controller overhead at level 1: the stage's
+time minus `dcgmi diag -r 1`'s own on the node (issue 20: <= 10 s).
 
 The lab must be up and provisioned (`gpuprov lab up`, `gpuprov provision -i
 "$(gpuprov lab inventory)"`); the ledger and evidence go to a throw-away state directory.
@@ -41,6 +42,20 @@ def validate(inventory: str, env: dict, soak: int, *nodes: str) -> tuple[float, 
     return wall, stages
 
 
+def dcgm_overhead(inventory: str, env: dict, soak: int) -> list[tuple[str, str, str]]:
+    node = "node03"
+    _, stages = validate(inventory, env, soak, node, "--dcgm-level", "1")
+    start = time.monotonic()   # dcgmi's own time, run on the node itself
+    subprocess.run(["docker", "exec", f"gpuprov-lab-{node}", "dcgmi", "diag", "-r", "1"],
+                   capture_output=True, check=True)
+    own = time.monotonic() - start
+    overhead = stages[node]["dcgm"] - own
+    return [(f"{node} dcgm stage (-r 1)", f"{stages[node]['dcgm']:.1f} s", ""),
+            (f"{node} dcgmi diag -r 1 on the node", f"{own:.1f} s", ""),
+            ("DCGM level 1: controller overhead", f"{overhead:.1f} s",
+             "ok" if overhead <= 10 else "MISSED (<= 10 s)")]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--soak", type=int, default=30)
@@ -66,6 +81,7 @@ def main() -> None:
     ratio = wall / max(single.values())
     figures.append(("3 nodes / slowest single node", f"{ratio:.2f} x",
                     "ok" if ratio <= 1.3 else "MISSED (<= 1.3 x)"))
+    figures += dcgm_overhead(inventory, env, args.soak)
     width = max(len(name) for name, _, _ in figures)
     print(f"gpuprov validate, {args.soak} s soak, {os.cpu_count()} controller CPUs")
     for name, value, verdict in figures:
