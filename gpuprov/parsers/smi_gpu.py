@@ -138,42 +138,37 @@ class GpuSnapshot:
         return asdict(self)
 
 
+def _ecc_kind(name: str) -> str | None:
+    """An ECC counter's kind from its path: SRAM/DRAM (un)correctable on Ampere and newer,
+    single bit (corrected) / double bit (uncorrected) before."""
+    if "uncorrectable" in name or "double bit" in name:
+        return "uncorrectable"
+    if "correctable" in name or "single bit" in name:
+        return "correctable"
+    return None
+
+
 def _ecc(tree: dict, scope: str) -> EccCounts:
+    """One scope's (volatile, aggregate) counts summed over memories; None when the report
+    has no count for it (ECC off prints N/A)."""
     for section in ECC_SECTIONS:
         node: object = tree
         for key in section:
             node = node.get(key) if isinstance(node, dict) else None
-        if not isinstance(node, dict):
-            continue
-        scoped = node.get(scope) or node.get(scope.capitalize())
+        scoped = node.get(scope) or node.get(scope.capitalize()) if isinstance(node, dict) \
+            else None
         if not isinstance(scoped, dict):
             continue
-        counts = EccCounts(0, 0)
-        seen = False
-        for name, value in _leaves(scoped):
-            n = integer(value)
-            if n is None:
-                continue
-            low = name.lower().replace("_", " ")
-            if "uncorrectable" in low or "double bit" in low:
-                counts.uncorrectable = (counts.uncorrectable or 0) + n
-                seen = True
-            elif "correctable" in low or "single bit" in low:
-                counts.correctable = (counts.correctable or 0) + n
-                seen = True
-        if seen:
-            # old XML schemas repeat each count under a "total" leaf; keep totals only
-            totals = [(k, integer(v)) for k, v in _leaves(scoped) if k.endswith("total")]
-            if totals:
-                counts = EccCounts(0, 0)
-                for k, n in totals:
-                    if n is None:
-                        continue
-                    if "double" in k or "uncorrect" in k:
-                        counts.uncorrectable += n
-                    else:
-                        counts.correctable += n
-            return counts
+        counts = [(name.lower().replace("_", " "), integer(value))
+                  for name, value in _leaves(scoped)]
+        counts = [(name, n) for name, n in counts if n is not None and _ecc_kind(name)]
+        # the pre-Ampere schema repeats each kind's parts in a total: read the totals only
+        totals = [(name, n) for name, n in counts if name.endswith("total")]
+        counts = totals or counts
+        if not counts:
+            return EccCounts()
+        return EccCounts(*(sum(n for name, n in counts if _ecc_kind(name) == kind)
+                           for kind in ("correctable", "uncorrectable")))
     return EccCounts()
 
 
