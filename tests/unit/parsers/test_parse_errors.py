@@ -6,7 +6,16 @@ from __future__ import annotations
 
 import pytest
 
-from gpuprov.parsers import fabric_manager, ibstat, nvlink, probes, system, topo, versions
+from gpuprov.parsers import (
+    fabric_manager,
+    ibstat,
+    nvlink,
+    probes,
+    smi_gpu,
+    system,
+    topo,
+    versions,
+)
 from gpuprov.parsers.errors import ParseError
 
 CASES = [
@@ -30,6 +39,11 @@ CASES = [
     (ibstat.parse_ibstat, "junk\n", "not ibstat output: no `CA '<name>'` line"),
     (fabric_manager.parse_fabric_manager_log, "junk\n",
      "not a fabric manager log: no `[time] [LEVEL] [tid N]` line"),
+    (smi_gpu.parse_smi_query, "<nvidia_smi_log><driver_version></driver_version>"
+     "</nvidia_smi_log>", "no driver version in nvidia-smi output"),
+    (smi_gpu.parse_smi_query, "<nvidia_smi_log><driver_version>550.90.07</driver_version>"
+     "<attached_gpus>8</attached_gpus></nvidia_smi_log>",
+     "reports 8 attached GPUs but lists none (truncated?)"),
 ]
 
 
@@ -57,3 +71,17 @@ def test_nvlink_error_counters_skip_na_and_inactive_gpus_and_refuse_orphans():
     assert parsed.uuids[2] == "GPU-b42dd28e-ffdd-8720-1df0-98bd8cdc05b2"
     with pytest.raises(ParseError, match=r"^e: unrecognised `nvlink -e` line: 'Link 0: "):
         nvlink.parse_nvlink_errors("\t Link 0: Replay Errors: 0\n" + text, "e")
+
+
+@pytest.mark.parametrize("text", [
+    # XML that attaches none and lists none: a node without GPUs, judged by the checks
+    "<nvidia_smi_log><driver_version>550.90.07</driver_version><attached_gpus>0"
+    "</attached_gpus></nvidia_smi_log>",
+    "<nvidia_smi_log><driver_version>550.90.07</driver_version></nvidia_smi_log>",
+    # the text form's GPU sections may be cut from a capture ([...]): not a truncation
+    "Driver Version                            : 550.90.07\n"
+    "Attached GPUs                             : 8\n",
+])
+def test_a_report_listing_no_gpu_is_read_when_it_does_not_contradict_itself(text):
+    query = smi_gpu.parse_smi_query(text, "q")
+    assert (query.driver_version, query.gpus) == ("550.90.07", [])
