@@ -8,6 +8,7 @@ import pytest
 
 from gpuprov.parsers import (
     fabric_manager,
+    gpu_burn,
     ibstat,
     nvlink,
     probes,
@@ -39,6 +40,17 @@ CASES = [
     (ibstat.parse_ibstat, "junk\n", "not ibstat output: no `CA '<name>'` line"),
     (fabric_manager.parse_fabric_manager_log, "junk\n",
      "not a fabric manager log: no `[time] [LEVEL] [tid N]` line"),
+    (topo.parse_topo, "\tGPU0\tGPU1\tGPU2\nGPU0\t X \tNV18\tNV18\n",
+     "no row for GPU1, GPU2 (truncated?)"),
+    (topo.parse_topo, "\tGPU0\tGPU1\nGPU0\t X \tNV18\nGPU1\tNV18\tNV18\n",
+     "GPU1's own cell is 'NV18', not X"),
+    (gpu_burn.parse_gpu_burn, "Burning for 10 seconds.\n",
+     "not a gpu-burn log (no GPU lines, no `Tested N GPUs`)"),
+    (gpu_burn.parse_gpu_burn, "10.0%  proc'd: 81 (47174 Gflop/s)   errors: lots   temps: 50 C\n",
+     "unreadable error count 'lots'"),
+    (nvlink.parse_nvlink_status,
+     "GPU 0: NVIDIA A100-SXM4-80GB (UUID: GPU-1)\n\t Link 0: garbled\n",
+     "unrecognised link line: 'Link 0: garbled'"),
     (smi_gpu.parse_smi_query, "<nvidia_smi_log><driver_version></driver_version>"
      "</nvidia_smi_log>", "no driver version in nvidia-smi output"),
     (smi_gpu.parse_smi_query, "<nvidia_smi_log><driver_version>550.90.07</driver_version>"

@@ -88,3 +88,17 @@ def test_xml_errors_name_the_file_and_say_why(text, message):
     with pytest.raises(ParseError) as err:
         parse_xml(text, "q.xml")
     assert str(err.value) == message
+
+
+def test_topo_before_numa_columns_reads_the_cpu_affinity_alone():
+    """Drivers before R450 print `CPU Affinity` without a NUMA column (the form in
+    kubernetes/kubernetes#53497's DGX-1 capture): no NUMA node is made up."""
+    from gpuprov.parsers.topo import parse_topo
+    text = ("\tGPU0\tGPU1\tmlx4_0\tCPU Affinity\n"
+            "GPU0\t X \tPIX\tPHB\t0-9,20-29\n"
+            "GPU1\tPIX\t X \tPHB\t0-9,20-29\n"
+            "mlx4_0\tPHB\tPHB\t X \t\n")
+    topo = parse_topo(text, "t")
+    assert topo.cpu_affinity == {"GPU0": "0-9,20-29", "GPU1": "0-9,20-29"}
+    assert topo.numa_affinity == {}
+    assert topo.matrix["mlx4_0"] == {"GPU0": "PHB", "GPU1": "PHB", "mlx4_0": "X"}
