@@ -102,3 +102,28 @@ def test_topo_before_numa_columns_reads_the_cpu_affinity_alone():
     assert topo.cpu_affinity == {"GPU0": "0-9,20-29", "GPU1": "0-9,20-29"}
     assert topo.numa_affinity == {}
     assert topo.matrix["mlx4_0"] == {"GPU0": "PHB", "GPU1": "PHB", "mlx4_0": "X"}
+
+
+def test_gpu_burn_errors_are_the_worst_of_each_interval_summed_over_intervals():
+    """gpu-burn's error counters restart after each `Summary at:`; within an interval a later
+    progress line repeats the running count. The RTX 4090 run of wilicc/gpu-burn#96 with its
+    error counts set: GPU 0 reads 3, then 2 (a repaint), then 5 after the summary: 8."""
+    from gpuprov.parsers.gpu_burn import parse_gpu_burn
+    log = ("Burning for 10 seconds.\n"
+           "GPU 0: NVIDIA GeForce RTX 4090 (UUID: GPU-0a1ac16e-d52a-607f-2a7e-d42cdeeb833f)\n"
+           "GPU 1: NVIDIA GeForce RTX 4090 (UUID: GPU-ef3a2d12-f399-d913-4c15-65015ff34fc2)\n"
+           "20.0%  proc'd: 81 (47174 Gflop/s) - 0 (0 Gflop/s)   errors: 3 - 0   "
+           "temps: 50 C - 45 C \n"
+           "20.0%  proc'd: 81 (47174 Gflop/s) - 0 (0 Gflop/s)   errors: 2 - 0   "
+           "temps: 50 C - 45 C \n"
+           "\tSummary at:   Mon Jan 15 07:36:03 AM CET 2024\n\n"
+           "30.0%  proc'd: 162 (52502 Gflop/s) - 81 (46929 Gflop/s)   errors: 5 - 0   "
+           "temps: 50 C - 45 C \n"
+           "\tSummary at:   Mon Jan 15 07:36:04 AM CET 2024\n\n"
+           "50.0%  proc'd: 162 (52502 Gflop/s) - 162 (51733 Gflop/s)   errors: 0 - 4   "
+           "temps: 69 C - 67 C \n")
+    run = parse_gpu_burn(log, "burn")
+    assert (run.gpus[0].errors, run.gpus[1].errors) == (8, 4)   # GPU 1's last, unbanked
+    assert (run.gpus[0].warning, run.gpus[1].warning) == (True, True)
+    assert (run.gpus[0].max_temp_c, run.gpus[1].max_temp_c) == (69, 67)
+    assert not run.aborted and not run.finished and run.progress_lines == 4
