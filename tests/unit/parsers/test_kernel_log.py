@@ -56,16 +56,31 @@ def test_the_labs_injected_lines_are_what_the_matcher_reads(kind, code):
     assert event.bus_id() == "00000000:3A:00.0" or event.gpu_instance == 2
 
 
+EMPTY = "empty: no kernel log lines (a restricted dmesg prints nothing)"
+NOT_A_LOG = ("not a kernel log: no line in a dmesg, dmesg -T, ISO, journalctl, syslog or kmsg "
+             "form")
+
+
 @pytest.mark.parametrize("text,message", [
-    ("", "empty"),
-    ("   \n\n", "empty"),
-    ("\x7fELF\x02\x01\x01\x00\x00\x00garbage", "binary"),
-    ("<?xml version='1.0'?>\n<nvidia_smi_log>\n", "not a kernel log"),
-    ("GPU 0: NVIDIA H100 (UUID: GPU-1)\n\t Link 0: 26.562 GB/s\n", "not a kernel log"),
+    ("", EMPTY),
+    ("   \n\n", EMPTY),
+    ("\x7fELF\x02\x01\x01\x00\x00\x00garbage", "binary data, not a kernel log"),
+    ("<?xml version='1.0'?>\n<nvidia_smi_log>\n", NOT_A_LOG),
+    ("GPU 0: NVIDIA H100 (UUID: GPU-1)\n\t Link 0: 26.562 GB/s\n", NOT_A_LOG),
 ])
 def test_what_is_not_a_kernel_log_is_an_error_naming_the_file(text, message):
-    with pytest.raises(ParseError, match=f"dmesg.txt: .*{message}"):
+    with pytest.raises(ParseError) as err:
         parse_kernel_log(text, "/ev/node07/dmesg.txt")
+    assert str(err.value) == f"/ev/node07/dmesg.txt: {message}"
+
+
+def test_binary_data_is_looked_for_in_the_first_64_kib_only():
+    """A NUL past the first 64 KiB (a log with one corrupt line late on) is still read."""
+    line = "[    0.000000] Linux version 6.8.0-45-generic\n"
+    text = line * (65536 // len(line) + 1) + "\x00\n"
+    assert parse_kernel_log(text, "k").events == []
+    with pytest.raises(ParseError, match="binary data"):
+        parse_kernel_log(text[:65535] + "\x00" + text[65536:], "k")
 
 
 def test_a_healthy_log_in_each_time_form_has_no_events():

@@ -115,3 +115,19 @@ def test_a_garbled_number_names_the_file_and_row():
     with pytest.raises(ParseError) as err:
         parse_nccl_tests(text, "/e/nccl-tests.log")
     assert str(err.value).startswith("/e/nccl-tests.log: not a number 'x7' in row: 204800 ")
+
+
+
+@pytest.mark.parametrize("column,old,new", [
+    ("out-of-place busbw", "2.98      0    125.1", "x.98      0    125.1"),
+    ("in-place busbw", "2.99      0\n", "x.99      0\n"),
+    ("out-of-place #wrong", "2.98      0    125.1", "2.98     x0    125.1"),
+    ("in-place #wrong", "2.99      0\n", "2.99     x0\n"),
+])
+def test_every_read_column_names_the_file_and_row_when_garbled(column, old, new):
+    text = capture("nccl-tests/allreduce-rooted-format-nccl-tests167.txt")
+    assert old in text, column
+    with pytest.raises(ParseError) as err:
+        parse_nccl_tests(text.replace(old, new, 1), "/e/nccl-tests.log")
+    assert str(err.value).startswith("/e/nccl-tests.log: not a number 'x"), column
+    assert "in row: 199680 " in str(err.value), column
