@@ -1,0 +1,56 @@
+"""The plain system evidence readers on the forms real nodes print beside the healthy
+builder's: multi-arch package names, known-but-absent packages, blank lines, a GPU that
+enumerates as a VGA controller, `systemctl show` values holding `=`, journald's boot
+separators."""
+
+import pytest
+
+from gpuprov.parsers.errors import ParseError
+from gpuprov.parsers.kernel_log import parse_kernel_log
+from gpuprov.parsers.system import parse_lspci, parse_packages, parse_systemctl
+
+
+def test_dpkg_query_lines_drop_the_architecture_skip_absent_and_blank_lines():
+    text = ("libnvidia-compute-550:amd64\t550.90.07-0ubuntu1\n\n"
+            "nvidia-dkms-550\t\n"          # known to dpkg, not installed
+            "\n"
+            "cuda-toolkit-12-4\t12.4.1-1\n")
+    assert parse_packages(text, "p") == {"libnvidia-compute-550": "550.90.07-0ubuntu1",
+                                         "cuda-toolkit-12-4": "12.4.1-1"}
+
+
+def test_a_workstation_gpu_enumerating_as_vga_is_a_gpu():
+    """RTX and Quadro boards with a display engine enumerate as VGA controllers (class 0300)."""
+    text = ("01:00.0 VGA compatible controller [0300]: NVIDIA Corporation GA102 [GeForce RTX "
+            "3090] [10de:2204] (rev a1)\n"
+            "01:00.1 Audio device [0403]: NVIDIA Corporation GA102 High Definition Audio "
+            "Controller [10de:1aef] (rev a1)\n")
+    functions = parse_lspci(text, "l")
+    assert [line.split()[0] for line in functions.gpus] == ["01:00.0"]
+    assert functions.nvswitches == []
+
+
+def test_systemctl_values_keep_their_own_equals_signs():
+    text = ("Id=nvidia-dcgm.service\nActiveState=active\n"
+            "ExecStart={ path=/usr/bin/nv-hostengine ; argv[]=/usr/bin/nv-hostengine -n }\n")
+    unit = parse_systemctl(text, "s")["nvidia-dcgm.service"]
+    assert unit["ExecStart"] == "{ path=/usr/bin/nv-hostengine ; argv[]=/usr/bin/nv-hostengine -n }"
+
+
+def test_a_systemctl_line_without_a_key_is_refused_naming_the_file():
+    with pytest.raises(ParseError) as err:
+        parse_systemctl("Id=a.service\ngarbage\n", "/ev/node07/systemctl.txt")
+    assert str(err.value) == "/ev/node07/systemctl.txt: not a `systemctl show` line: 'garbage'"
+
+
+def test_journald_boot_separators_start_a_new_boot():
+    """`journalctl -k -b -2..` separates boots with `-- Boot <id> --` (older journald:
+    `-- Reboot --`); an event after one belongs to the later boot."""
+    xid = ("Nov 23 10:0{m}:00 node01 kernel: NVRM: Xid (PCI:0000:18:00): 79, pid='<unknown>', "
+           "name=<unknown>, GPU has fallen off the bus.\n")
+    text = (xid.format(m=1) + "-- Boot 0f3c5a7e9b1d4e2f8a6c0b9d7e5f3a1c --\n" + xid.format(m=2)
+            + "-- Reboot --\n" + xid.format(m=3))
+    assert [e.boot for e in parse_kernel_log(text, "j").events] == [0, 1, 2]
+    # a separator right after another starts no empty boot
+    doubled = text.replace("-- Reboot --\n", "-- Reboot --\n-- Reboot --\n")
+    assert [e.boot for e in parse_kernel_log(doubled, "j").events] == [0, 1, 2]
