@@ -26,7 +26,7 @@ gpuprov lab up --kind "$kind"
 inventory=$(gpuprov lab inventory)
 gpuprov provision --inventory "$inventory"
 run=$(gpuprov validate --inventory "$inventory" --all --soak 10 --json | python3 -c \
-  'import json, sys; r = json.load(sys.stdin); assert all(n["verdict"] == "accepted" for n in r["nodes"]), r; print(r["run_id"])')
+  'import json, sys; r = json.load(sys.stdin); assert all(n["verdict"] == "accepted" for n in r["nodes"]), r; print(r["run"]["id"])')
 echo "== healthy peers accepted in run $run; learning from them"
 gpuprov baseline --from "$run" --base "$kind" -o "$GPUPROV_STATE_DIR/$kind-peers.yml"
 gpuprov lab fault node03 slow-node
