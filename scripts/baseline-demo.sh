@@ -13,12 +13,17 @@ export PATH="$PWD/.venv/bin:$PATH"
 kind="${1:-l40s-pcie-4}"
 GPUPROV_STATE_DIR="$(mktemp -d "${TMPDIR:-/tmp}/gpuprov-baseline-demo.XXXXXX")"
 export GPUPROV_STATE_DIR
-verdict() {   # NODE in a validate --json report on stdin -> its verdict and failing checks
-  python3 -c 'import json, sys
+# NODE's verdict and failing checks, from a `validate --json` report on stdin
+verdict() {
+  python3 -c '
+import json, sys
 node = sys.argv[1]
-r = next(n for n in json.load(sys.stdin)["nodes"] if n["node"] == node)
-bad = [f"{c[\"id\"]}: {c[\"summary\"]}" for c in r["checks"] if c["status"] in ("fail", "missing")]
-print(r["verdict"], *bad, sep="\n  ")' "$1"
+result = next(n for n in json.load(sys.stdin)["nodes"] if n["node"] == node)
+print(result["verdict"])
+for check in result["checks"]:
+    if check["status"] in ("fail", "missing"):
+        print("  " + check["id"] + ": " + check["summary"])
+' "$1"
 }
 
 gpuprov lab down
