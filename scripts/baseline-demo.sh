@@ -3,14 +3,15 @@
 # profile learned from them (`gpuprov baseline`), then one node slowed (`slow-node`: every
 # GPU 15 % below its kind, as a power cap or poor cooling does). The shipped profile
 # accepts it (its datasheet floor and the within-node spread cannot see it); the learned
-# profile rejects it. Replaces the running lab with a 3 x KIND lab (default l40s-pcie-4)
-# and keeps its ledger in a throw-away state directory. Not part of scripts/test.sh.
+# profile rejects it. Replaces the running lab with a 3 x KIND lab (default a100-sxm-8)
+# and keeps its ledger in a throw-away state directory. Not part of scripts/test.sh. (On
+# l40s-pcie-4 the lab kind runs near its datasheet floor: slow-node falls below both.)
 #   scripts/baseline-demo.sh [KIND]
 set -euo pipefail
 . "$(dirname "$0")/lib/as-root.sh"
 cd "$(dirname "$0")/.."
 export PATH="$PWD/.venv/bin:$PATH"
-kind="${1:-l40s-pcie-4}"
+kind="${1:-a100-sxm-8}"
 GPUPROV_STATE_DIR="$(mktemp -d "${TMPDIR:-/tmp}/gpuprov-baseline-demo.XXXXXX")"
 export GPUPROV_STATE_DIR
 # NODE's verdict and failing checks, from a `validate --json` report on stdin
