@@ -110,3 +110,11 @@ def test_one_gpu_s_counts_stay_its_own():
                    text_line("DRAM Uncorrectable", "7"), 2, "ECC Errors")   # GPU 1's volatile block
     q = parse_smi_query(text, "a100")
     assert [g.ecc_volatile.uncorrectable for g in q.gpus] == [0, 7, 0, 0]
+
+
+def test_the_throttle_schema_names_active_reasons_as_the_event_schema_does():
+    """Before R535 the XML says clocks_throttle_reason_*; the reasons read the same."""
+    text = capture("nvidia-smi-q/tesla-t4-515.105.01-qx.txt").replace(
+        "<clocks_throttle_reason_hw_slowdown>Not Active", "<clocks_throttle_reason_hw_slowdown>"
+        "Active", 1)
+    assert parse_smi_query(text, "t4").gpus[0].clock_reasons_active == ["hw_slowdown"]

@@ -74,15 +74,6 @@ def test_what_is_not_a_kernel_log_is_an_error_naming_the_file(text, message):
     assert str(err.value) == f"/ev/node07/dmesg.txt: {message}"
 
 
-def test_binary_data_is_looked_for_in_the_first_64_kib_only():
-    """A NUL past the first 64 KiB (a log with one corrupt line late on) is still read."""
-    line = "[    0.000000] Linux version 6.8.0-45-generic\n"
-    text = line * (65536 // len(line) + 1) + "\x00\n"
-    assert parse_kernel_log(text, "k").events == []
-    with pytest.raises(ParseError, match="binary data"):
-        parse_kernel_log(text[:65535] + "\x00" + text[65536:], "k")
-
-
 def test_a_healthy_log_in_each_time_form_has_no_events():
     for text in ("[    0.000000] Linux version 6.8.0-45-generic\n",
                  "[Sun Feb 23 16:24:18 2025] NVRM: loading NVIDIA UNIX x86_64 Kernel Module\n",

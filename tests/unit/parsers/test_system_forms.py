@@ -54,3 +54,27 @@ def test_journald_boot_separators_start_a_new_boot():
     # a separator right after another starts no empty boot
     doubled = text.replace("-- Reboot --\n", "-- Reboot --\n-- Reboot --\n")
     assert [e.boot for e in parse_kernel_log(doubled, "j").events] == [0, 1, 2]
+
+
+FALLEN = ("[ 1843.308145] NVRM: The NVIDIA GPU 0000:b3:00.0\n"
+          "               NVRM: (PCI ID: 10de:26b5) installed in this system has\n"
+          "               NVRM: fallen off the bus and is not responding to commands.\n")
+
+
+def test_a_multi_line_message_takes_its_device_from_the_3_lines_before_only():
+    """NVSentinel#155's three-line message names the GPU two lines up; a GPU named further
+    back belongs to another message and is not borrowed."""
+    assert [e.bus_id() for e in parse_kernel_log(FALLEN, "k").events] == ["00000000:B3:00.0"]
+    far = FALLEN.replace("               NVRM: (PCI ID",
+                         "[ 1843.30815] x\n[ 1843.30816] y\n               NVRM: (PCI ID")
+    [event] = parse_kernel_log(far, "k").events
+    assert event.bus_id() is None
+
+
+def test_binary_data_is_looked_for_in_the_first_64_kib_exactly():
+    line = "[    0.000000] Linux version 6.8.0-45-generic\n"
+    text = (line * (65536 // len(line) + 2))
+    at_limit = text[:65536] + "\x00" + text[65537:]       # the first byte past 64 KiB
+    assert parse_kernel_log(at_limit, "k").events == []
+    with pytest.raises(ParseError, match="binary data"):
+        parse_kernel_log(text[:65535] + "\x00" + text[65536:], "k")
