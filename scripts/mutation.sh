@@ -6,6 +6,9 @@
 #   scripts/mutation.sh            a fresh run, then the report
 #   scripts/mutation.sh --resume   finish an interrupted run (judged mutants keep their
 #                                  result), then the report
+#   scripts/mutation.sh --survivors  judge the last run's survivors again (after new tests:
+#                                  mutmut keeps a judged mutant's result while its function
+#                                  is unchanged), then the report
 #   scripts/mutation.sh --report   the report of the last run only
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,8 +17,26 @@ export PATH="$PWD/.venv/bin:$PATH"
 # the mutant under test), not from the checkout.
 export PYTHONPATH="$PWD/mutants${PYTHONPATH:+:$PYTHONPATH}"
 mode="${1:-fresh}"
-case "$mode" in fresh|--resume|--report) ;; *)
-  echo "scripts/mutation.sh: unknown option $mode (--resume, --report)" >&2; exit 2 ;; esac
+case "$mode" in fresh|--resume|--survivors|--report) ;; *)
+  echo "scripts/mutation.sh: unknown option $mode (--resume, --survivors, --report)" >&2
+  exit 2 ;; esac
+if [ "$mode" = "--survivors" ]; then
+  [ -d mutants ] || { echo "scripts/mutation.sh: no earlier run in mutants/" >&2; exit 2; }
+  # the copy's data files and test-to-function map are refreshed; survivors' results cleared
+  cp -r gpuprov/data/. mutants/gpuprov/data/
+  rm -f mutants/mutmut-stats.json
+  python - <<'PY'
+import glob, json
+for path in glob.glob("mutants/gpuprov/**/*.meta", recursive=True):
+    with open(path) as fh:
+        meta = json.load(fh)
+    codes = meta["exit_code_by_key"]
+    codes.update({key: None for key, code in codes.items() if code == 0})
+    with open(path, "w") as fh:
+        json.dump(meta, fh, indent=4)
+PY
+  mode=--resume
+fi
 if [ "$mode" != "--report" ]; then
   [ "$mode" = "--resume" ] || rm -rf mutants
   echo "mutmut: running (progress in mutants/run.log)…"
