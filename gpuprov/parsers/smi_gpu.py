@@ -8,7 +8,7 @@ has been seen under; the first present wins.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 from gpuprov.parsers.errors import ParseError
 from gpuprov.parsers.smi_tree import parse_any
@@ -133,9 +133,6 @@ class GpuSnapshot:
     def label(self) -> str:
         """How a one-line summary names this GPU: index, bus id, serial."""
         return f"GPU {self.index} ({self.bus_id or '?'}, serial {self.serial or '?'})"
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 def _ecc_kind(name: str) -> str | None:
