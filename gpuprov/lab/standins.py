@@ -253,10 +253,11 @@ def dcgm_packages(version: str, epoch: int, cuda_majors: list) -> Iterator[Deb]:
     """DCGM 4 as NVIDIA's CUDA repository ships it: the core (dcgmi, nv-hostengine and its
     nvidia-dcgm unit) and one package per CUDA major that the diagnostics need. dcgmi is
     the simulator's (shipped with the driver's libraries, like the GPUs it tests)."""
-    dv = f"{epoch}:{version}"
+    dv, upstream = f"{epoch}:{version}", version.split("-")[0]
     yield (Deb("datacenter-gpu-manager-4-core", dv, "NVIDIA Data Center GPU Manager core "
                "(stand-in)\ndcgmi and the host engine.")
-           .add("/usr/bin/dcgmi", _python_tool("dcgmi", "main(sys.argv[1:])"), 0o755)
+           .add("/usr/bin/dcgmi",
+                _python_tool("dcgmi", f"main(sys.argv[1:], version={upstream!r})"), 0o755)
            .add("/usr/bin/nv-hostengine", _python_tool("daemons", "hostengine(sys.argv[1:])"),
                 0o755)
            .add(f"{UNIT_DIR}/nvidia-dcgm.service",

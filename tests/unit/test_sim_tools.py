@@ -161,6 +161,8 @@ def test_nccl_and_dcgm_standins_carry_two_versions_under_the_real_names():
         assert {v for n, v in cuda if n == name} == {"1:4.2.3-1", "1:4.4.1-1"}
     assert "datacenter-gpu-manager-4-core (= 1:4.2.3-1)" in cuda[
         ("datacenter-gpu-manager-4-cuda12", "1:4.2.3-1")].depends
+    dcgmi = cuda[("datacenter-gpu-manager-4-core", "1:4.4.1-1")].files["/usr/bin/dcgmi"]
+    assert "main(sys.argv[1:], version='4.4.1')" in dcgmi[0]
 
 
 @pytest.mark.parametrize("kind,floor", [("h100-sxm-8", 350), ("a100-sxm-8", 228),
@@ -213,6 +215,8 @@ def test_dcgmi_diag_table_parses_as_dcgm_4_and_runs_the_level_s_tests(sim_node, 
     assert ran[1] == ["software"]
     assert ran[2] == ["software", "memory", "pcie"]
     assert set(ran[2]) < set(ran[3]) < set(ran[4])
+    assert dcgmi.main(["diag", "-r", "1"], version="4.4.1") == 0   # the installed package's
+    assert parse_dcgm_diag(capsys.readouterr().out, "v").metadata["DCGM Version"] == "4.4.1"
     hw["gpus"][5]["dcgm_fail"] = "memory"
     save(hw)
     assert dcgmi.main(["diag", "-r", "2"]) == 1

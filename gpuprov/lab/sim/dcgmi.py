@@ -18,7 +18,7 @@ import time
 
 from . import daemons, node
 
-VERSION = "4.2.3"
+VERSION = "4.2.3"   # a bare call's; the installed package passes its own
 # (section, test, first level that runs it)
 TESTS = [("Deployment", "software", 1), ("Hardware", "memory", 2),
          ("Integration", "pcie", 2), ("Stress", "diagnostic", 3),
@@ -65,7 +65,7 @@ def _failures(hw: dict) -> dict[str, list[int]]:
     return failing
 
 
-def diag_table(hw: dict, level: int, driver: str) -> tuple[str, bool]:
+def diag_table(hw: dict, level: int, driver: str, version: str = VERSION) -> tuple[str, bool]:
     """The table of a level-`level` run, and whether every test passed."""
     gpus = [g["index"] for g in hw.get("gpus", [])]
     device_id = hw.get("gpu", {}).get("pci_device_id", "0x0000")[2:6].lower()  # 0x233010DE
@@ -74,7 +74,7 @@ def diag_table(hw: dict, level: int, driver: str) -> tuple[str, bool]:
     lines = ["Successfully ran diagnostic for group.", border,
              _row("Diagnostic", "Result"),
              f"+{'=' * (NAME_WIDTH + 2)}+{'=' * (VALUE_WIDTH + 2)}+",
-             _section("Metadata"), _row("DCGM Version", VERSION),
+             _section("Metadata"), _row("DCGM Version", version),
              _row("Driver Version Detected", driver),
              _row("GPU Device IDs Detected", ", ".join(device_id for _ in gpus))]
     passed = True
@@ -97,9 +97,9 @@ def diag_table(hw: dict, level: int, driver: str) -> tuple[str, bool]:
     return "\n".join(lines) + "\n", passed
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], version: str = VERSION) -> int:
     if argv in (["-v"], ["--version"]):
-        sys.stdout.write(f"Version : {VERSION}\nBuild ID : 5\nBuild Date : 2025-04-30\n")
+        sys.stdout.write(f"Version : {version}\nBuild ID : 5\nBuild Date : 2025-04-30\n")
         return 0
     if len(argv) < 3 or argv[0] != "diag" or argv[1] != "-r" or not argv[2].isdigit():
         sys.stderr.write(USAGE)
@@ -117,7 +117,7 @@ def main(argv: list[str]) -> int:
                          "connection invalid/disconnected.\n")
         return 255
     driver = node.loaded_module_version() or "?"
-    table, passed = diag_table(node.description(), level, driver)
+    table, passed = diag_table(node.description(), level, driver, version)
     time.sleep(SECONDS[level])
     sys.stdout.write(table)
     return 0 if passed else 1   # non-zero when a test fails, as dcgmi
