@@ -22,6 +22,7 @@ from typing import Any
 from gpuprov.errors import InputError
 from gpuprov.fabric.record import parse_fabric_record
 from gpuprov.parsers.dcgm import parse_dcgm_diag
+from gpuprov.parsers.dcgm_health import parse_dcgm_health
 from gpuprov.parsers.errors import ParseError
 from gpuprov.parsers.fabric_manager import parse_fabric_manager_log
 from gpuprov.parsers.gpu_burn import parse_gpu_burn
@@ -122,9 +123,14 @@ DDP_LOG = EvidenceKind("ddp-smoke.log", "ddp", None, None, "torchrun's per-rank 
 NCCL_TESTS = EvidenceKind("nccl-tests.log", "ddp", parse_nccl_tests, None,
                           "nccl-tests' `all_reduce_perf -b 8M -e 1G -f 2 -g <GPUs>` output, "
                           "where the nccl_tests role installed it (absent elsewhere)")
-DCGM_DIAG = EvidenceKind("dcgmi-diag.txt", "dcgm", parse_dcgm_diag, None,
-                         "`dcgmi diag -r LEVEL` (the profile's dcgm.level, or --dcgm-level; "
-                         "default 2) where DCGM is installed (absent elsewhere)")
+DCGM_DIAG = EvidenceKind("dcgmi-diag.json", "dcgm", parse_dcgm_diag, None,
+                         "`dcgmi diag -r LEVEL -j` (the profile's dcgm.level, or "
+                         "--dcgm-level; default 2) where DCGM is installed (absent "
+                         "elsewhere); what dcgmi printed, an error included",
+                         fallback="dcgmi-diag.txt")   # the table form earlier runs kept
+DCGM_HEALTH = EvidenceKind("dcgmi-health.json", "dcgm", parse_dcgm_health, None,
+                           "`dcgmi health -c -j`: DCGM's health watches (`dcgmi health -s a`, "
+                           "set before the soak) over the soak, DDP and diagnostic")
 FABRIC = EvidenceKind("fabric.json", "fabric", parse_fabric_record, None,
                       "the rack's fabric test this node took part in (`validate --fabric`, "
                       "`gpuprov fabric`): every member's interface state, the group's and "
@@ -134,7 +140,7 @@ KINDS: tuple[EvidenceKind, ...] = (
     META, PACKAGES, LSMOD, LSPCI, SYSTEMCTL, NVCC, CUDNN, SMI_BEFORE, SMI_ERROR,
     FABRIC_MANAGER_LOG, NICS, TORCH_ENV,
     TOPO, NVLINK_STATUS, NVLINK_ERRORS_BEFORE, KERNEL_LOG, GPU_BURN, SMI_AFTER,
-    NVLINK_ERRORS_AFTER, DDP_JSON, DDP_LOG, NCCL_TESTS, DCGM_DIAG, FABRIC,
+    NVLINK_ERRORS_AFTER, DDP_JSON, DDP_LOG, NCCL_TESTS, DCGM_DIAG, DCGM_HEALTH, FABRIC,
 )
 
 

@@ -1,4 +1,13 @@
-"""`dcgmi diag -r LEVEL` in its table form, every DCGM release from 2.x to 4.x.
+"""`dcgmi diag -r LEVEL` as dcgmi prints it: its JSON (`-j`, what validation asks for) and
+its table, every DCGM release from 2.x to 4.x; `parse_dcgm_diag` reads either.
+
+The JSON document is DCGM 3's `"DCGM GPU Diagnostic"` (results by `gpu_ids`: a CSV string
+on Deployment tests, a number on plugin tests; statuses in capitals; `null` entries between
+tests) or DCGM 4's `"DCGM Diagnostic"` (results by `entity_group`/`entity_id`, a
+`test_summary` per test, `metadata` beside it); both nest tests in `test_categories`. A
+`warnings` entry of a failing result is DCGM's reason (an Error row in the table); a
+`runtime_error` means the diagnostic did not run at all. dcgmi may print a line before the
+document.
 
 The table has sections (`Metadata`, `Deployment`, `Hardware`, `Integration`, `Stress`),
 one row per test with its result, and continuation rows: per-GPU results (`GPU0: Pass`,
@@ -9,6 +18,7 @@ joined as printed, not re-spaced).
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 
@@ -42,6 +52,12 @@ class DcgmDiag:
         return [t for t in self.tests if t.status == "fail"
                 or any(kind == "Error" for kind, _ in t.messages)]
 
+    @property
+    def skipped(self) -> list[DcgmTest]:
+        """Tests of the asked level that did not run (DCGM's Info may say why)."""
+        return [t for t in self.tests if t.status == "skip"
+                and not any(kind in ("Error", "Warning") for kind, _ in t.messages)]
+
 
 _RANK = {"skip": 0, "pass": 1, "warn": 2, "fail": 3}
 
@@ -70,8 +86,98 @@ def _cells(line: str) -> tuple[str, str] | None:
 
 
 def parse_dcgm_diag(text: str, source: str) -> DcgmDiag:
+    """The JSON document or the table, whichever dcgmi printed."""
+    for line in text.splitlines():
+        if line.strip().startswith("{"):
+            return _parse_json(text[text.index("{"):], source)
+        if line.strip().startswith(("+---", "|")):
+            break
+    return _parse_table(text, source)
+
+
+# DCGM 3 prints PASS/FAIL/WARN/SKIP (older SKIPPED), DCGM 4 Pass/Fail/Warn/Skip
+_JSON_STATUS = {"pass": "pass", "fail": "fail", "warn": "warn", "skip": "skip",
+                "skipped": "skip", "not run": "skip"}
+
+
+def _status(value: object, where: str, source: str) -> str:
+    status = _JSON_STATUS.get(str(value).strip().lower())
+    if status is None:      # an unknown word is no evidence of a pass
+        raise ParseError(source, f"{where}: unknown dcgmi status {value!r}")
+    return status
+
+
+def _gpus(result: dict) -> list[int]:
+    if "entity_id" in result:      # DCGM 4: GPUs and other entities (NVSwitches, CPUs)
+        return [int(result["entity_id"])] if result.get("entity_group", "GPU") == "GPU" else []
+    ids = result.get("gpu_ids", result.get("gpu_id", ""))
+    return [int(g) for g in re.findall(r"\d+", str(ids))]
+
+
+def _texts(value: object) -> list[str]:
+    """`warnings`/`info`: a list of strings or of {"warning": …} objects, or one string."""
+    items = value if isinstance(value, list) else [value] if value else []
+    return [str(i.get("warning", "")) if isinstance(i, dict) else str(i)
+            for i in items if i is not None]
+
+
+def _json_test(raw: dict, section: str, source: str) -> DcgmTest:
+    test = DcgmTest(str(raw.get("name", "?")), section)
+    where = f"test {test.name!r}"
+    results = [r for r in raw.get("results") or [] if isinstance(r, dict)]
+    summary = raw.get("test_summary") if isinstance(raw.get("test_summary"), dict) else {}
+    statuses = [_status(r.get("status"), where, source) for r in results]
+    for result, status in zip(results, statuses, strict=True):
+        if status == "fail":
+            test.failed_gpus += [g for g in _gpus(result) if g not in test.failed_gpus]
+        kind = "Error" if status == "fail" else "Warning"
+        test.messages += [(kind, text) for text in _texts(result.get("warnings"))]
+        test.messages += [("Info", text) for text in _texts(result.get("info"))]
+    test.messages += [("Info", text) for text in _texts(summary.get("info"))]
+    if "status" in summary:      # DCGM 4's verdict over the results
+        statuses.append(_status(summary["status"], where, source))
+    test.status = max(statuses, key=_RANK.__getitem__, default="skip")
+    return test
+
+
+def _parse_json(text: str, source: str) -> DcgmDiag:
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ParseError(source, f"malformed `dcgmi diag -j` JSON: {exc.msg} "
+                                 f"(line {exc.lineno})") from exc
+    root = doc.get("DCGM Diagnostic", doc.get("DCGM GPU Diagnostic")) \
+        if isinstance(doc, dict) else None
+    if not isinstance(root, dict):
+        raise ParseError(source, 'not `dcgmi diag -j` output (no "DCGM Diagnostic" or '
+                                 '"DCGM GPU Diagnostic" object)')
+    meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+    metadata = {name: str(value) for name, value in (
+        ("DCGM Version", meta.get("version", root.get("version"))),
+        ("Driver Version Detected", meta.get("Driver Version Detected",
+                                              root.get("Driver Version Detected"))))
+        if value is not None}
+    devices = [str(entity.get("device_id")) for group in doc.get("entity_groups") or []
+               if isinstance(group, dict) and group.get("entity_group") == "GPU"
+               for entity in group.get("entities") or [] if isinstance(entity, dict)]
+    if devices:     # the table's Metadata row, from DCGM 4's entity list
+        metadata["GPU Device IDs Detected"] = ", ".join(devices)
+    tests = [_json_test(raw, str(category.get("category", "")), source)
+             for category in root.get("test_categories") or [] if isinstance(category, dict)
+             for raw in category.get("tests") or [] if isinstance(raw, dict)]
+    if root.get("runtime_error"):   # the diagnostic did not run: nothing was judged
+        tests.append(DcgmTest("runtime", "Runtime", "fail",
+                              messages=[("Error", str(root["runtime_error"]))]))
+    if not tests:
+        raise ParseError(source, "a `dcgmi diag -j` document with no test results")
+    return DcgmDiag(tuple(tests), metadata)
+
+
+def _parse_table(text: str, source: str) -> DcgmDiag:
     if "Diagnostic" not in text or "Result" not in text:
-        raise ParseError(source, "not `dcgmi diag` output (no Diagnostic | Result table)")
+        first = next((line.strip() for line in text.splitlines() if line.strip()), "no output")
+        raise ParseError(source, f"not `dcgmi diag` output (no JSON document or Diagnostic | "
+                                 f"Result table): {first[:160]}")
     tests: list[DcgmTest] = []
     metadata: dict[str, str] = {}
     section, current, message = "", None, None

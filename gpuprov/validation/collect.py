@@ -224,6 +224,8 @@ def snapshot(c: Collector, after: bool) -> None:
                  (evidence.TOPO, evidence.NVLINK_STATUS, evidence.NVLINK_ERRORS_BEFORE))
         for kind in kinds:
             c.collect(kind)
+        if not after:
+            arm_dcgm_health(c)
         log = c.settings.kernel_log
         c.run("dmesg --time-format iso" if log == "dmesg" else f"cat {shlex.quote(log)}",
               file=evidence.KERNEL_LOG)
@@ -282,19 +284,27 @@ def nccl_tests(c: Collector, gpus: int) -> None:
 DCGM_TIMEOUT_S = {1: 300, 2: 900, 3: 3600, 4: 3 * 3600}
 
 
+def arm_dcgm_health(c: Collector) -> None:
+    """DCGM's background health watches on every system, set before the soak so that the
+    check after the diagnostic covers the soak, DDP and the diagnostic (DCGM only)."""
+    command = shlex.quote(c.settings.dcgmi_command)
+    c.run(f"command -v {command} >/dev/null || exit 0; {command} health -s a 2>&1")
+
+
 def dcgm(c: Collector) -> None:
-    """NVIDIA's diagnostics at the asked level, where DCGM is installed."""
-    level, command = c.settings.dcgm_level, c.settings.dcgmi_command
+    """NVIDIA's diagnostics at the asked level and the health watches' findings, where DCGM
+    is installed. What dcgmi prints is kept whatever its exit status: a failing test exits
+    non-zero, and a diagnostic that could not run is itself a finding, never a skip."""
+    level, command = c.settings.dcgm_level, shlex.quote(c.settings.dcgmi_command)
     with c.stage("dcgm"):
-        if c.run(f"command -v {shlex.quote(command)}").rc != 0:
-            c.skip("dcgm", f"{command} not found: DCGM is not installed")
+        if c.run(f"command -v {command}").rc != 0:
+            c.skip("dcgm", f"{c.settings.dcgmi_command} not found: DCGM is not installed")
             return
         c.meta["dcgm_level"] = level
-        # dcgmi exits non-zero when a test fails: the table is the evidence either way
-        result = c.run(f"{shlex.quote(command)} diag -r {level} 2>&1",
-                       timeout=DCGM_TIMEOUT_S[level])
-        if "Diagnostic" in result.stdout:
-            c.write(evidence.DCGM_DIAG, result.stdout)
+        diag = c.run(f"{command} diag -r {level} -j 2>&1", timeout=DCGM_TIMEOUT_S[level])
+        c.write(evidence.DCGM_DIAG, diag.stdout or f"no output (exit status {diag.rc})\n")
+        health = c.run(f"{command} health -c -j 2>&1")
+        c.write(evidence.DCGM_HEALTH, health.stdout or f"no output (exit status {health.rc})\n")
 
 
 def gpus_listed(before: evidence.Evidence) -> int:

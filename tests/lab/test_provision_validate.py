@@ -173,6 +173,10 @@ ACTIONS = {"fallen-off-bus": "reboot", "gsp-timeout": "reset-gpu", "aer": "resea
            "sxid": "reboot", "reset-required": "reset-gpu", "xid": "reset-gpu",
            "nic-down": "reseat-or-inspect", "nic-degraded": "reseat-or-inspect",
            "fabric-degraded": "reboot", "dcgm-fail": "rma"}
+# what DCGM's health watches (dcgmi health -c) report for the faults they watch
+DCGM_HEALTH_SEES = {"ecc-uncorrectable": "Memory system: Detected 1 volatile double-bit ECC "
+                                         "error(s) in GPU 5.",
+                    "nvlink-down": "NVLINK system: GPU 2's NvLink link"}
 
 
 @pytest.mark.parametrize("round_", ROUNDS, ids=["inventory-links", "ecc-burn", "perf-sw",
@@ -193,6 +197,8 @@ def test_each_fault_is_rejected_with_its_check_naming_the_gpu(rack, round_):
         named = failing[check_id]["gpu"]
         if kind in ACTIONS:
             assert failing[check_id]["action"] == ACTIONS[kind], (node, kind, failing[check_id])
+        if kind in DCGM_HEALTH_SEES:  # DCGM's health watches saw it over the validation too
+            assert DCGM_HEALTH_SEES[kind] in failing["dcgm_health"]["summary"], (node, kind)
         if kind == "dcgm-fail":       # the test and its section, with DCGM's own text
             assert "memory (Hardware) on GPU 4" in failing[check_id]["summary"]
             assert "A memory mismatch was detected on GPU 4" in failing[check_id]["summary"]

@@ -9,6 +9,7 @@ import yaml
 
 from gpuprov.lab import kinds, standins
 from gpuprov.lab.sim import gpu_burn, node, nvcc, nvidia_ctk
+from gpuprov.parsers.errors import ParseError
 from gpuprov.parsers.gpu_burn import parse_gpu_burn
 from gpuprov.parsers.versions import parse_cudnn_header, parse_nvcc
 from tests.evidence_builder import FIXTURES
@@ -197,8 +198,9 @@ def test_all_reduce_perf_parses_and_meets_its_profile_s_floor_only_when_healthy(
     assert "invalid device ordinal" in capsys.readouterr().err
 
 
-def test_dcgmi_diag_table_parses_as_dcgm_4_and_runs_the_level_s_tests(sim_node, monkeypatch,
-                                                                       capsys):
+@pytest.mark.parametrize("form", [[], ["-j"]], ids=["table", "json"])
+def test_dcgmi_diag_parses_as_dcgm_4_and_runs_the_level_s_tests(sim_node, monkeypatch, capsys,
+                                                                form):
     from gpuprov.lab.sim import daemons, dcgmi
     from gpuprov.parsers.dcgm import parse_dcgm_diag
     hw, save = sim_node
@@ -206,8 +208,10 @@ def test_dcgmi_diag_table_parses_as_dcgm_4_and_runs_the_level_s_tests(sim_node, 
     monkeypatch.setattr(dcgmi.time, "sleep", lambda s: None)
     ran = {}
     for level in (1, 2, 3, 4):
-        assert dcgmi.main(["diag", "-r", str(level)]) == 0
-        diag = parse_dcgm_diag(capsys.readouterr().out, f"r{level}")
+        assert dcgmi.main(["diag", "-r", str(level), *form]) == 0
+        out = capsys.readouterr().out
+        assert out.lstrip().startswith("{" if form else "Successfully ran diagnostic")
+        diag = parse_dcgm_diag(out, f"r{level}")
         assert all(t.status == "pass" for t in diag.tests)
         assert diag.metadata["DCGM Version"] == dcgmi.VERSION
         assert diag.metadata["GPU Device IDs Detected"] == ", ".join(["20b2"] * 8)  # A100
@@ -215,11 +219,11 @@ def test_dcgmi_diag_table_parses_as_dcgm_4_and_runs_the_level_s_tests(sim_node, 
     assert ran[1] == ["software"]
     assert ran[2] == ["software", "memory", "pcie"]
     assert set(ran[2]) < set(ran[3]) < set(ran[4])
-    assert dcgmi.main(["diag", "-r", "1"], version="4.4.1") == 0   # the installed package's
+    assert dcgmi.main(["diag", "-r", "1", *form], version="4.4.1") == 0   # the package's
     assert parse_dcgm_diag(capsys.readouterr().out, "v").metadata["DCGM Version"] == "4.4.1"
     hw["gpus"][5]["dcgm_fail"] = "memory"
     save(hw)
-    assert dcgmi.main(["diag", "-r", "2"]) == 1
+    assert dcgmi.main(["diag", "-r", "2", *form]) == 1
     [failed] = parse_dcgm_diag(capsys.readouterr().out, "fail").failed
     assert (failed.name, failed.section, failed.failed_gpus) == ("memory", "Hardware", [5])
     assert failed.messages == [("Error", "A memory mismatch was detected on GPU 5, but no "
@@ -231,3 +235,36 @@ def test_dcgmi_needs_its_host_engine(sim_node, monkeypatch, tmp_path, capsys):
     monkeypatch.setattr(daemons, "HOSTENGINE_PID", str(tmp_path / "absent.pid"))
     assert dcgmi.main(["diag", "-r", "1"]) == 255
     assert "Unable to connect to host engine" in capsys.readouterr().err
+    assert dcgmi.main(["health", "-c", "-j"]) == 255
+    assert "Unable to connect to host engine" in capsys.readouterr().err
+
+
+def test_dcgmi_health_reports_what_the_armed_watches_see(sim_node, monkeypatch, tmp_path,
+                                                         capsys):
+    from gpuprov.lab.sim import daemons, dcgmi
+    from gpuprov.parsers.dcgm_health import parse_dcgm_health
+    hw, save = sim_node
+    monkeypatch.setattr(daemons, "HOSTENGINE_PID", node.FABRICMANAGER_PID)  # pid 1: running
+    monkeypatch.setattr(dcgmi, "HEALTH_WATCHES", str(tmp_path / "watches"))
+    # not armed: dcgmi refuses, as the real one does, and the parser names what it printed
+    assert dcgmi.main(["health", "-c", "-j"]) == dcgmi.DCGM_ST_GENERIC_ERROR_EXIT
+    refusal = capsys.readouterr().out
+    with pytest.raises(ParseError, match="Health watches not enabled"):
+        parse_dcgm_health(refusal, "h")
+    assert dcgmi.main(["health", "-s", "a"]) == 0
+    assert capsys.readouterr().out == "Health monitor systems set successfully.\n"
+    assert dcgmi.main(["health", "-c", "-j"]) == 0
+    assert parse_dcgm_health(capsys.readouterr().out, "h").overall == "pass"
+    hw["gpus"][3]["ecc"] = {"volatile": {"dram_uncorrectable": 2}}   # ecc-uncorrectable
+    hw["gpus"][6]["nvlink_inactive"] = [11, 2]                         # nvlink-down, twice
+    save(hw)
+    assert dcgmi.main(["health", "-c", "-j"]) == 0
+    health = parse_dcgm_health(capsys.readouterr().out, "h")
+    assert health.overall == "fail"
+    assert [(i.entity_id, i.system, i.health, i.message) for i in health.incidents] == [
+        (3, "Memory system", "fail", "Detected 2 volatile double-bit ECC error(s) in GPU 3."),
+        (6, "NVLINK system", "fail", "GPU 6's NvLink link 2 is currently down, GPU 6's NvLink "
+                                     "link 11 is currently down")]
+    # a restarted host engine has forgotten the watches
+    (tmp_path / "watches").write_text("99999999")
+    assert dcgmi.main(["health", "-c", "-j"]) == dcgmi.DCGM_ST_GENERIC_ERROR_EXIT

@@ -1,11 +1,12 @@
-"""NVIDIA's own diagnostics: `dcgmi diag` at the validation's level."""
+"""NVIDIA's own diagnostics: `dcgmi diag` at the validation's level, and what DCGM's
+background health watches saw over the validation."""
 
 from __future__ import annotations
 
 from gpuprov.checks.context import Context
 from gpuprov.checks.registry import Results, check
-from gpuprov.evidence import DCGM_DIAG
-from gpuprov.model import Action, CheckResult
+from gpuprov.evidence import DCGM_DIAG, DCGM_HEALTH
+from gpuprov.model import Action, CheckResult, most_drastic
 
 # A failing Deployment test is the node's software or configuration (persistence mode,
 # environment, a pending retirement or remap: a reset or reboot clears it); a failing
@@ -15,9 +16,10 @@ ACTION_BY_SECTION = {"Deployment": Action.REBOOT}
 
 @check("dcgm_diag", stage="dcgm", needs=(DCGM_DIAG,), action=Action.RMA, optional=True,
        skip_reason="DCGM not installed on the node (role dcgm)",
-       rule="every `dcgmi diag` test at the asked level passes and no Error row; each "
-            "failing test named with its GPUs (Deployment failures: reboot; hardware, "
-            "integration and stress failures: rma); Warning rows warn")
+       rule="every `dcgmi diag` test at the asked level passes with no Error; each failing "
+            "test named with its GPUs and DCGM's reason (Deployment failures: reboot; "
+            "hardware, integration and stress failures: rma; a diagnostic that did not run: "
+            "fails); a Warning, or a test of the level that was skipped, warns")
 def dcgm_diag(ctx: Context, r: Results) -> CheckResult:
     diag = ctx.evidence.read(DCGM_DIAG)
     level = ctx.evidence.meta.get("dcgm_level")
@@ -45,4 +47,49 @@ def dcgm_diag(ctx: Context, r: Results) -> CheckResult:
         t, text = warnings[0]
         return r.warn(f"dcgmi diag -r {level or '?'}: {t.name} warns: {text[:200]}", values,
                       action=Action.NONE)
+    if diag.skipped:   # a test that did not run judged nothing (DCGM issue #55: most of r3)
+        names = ", ".join(t.name for t in diag.skipped)
+        return r.warn(f"dcgmi diag -r {level or '?'}: {len(diag.skipped)} of "
+                      f"{len(diag.tests)} test(s) skipped, nothing judged by them: {names}",
+                      values, action=Action.NONE)
     return r.passed(f"dcgmi diag -r {level or '?'}: {len(diag.tests)} test(s) passed", values)
+
+
+# What a health watch's failure usually calls for: a volatile double-bit error or a pending
+# retirement clears with a GPU reset; links and cooling are looked at in the rack.
+ACTION_BY_SYSTEM = {"Memory system": Action.RESET_GPU, "PCIe system": Action.RESEAT_OR_INSPECT,
+                    "NVLINK system": Action.RESEAT_OR_INSPECT,
+                    "Thermal system": Action.RESEAT_OR_INSPECT,
+                    "Power system": Action.RESEAT_OR_INSPECT, "Driver": Action.REBOOT}
+
+
+@check("dcgm_health", stage="dcgm", needs=(DCGM_HEALTH,), action=Action.RMA, optional=True,
+       skip_reason="DCGM not installed on the node (role dcgm)",
+       rule="DCGM's health watches (every system, set before the soak) report Healthy over "
+            "the validation; a Failure fails naming the entity, system and DCGM's message "
+            "(memory: reset-gpu; PCIe, NVLink, thermal, power: reseat-or-inspect; driver: "
+            "reboot; others: rma); a Warning warns")
+def dcgm_health(ctx: Context, r: Results) -> CheckResult:
+    health = ctx.evidence.read(DCGM_HEALTH)
+    values = {"overall": health.overall,
+              "incidents": [{"entity": f"{i.entity_group} {i.entity_id}", "system": i.system,
+                             "health": i.health, "message": i.message}
+                            for i in health.incidents]}
+
+    def named(i) -> str:
+        who = ctx.gpu_label(i.entity_id) if i.entity_group == "GPU" else \
+            f"{i.entity_group} {i.entity_id}"
+        return f"{who} {i.system}: {i.message[:160]}"
+    failures = [i for i in health.incidents if i.health == "fail"]
+    if failures:
+        gpus = {i.entity_id for i in failures if i.entity_group == "GPU"}
+        actions = [ACTION_BY_SYSTEM.get(i.system, Action.RMA) for i in failures]
+        more = f" (+{len(failures) - 2} more)" if len(failures) > 2 else ""
+        return r.fail("dcgmi health: Failure: " + "; ".join(named(i) for i in failures[:2])
+                      + more, values, gpu=r.at_fault(gpus) if len(gpus) == 1 else None,
+                      action=most_drastic(actions))
+    if health.incidents:
+        return r.warn("dcgmi health: Warning: " + "; ".join(named(i) for i in
+                                                            health.incidents[:2]),
+                      values, action=Action.NONE)
+    return r.passed("dcgmi health: Healthy (every watched system)", values)

@@ -1,18 +1,29 @@
-"""The lab's `dcgmi`: DCGM 4's `dcgmi diag -r LEVEL` table over the simulated GPUs.
+"""The lab's `dcgmi`: DCGM 4's `dcgmi diag -r LEVEL [-j]` and `dcgmi health -s a | -c -j`
+over the simulated GPUs.
 
-It prints the DCGM 4.x table (a Metadata section, then Deployment, Hardware, Integration
-and Stress, one row per test with a per-GPU result row under it, and the Error text of a
-failing GPU wrapped mid-word at the column's width, as dcgmi prints it), runs the tests of
-the asked level (1: software; 2: + memory, pcie; 3: + the stress plugins; 4: + memtest,
-pulse_test), takes a scaled-down time per level and needs the host engine running
-(nv-hostengine, unit nvidia-dcgm), as the real one does.
+`diag` prints DCGM 4.2.3's JSON document with `-j` (`"DCGM Diagnostic"` → test_categories →
+tests, per-GPU entity results, a test_summary, DCGM's reason as a result's `warnings`,
+`entity_groups` and `metadata`), and otherwise the DCGM 4.x table (a Metadata section,
+then Deployment, Hardware, Integration and Stress, one row per test with a per-GPU result
+row under it, and the Error text of a failing GPU wrapped mid-word at the column's width,
+as dcgmi prints it). It runs the tests of the asked level (1: software; 2: + memory, pcie;
+3: + the stress plugins; 4: + memtest, pulse_test), takes a scaled-down time per level
+and needs the host engine running (nv-hostengine, unit nvidia-dcgm), as the real one does.
 
 Fault in the description: `dcgm_fail: <test>` on a GPU fails that test on that GPU.
-`-j` (JSON) is not simulated: the validator reads the table (README: limits).
+
+`health -s a` sets the background watches in the running host engine (forgotten when it
+restarts, as the real one forgets them); `health -c -j` reports, in dcgmi's generic JSON
+output (dcgmi/Health.cpp), what the watches see in the description: a volatile
+double-bit ECC error (Memory system, Failure) and an NVLink link down (NVLINK system,
+Failure), with DCGM's messages (dcgm_errors.h). The tree form without `-j` is not
+simulated (README: limits).
 """
 
 from __future__ import annotations
 
+import json
+import os
 import sys
 import time
 
@@ -28,6 +39,9 @@ TESTS = [("Deployment", "software", 1), ("Hardware", "memory", 2),
 SECTIONS = ("Deployment", "Hardware", "Integration", "Stress")
 # seconds a run of each level takes here (the real ones: seconds, ~2 min, ~30 min, 1-2 h)
 SECONDS = {1: 0.5, 2: 2.0, 3: 4.0, 4: 6.0}
+# DCGM's own failure codes (dcgm_errors.h: error id, category, severity 2 = isolate the GPU)
+ERROR_CODES = {"memory": (58, 10), "memtest": (58, 10), "pcie": (30, 13)}
+GENERIC_CODE = (58, 15)    # memory mismatch, hardware other
 # DCGM's own failure texts (dcgm_errors.h) for the tests a fault fails
 ERRORS = {
     "memory": "A memory mismatch was detected on GPU {gpu}, but no error was reported by "
@@ -40,7 +54,9 @@ ERRORS = {
 GENERIC_ERROR = "GPU {gpu} failed the {test} test."
 NAME_WIDTH, VALUE_WIDTH = 25, 46
 USAGE = ("dcgmi -- Command line interface for DCGM.\n\nUsage: dcgmi diag -r <level> "
-         "[-j]\n       dcgmi -v\n")
+         "[-j]\n       dcgmi health -s a | -c -j\n       dcgmi -v\n")
+HEALTH_WATCHES = f"{node.RUN_DIR}/dcgm-health-watches"   # the host engine's pid that holds them
+DCGM_ST_GENERIC_ERROR_EXIT = 253                          # dcgmi exits with -3 as a byte
 
 
 def _row(name: str, value: str) -> str:
@@ -97,10 +113,122 @@ def diag_table(hw: dict, level: int, driver: str, version: str = VERSION) -> tup
     return "\n".join(lines) + "\n", passed
 
 
+def diag_json(hw: dict, level: int, driver: str, version: str = VERSION) -> tuple[str, bool]:
+    """DCGM 4.2.3's `dcgmi diag -r LEVEL -j` document, and whether every test passed."""
+    gpus = [g["index"] for g in hw.get("gpus", [])]
+    device_id = hw.get("gpu", {}).get("pci_device_id", "0x0000")[2:6].lower()
+    failing = _failures(hw)
+    categories, passed = [], True
+    for section in SECTIONS:
+        tests = []
+        for test in [t for s, t, first in TESTS if s == section and first <= level]:
+            bad = [g for g in failing.get(test, []) if g in gpus]
+            passed = passed and not bad
+            results = []
+            for g in gpus:
+                result = {"entity_group": "GPU", "entity_group_id": 1, "entity_id": g,
+                          "status": "Fail" if g in bad else "Pass"}
+                if g in bad:
+                    error_id, category = ERROR_CODES.get(test, GENERIC_CODE)
+                    result["warnings"] = [{
+                        "error_category": category, "error_id": error_id,
+                        "error_severity": 2,
+                        "warning": ERRORS.get(test, GENERIC_ERROR).format(gpu=g, test=test)}]
+                results.append(result)
+            tests.append({"name": test, "results": results,
+                          "test_summary": {"status": "Fail" if bad else "Pass"}})
+        if tests:
+            categories.append({"category": section, "tests": tests})
+    doc = {"DCGM Diagnostic": {"test_categories": categories},
+           "entity_groups": [{"entities": [{"device_id": device_id, "entity_id": g,
+                                            "serial_num": _serial(hw, g)} for g in gpus],
+                              "entity_group": "GPU", "entity_group_id": 1}],
+           "metadata": {"Driver Version Detected": driver, "version": version}}
+    return json.dumps(doc, indent="\t", separators=(",", " : "), sort_keys=True) + "\n", passed
+
+
+def _serial(hw: dict, index: int) -> str:
+    gpu = next(g for g in hw["gpus"] if g["index"] == index)
+    return str(gpu.get("serial", "<<<NOT_SUPPORTED>>>"))
+
+
+def health_incidents(hw: dict) -> list[tuple[int, str, str]]:
+    """(GPU, system, message) of every Failure the watches see in the description."""
+    incidents = []
+    for gpu in hw.get("gpus", []):
+        dbe = int(gpu.get("ecc", {}).get("volatile", {}).get("dram_uncorrectable", 0))
+        if dbe:
+            incidents.append((gpu["index"], "Memory system",
+                              f"Detected {dbe} volatile double-bit ECC error(s) in GPU "
+                              f"{gpu['index']}."))
+        for link in sorted(set(gpu.get("nvlink_inactive", []))):
+            incidents.append((gpu["index"], "NVLINK system",
+                              f"GPU {gpu['index']}'s NvLink link {link} is currently down"))
+    return incidents
+
+
+def _chunks(message: str, width: int = 54) -> list[str]:
+    """dcgmi's cut of a long message at a word boundary (Health::AddErrorMessage)."""
+    parts, line = [], ""
+    for word in message.split(" "):
+        if line and len(line) + 1 + len(word) > width:
+            parts.append(line)
+            line = word
+        else:
+            line = f"{line} {word}" if line else word
+    return [*parts, line]
+
+
+def health_json(hw: dict) -> str:
+    body: dict = {"Overall Health": {"value": "Healthy"}}
+    for gpu, system, message in health_incidents(hw):
+        body["Overall Health"]["value"] = "Failure"
+        entity = body.setdefault("GPU", {"children": {}})["children"].setdefault(
+            str(gpu), {"children": {"Errors": {"children": {}}}, "value": "Failure"})
+        errors = entity["children"]["Errors"]["children"]
+        if system in errors:   # incidents of one system are joined with ", " (Health.cpp)
+            message = " ".join(errors[system]["overflow"]) + ", " + message
+        errors[system] = {"overflow": _chunks(message), "value": "Failure"}
+    doc = {"body": body, "header": ["Health Monitor Report"]}
+    return json.dumps(doc, indent=3, separators=(",", " : "), sort_keys=True) + "\n"
+
+
+def _hostengine_pid() -> str | None:
+    return node.read_value(daemons.HOSTENGINE_PID) if node.running(daemons.HOSTENGINE_PID) else None
+
+
+def health(argv: list[str]) -> int:
+    pid = _hostengine_pid()
+    if pid is None:
+        sys.stderr.write(NO_HOSTENGINE)
+        return 255
+    if argv[:2] == ["-s", "a"]:
+        os.makedirs(node.RUN_DIR, exist_ok=True)
+        with open(HEALTH_WATCHES, "w") as fh:
+            fh.write(pid)
+        sys.stdout.write("Health monitor systems set successfully.\n")
+        return 0
+    if argv[:1] == ["-c"] and "-j" in argv:
+        if node.read_value(HEALTH_WATCHES) != pid:
+            sys.stdout.write("Error: Health watches not enabled. Please enable watches. \n")
+            return DCGM_ST_GENERIC_ERROR_EXIT
+        sys.stdout.write(health_json(node.description()))
+        return 0
+    sys.stderr.write(USAGE)
+    return 2
+
+
+NO_HOSTENGINE = ("Error: unable to establish a connection to the specified host: localhost\n"
+                 "Error: Unable to connect to host engine. Host engine connection "
+                 "invalid/disconnected.\n")
+
+
 def main(argv: list[str], version: str = VERSION) -> int:
     if argv in (["-v"], ["--version"]):
         sys.stdout.write(f"Version : {version}\nBuild ID : 5\nBuild Date : 2025-04-30\n")
         return 0
+    if argv[:1] == ["health"]:
+        return health(argv[1:])
     if len(argv) < 3 or argv[0] != "diag" or argv[1] != "-r" or not argv[2].isdigit():
         sys.stderr.write(USAGE)
         return 2
@@ -108,18 +236,14 @@ def main(argv: list[str], version: str = VERSION) -> int:
     if level not in SECONDS:
         sys.stderr.write(f"Error: Invalid value for -r: {argv[2]} (1, 2, 3 or 4)\n")
         return 2
-    if "-j" in argv[3:]:
-        sys.stderr.write("dcgmi (gpuprov lab): -j is not simulated; the table is\n")
-        return 2
     if not node.running(daemons.HOSTENGINE_PID):
-        sys.stderr.write("Error: unable to establish a connection to the specified host: "
-                         "localhost\nError: Unable to connect to host engine. Host engine "
-                         "connection invalid/disconnected.\n")
+        sys.stderr.write(NO_HOSTENGINE)
         return 255
     driver = node.loaded_module_version() or "?"
-    table, passed = diag_table(node.description(), level, driver, version)
+    render = diag_json if "-j" in argv[3:] else diag_table
+    output, passed = render(node.description(), level, driver, version)
     time.sleep(SECONDS[level])
-    sys.stdout.write(table)
+    sys.stdout.write(output)
     return 0 if passed else 1   # non-zero when a test fails, as dcgmi
 
 

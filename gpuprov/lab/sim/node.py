@@ -36,7 +36,7 @@ def description(path: str = DESCRIPTION) -> dict:
         return yaml.safe_load(fh)
 
 
-def _read(path: str) -> str | None:
+def read_value(path: str) -> str | None:
     try:
         with open(path) as fh:
             return fh.read().strip() or None
@@ -45,7 +45,7 @@ def _read(path: str) -> str | None:
 
 
 def loaded_module_version() -> str | None:
-    return _read(MODULE_VERSION)
+    return read_value(MODULE_VERSION)
 
 
 def library_version(paths: list[str]) -> str | None:
@@ -62,7 +62,7 @@ def nvml_version() -> str | None:
 
 
 def running(pid_file: str) -> bool:
-    pid = _read(pid_file)
+    pid = read_value(pid_file)
     if pid is None or not pid.isdigit():
         return False
     try:

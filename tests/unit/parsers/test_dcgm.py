@@ -133,8 +133,10 @@ def test_messages_belong_to_their_section_and_gpus_accumulate():
 
 
 @pytest.mark.parametrize("text, message", [
-    ("", "/e/d.txt: not `dcgmi diag` output (no Diagnostic | Result table)"),
-    ("Diagnostic only\n", "/e/d.txt: not `dcgmi diag` output (no Diagnostic | Result table)"),
+    ("", "/e/d.txt: not `dcgmi diag` output (no JSON document or Diagnostic | Result "
+         "table): no output"),
+    ("\nDiagnostic only\n", "/e/d.txt: not `dcgmi diag` output (no JSON document or "
+                             "Diagnostic | Result table): Diagnostic only"),
     ("| Diagnostic | Result |\n+---+---+\n", "/e/d.txt: a `dcgmi diag` table with no test rows"),
 ])
 def test_refusals_name_the_file_and_say_why(text, message):
