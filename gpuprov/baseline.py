@@ -13,7 +13,16 @@ What is learned (each only when the accepted results carry it):
   tolerance in degrees, never above the base profile's limit;
 - `ddp.busbw_min_gbps` from the DDP probe's all-reduce bus bandwidth (NCCL runs only: the
   floor is an NCCL floor);
+- `nccl_tests.busbw_min_gbps` from nccl-tests' all_reduce_perf peak, where installed;
+- `nvlink.link_speed_gbps` from every GPU's slowest NVLink link: the median itself (links
+  train at fixed rates, and the check already allows 1 % below);
+- `dcgm.pcie_min_gbps` and `dcgm.gflops_min` from the figures DCGM's diagnostic prints per
+  GPU (the pcie test's host-device copy bandwidth, level 2 and up; the diagnostic test's
+  GEMM rate, level 3 and up);
 - `fabric.busbw_min_gbps` from the fabric test's group peak, when the nodes took one.
+
+Per-node figures (DDP, nccl-tests, fabric) need at least as many samples as nodes a
+baseline needs; per-GPU figures have several per node.
 """
 
 from __future__ import annotations
@@ -79,6 +88,18 @@ def _per_gpu(results: Iterable[NodeResult], key: str) -> list[float]:
     return out
 
 
+def _dcgm_figures(results: Iterable[NodeResult], key: str) -> list[float]:
+    return [float(v) for r in results
+            for v in (((_check(r, "dcgm_diag") or {}).get("figures") or {}).get(key) or {})
+            .values()]
+
+
+def _slowest_links(results: Iterable[NodeResult]) -> list[float]:
+    return [float(link["slowest_gbps"]) for r in results
+            for link in ((_check(r, "nvlink_status") or {}).get("links") or {}).values()
+            if link.get("slowest_gbps") is not None]
+
+
 def _one(results: Iterable[NodeResult], check_id: str,
          pick: Callable[[dict], float | None]) -> list[float]:
     out = []
@@ -122,6 +143,23 @@ def learn(results: list[NodeResult], base: Profile, tolerance_pct: float) -> lis
         floor, centre, rejected = robust_floor(ddp, tolerance_pct)
         learned.append(Learned("ddp.busbw_min_gbps", round(floor, 1), centre, len(ddp),
                                rejected, f"median - {tolerance_pct:g} %"))
+    nccl = _one(results, "nccl_bandwidth", lambda v: v.get("peak_busbw_gbps"))
+    if len(nccl) >= MIN_NODES:
+        floor, centre, rejected = robust_floor(nccl, tolerance_pct)
+        learned.append(Learned("nccl_tests.busbw_min_gbps", round(floor, 1), centre,
+                               len(nccl), rejected, f"median - {tolerance_pct:g} %"))
+    links = _slowest_links(results) if base.nvlink else []
+    if links:
+        speed = statistics.median(links)
+        learned.append(Learned("nvlink.link_speed_gbps", speed, speed, len(links),
+                               sum(v < speed * 0.99 for v in links),
+                               "median of every GPU's slowest link"))
+    for key, field in (("pcie_gbps", "dcgm.pcie_min_gbps"), ("gflops", "dcgm.gflops_min")):
+        figures = _dcgm_figures(results, key)
+        if figures:
+            floor, centre, rejected = robust_floor(figures, tolerance_pct)
+            learned.append(Learned(field, round(floor, 2), centre, len(figures), rejected,
+                                   f"median - {tolerance_pct:g} %"))
     fabric = _one(results, "fabric", lambda v: (v.get("group") or {}).get("peak_busbw_gbps"))
     if len(fabric) >= MIN_NODES:
         floor, centre, rejected = robust_floor(fabric, tolerance_pct)

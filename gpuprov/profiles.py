@@ -85,8 +85,14 @@ SCHEMA = {
             "properties": {"busbw_min_gbps": {"type": "number", "minimum": 0}},
         },
         "dcgm": {
-            "type": "object", "required": ["level"], "additionalProperties": False,
-            "properties": {"level": {"enum": [1, 2, 3, 4]}},
+            "type": "object", "additionalProperties": False,
+            # floors for the figures dcgmi prints (`gpuprov baseline` learns them)
+            "properties": {"level": {"enum": [1, 2, 3, 4]}, "pcie_min_gbps": _NUM,
+                           "gflops_min": _NUM},
+        },
+        "nccl_tests": {   # all_reduce_perf's own floor; without it, ddp.busbw_min_gbps
+            "type": "object", "required": ["busbw_min_gbps"], "additionalProperties": False,
+            "properties": {"busbw_min_gbps": {"type": "number", "minimum": 0}},
         },
         "fabric": {
             "type": "object", "required": ["busbw_min_gbps"], "additionalProperties": False,

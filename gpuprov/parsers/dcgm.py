@@ -42,10 +42,33 @@ class DcgmTest:
     messages: list[tuple[str, str]] = field(default_factory=list)   # (Error|Warning, text)
 
 
+# Figures DCGM's plugins print in their Info text (DCGM issue #215 shows both):
+# "GPU 0 GPU to Host bandwidth:\t\t24.02 GB/s, GPU 0 Host to GPU bandwidth:\t\t25.93 GB/s, …"
+# (pcie) and "GPU 0 calculated at approximately 859.08 gigaflops during this test"
+# (diagnostic). The table wraps Info mid-word; its rows are joined as printed.
+_PCIE_BW = re.compile(r"GPU (\d+) (?:GPU to Host|Host to GPU) bandwidth:\s*([\d.]+) GB/s")
+_GFLOPS = re.compile(r"GPU (\d+) calculated at approximately ([\d.]+) gigaflops")
+
+
 @dataclass(frozen=True)
 class DcgmDiag:
     tests: tuple[DcgmTest, ...]
     metadata: dict[str, str]
+
+    def figures(self) -> dict[str, dict[int, float]]:
+        """Per GPU: `pcie_gbps`, the slower direction of DCGM's host/device copy bandwidth;
+        `gflops`, the diagnostic (GEMM) test's rate. Only what the Info text carries."""
+        out: dict[str, dict[int, float]] = {}
+        for test in self.tests:
+            for kind, text in test.messages:
+                if kind != "Info":
+                    continue
+                for gpu, value in _PCIE_BW.findall(text):
+                    pcie = out.setdefault("pcie_gbps", {})
+                    pcie[int(gpu)] = min(pcie.get(int(gpu), float("inf")), float(value))
+                for gpu, value in _GFLOPS.findall(text):
+                    out.setdefault("gflops", {})[int(gpu)] = float(value)
+        return out
 
     @property
     def failed(self) -> list[DcgmTest]:

@@ -5,6 +5,7 @@ and fails the baseline. Bad input: one line, exit 2, nothing written."""
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -13,6 +14,8 @@ import yaml
 from gpuprov.baseline import robust_ceiling, robust_floor
 from gpuprov.checks.run import judge
 from gpuprov.evidence import Evidence
+from gpuprov.lab import kinds
+from gpuprov.lab.sim import dcgmi, nccl_tests
 from gpuprov.ledger import Ledger
 from gpuprov.profiles import load_profile
 from gpuprov.validation.collect import NodeSettings
@@ -28,11 +31,25 @@ GOOD = {"node01": [52000, 51800, 52100, 51900, 52050, 51700, 52000, 51950],
         "node04": [51800, 52000, 47000, 51900, 52100, 51950, 52000, 51900]}
 
 
+def _node_tools(node: str, gflops: list[int]) -> dict[str, str]:
+    """nccl-tests' and DCGM's (level 3, JSON) output for this node, printed by the lab's
+    stand-ins in the real formats: the node's GPUs as fast as its gpu-burn figures say."""
+    hw = kinds.describe(node, "h100-sxm-8")
+    for gpu, rate in zip(hw["gpus"], gflops, strict=True):
+        gpu["gflops_factor"] = rate / hw["gflops"]
+    options = {"min": 8 << 20, "max": 1 << 30, "factor": 2, "gpus": 8}
+    diag, _ = dcgmi.diag_json(hw, 3, "565.57.01")
+    return {"nccl-tests.log": nccl_tests.report(hw, options, node, 4242),
+            "dcgmi-diag.json": diag}
+
+
 def _record(ledger: Ledger, run_id: str, nodes: dict[str, list[int]], tmp_path, profile=H100):
     ledger.start_run(run_id, "validate", "/inv/rack.ini", list(nodes), {}, {}, "/ev")
     for node, gflops in nodes.items():
         directory = eb.replace(eb.healthy_h100(tmp_path / run_id / node), "gpu-burn.log",
                                eb.gpu_burn_log(gflops))
+        for name, text in _node_tools(node, gflops).items():
+            eb.replace(directory, name, text)
         judgement = judge(Evidence(directory), profile, None)
         settings = NodeSettings(node=node, profile=profile, lock=None, run_id=run_id,
                                 soak_seconds=30)
@@ -66,6 +83,18 @@ def test_floors_come_from_the_peers_with_their_sources(env, tmp_path):
     assert "nodes node01, node02, node03, node04, runs v1" in source
     assert "gpu_burn.gflops_min: 47794" in result.stdout
     assert load_profile(str(out)).name == "h100-site"
+    # nccl-tests, NVLink and DCGM figures (the stand-ins' healthy H100 figures)
+    nccl = data["sources"]["nccl_tests.busbw_min_gbps"]
+    assert data["nccl_tests"]["busbw_min_gbps"] < 460 and "of 4 samples" in nccl
+    assert data["nvlink"]["link_speed_gbps"] == 26.562       # every GPU's slowest link
+    assert "median 26.562 of 32 samples, 0 rejected" in data["sources"][
+        "nvlink.link_speed_gbps"]
+    assert data["nvlink"]["links_per_gpu"] == 18              # the rest kept from the base
+    pcie = data["dcgm"]["pcie_min_gbps"]
+    assert pcie == round(5 * 3.938 * 16 * 0.76 * 0.92 / 5, 2)  # gen 5 x16, GPU to Host
+    gemm = data["sources"]["dcgm.gflops_min"]
+    assert data["dcgm"]["gflops_min"] == round(51950 * 0.92, 2)
+    assert "of 32 samples, 1 rejected as outliers" in gemm     # node04's weak GPU
 
 
 def test_a_slow_node_passes_the_shipped_profile_and_fails_its_peers(env, tmp_path):
@@ -79,6 +108,18 @@ def test_a_slow_node_passes_the_shipped_profile_and_fails_its_peers(env, tmp_pat
     learned = judge(Evidence(slow), load_profile(str(out)), None, only=("gpu_burn",)).checks[0]
     assert str(learned.status) == "fail"
     assert "44200 Gflop/s, floor 47817" in learned.summary   # 51975 (nodes 1-3) - 8 %
+    # DCGM's diagnostic sees the same node slow: its GEMM figure against the learned floor
+    for name, text in _node_tools("node09", [round(g * 0.85) for g in GOOD["node01"]]).items():
+        eb.replace(slow, name, text)
+    meta = json.loads((slow / "meta.json").read_text())
+    eb.replace(slow, "meta.json", json.dumps({**meta, "dcgm_level": 3}))
+    shipped, learned = (judge(Evidence(slow), profile, None, only=("dcgm_diag",)).checks[0]
+                        for profile in (H100, load_profile(str(out))))
+    assert str(shipped.status) == "pass"
+    assert (str(learned.status), str(learned.action)) == ("fail", "reseat-or-inspect")
+    assert learned.summary.startswith("dcgmi diag -r 3: GPU 0 (00000000:18:00.0, serial ")
+    assert "44200 Gflop/s below dcgm.gflops_min 47817" in learned.summary
+    assert learned.summary.endswith("(+5 more)")
 
 
 def test_the_rule_rejects_its_own_outliers_until_stable():

@@ -218,6 +218,18 @@ def test_dcgmi_diag_parses_as_dcgm_4_and_runs_the_level_s_tests(sim_node, monkey
         ran[level] = [t.name for t in diag.tests]
     assert ran[1] == ["software"]
     assert ran[2] == ["software", "memory", "pcie"]
+    if form:   # DCGM's figures (Info): copy bandwidth from the trained link, GEMM from gpu-burn
+        hw["gpus"][1]["pcie"] = {"gen": 4, "width": 8}             # pcie-degraded
+        hw["gpus"][2]["gflops_factor"] = 0.85                      # slow-gpu
+        save(hw)
+        assert dcgmi.main(["diag", "-r", "3", "-j"]) == 0
+        figures = parse_dcgm_diag(capsys.readouterr().out, "r3").figures()
+        assert figures["pcie_gbps"][0] == round(1.969 * 16 * 0.76, 2)   # A100: gen 4 x16
+        assert figures["pcie_gbps"][1] == round(1.969 * 8 * 0.76, 2)
+        assert figures["gflops"][0] == hw["gflops"]
+        assert figures["gflops"][2] == pytest.approx(hw["gflops"] * 0.85)
+        hw["gpus"][1].pop("pcie")
+        hw["gpus"][2].pop("gflops_factor")
     assert set(ran[2]) < set(ran[3]) < set(ran[4])
     assert dcgmi.main(["diag", "-r", "1", *form], version="4.4.1") == 0   # the package's
     assert parse_dcgm_diag(capsys.readouterr().out, "v").metadata["DCGM Version"] == "4.4.1"

@@ -3,6 +3,8 @@ background health watches saw over the validation."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from gpuprov.checks.context import Context
 from gpuprov.checks.registry import Results, check
 from gpuprov.evidence import DCGM_DIAG, DCGM_HEALTH
@@ -19,7 +21,9 @@ ACTION_BY_SECTION = {"Deployment": Action.REBOOT}
        rule="every `dcgmi diag` test at the asked level passes with no Error; each failing "
             "test named with its GPUs and DCGM's reason (Deployment failures: reboot; "
             "hardware, integration and stress failures: rma; a diagnostic that did not run: "
-            "fails); a Warning, or a test of the level that was skipped, warns")
+            "fails); a GPU's PCIe copy bandwidth or diagnostic Gflop/s (DCGM's Info) below "
+            "the profile's dcgm.pcie_min_gbps / dcgm.gflops_min fails (reseat-or-inspect); "
+            "a Warning, or a test of the level that was skipped, warns")
 def dcgm_diag(ctx: Context, r: Results) -> CheckResult:
     diag = ctx.evidence.read(DCGM_DIAG)
     level = ctx.evidence.meta.get("dcgm_level")
@@ -28,6 +32,9 @@ def dcgm_diag(ctx: Context, r: Results) -> CheckResult:
                                  "failed_gpus": t.failed_gpus,
                                  "messages": [list(m) for m in t.messages]}
                         for t in diag.tests}}
+    figures = diag.figures()
+    values["figures"] = {key: {str(g): v for g, v in sorted(per_gpu.items())}
+                         for key, per_gpu in figures.items()}
     failed = diag.failed
     if failed:
         def named(t) -> str:
@@ -42,6 +49,10 @@ def dcgm_diag(ctx: Context, r: Results) -> CheckResult:
         return r.fail(f"dcgmi diag -r {level or '?'}: "
                       + "; ".join(named(t) for t in failed[:3]) + more, values,
                       gpu=r.at_fault(gpus) if len(gpus) == 1 else None, action=action)
+    short = _below_floors(ctx, figures)
+    if short:    # DCGM passed its own bar, not the site's (a learned baseline's) floor
+        result = r.failed(short, values, action=Action.RESEAT_OR_INSPECT)
+        return replace(result, summary=f"dcgmi diag -r {level or '?'}: {result.summary}")
     warnings = [(t, text) for t in diag.tests for kind, text in t.messages if kind == "Warning"]
     if warnings:
         t, text = warnings[0]
@@ -53,6 +64,20 @@ def dcgm_diag(ctx: Context, r: Results) -> CheckResult:
                       f"{len(diag.tests)} test(s) skipped, nothing judged by them: {names}",
                       values, action=Action.NONE)
     return r.passed(f"dcgmi diag -r {level or '?'}: {len(diag.tests)} test(s) passed", values)
+
+
+# (figure, profile field under `dcgm`, unit) judged when the profile sets the field
+FLOORS = (("pcie_gbps", "pcie_min_gbps", "GB/s host-device copy"),
+          ("gflops", "gflops_min", "Gflop/s"))
+
+
+def _below_floors(ctx: Context, figures: dict[str, dict[int, float]]
+                  ) -> list[tuple[int | None, str]]:
+    floors = ctx.profile.data.get("dcgm") or {}
+    return [(gpu, f"{ctx.gpu_label(gpu)}: {value:g} {unit} below dcgm.{field} "
+                  f"{floors[field]:g}")
+            for key, field, unit in FLOORS if field in floors
+            for gpu, value in sorted(figures.get(key, {}).items()) if value < floors[field]]
 
 
 # What a health watch's failure usually calls for: a volatile double-bit error or a pending

@@ -59,7 +59,9 @@ def nvlink_status(ctx: Context, r: Results) -> CheckResult:
     spec = ctx.profile.nvlink
     status = ctx.evidence.read(NVLINK_STATUS)
     values: dict = {"links": {g.index: {"active": len(g.active), "inactive": g.inactive,
-                                        "all_inactive": g.all_inactive}
+                                        "all_inactive": g.all_inactive,
+                                        "slowest_gbps": min((v for v in g.speeds.values()
+                                                             if v is not None), default=None)}
                               for g in status.gpus}}
     if status.empty:
         return r.fail("`nvidia-smi nvlink -s` reported no links on an NVLink system", values)

@@ -106,13 +106,17 @@ def ddp_smoke(ctx: Context, r: Results) -> CheckResult:
        optional=True, skip_reason="nccl-tests not installed on the node (role nccl_tests)",
        rule="nccl-tests' all_reduce_perf across the node's GPUs: no value out of bounds and "
             "no #wrong result (else rma: the GPUs compute wrong sums); peak bus bandwidth "
-            "at or above the profile's intra-node floor (ddp.busbw_min_gbps)")
+            "at or above the profile's nccl_tests.busbw_min_gbps, or without it its "
+            "intra-node floor ddp.busbw_min_gbps")
 def nccl_bandwidth(ctx: Context, r: Results) -> CheckResult:
     run = ctx.evidence.read(NCCL_TESTS)
-    peak, floor = run.peak, ctx.profile["ddp"]["busbw_min_gbps"]
+    own = (ctx.profile.data.get("nccl_tests") or {}).get("busbw_min_gbps")
+    field = "ddp.busbw_min_gbps" if own is None else "nccl_tests.busbw_min_gbps"
+    peak, floor = run.peak, ctx.profile["ddp"]["busbw_min_gbps"] if own is None else own
     values = {"peak_busbw_gbps": run.peak_busbw_gbps, "peak_bytes": peak.bytes,
               "avg_busbw_gbps": run.avg_busbw_gbps, "out_of_bounds": run.out_of_bounds,
-              "ranks": run.ranks, "sizes": len(run.rows), "floor_gbps": floor}
+              "ranks": run.ranks, "sizes": len(run.rows), "floor_gbps": floor,
+              "floor_field": field}
     wrong = [row for row in run.rows if row.wrong]
     if run.out_of_bounds or wrong:
         what = (f"{run.out_of_bounds} value(s) out of bounds" if run.out_of_bounds else
@@ -122,6 +126,6 @@ def nccl_bandwidth(ctx: Context, r: Results) -> CheckResult:
     at = f"at {peak.bytes / 2**20:g} MiB"
     if run.peak_busbw_gbps < floor:
         return r.fail(f"all_reduce_perf peak bus bandwidth {run.peak_busbw_gbps:g} GB/s {at} "
-                      f"below the floor {floor:g}", values)
+                      f"below the floor {floor:g} ({field})", values)
     return r.passed(f"all_reduce_perf peak bus bandwidth {run.peak_busbw_gbps:g} GB/s {at} "
                     f"(floor {floor:g}), results correct", values)

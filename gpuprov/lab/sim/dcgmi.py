@@ -113,6 +113,28 @@ def diag_table(hw: dict, level: int, driver: str, version: str = VERSION) -> tup
     return "\n".join(lines) + "\n", passed
 
 
+# GB/s per lane of each PCIe generation, and the share of it a host-device copy reaches
+LANE_GBPS = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
+COPY_EFFICIENCY = {"GPU to Host": 0.76, "Host to GPU": 0.82}
+
+
+def info(hw: dict, gpu: dict, test: str) -> list[str]:
+    """The figures DCGM's plugins print as Info, in their words (DCGM issue #215): the pcie
+    test's copy bandwidth from the GPU's trained link, the diagnostic's GEMM rate from its
+    kind's gpu-burn rate (slowed as gpu-burn is). A model, not a measurement."""
+    index = gpu["index"]
+    if test == "pcie":
+        link = gpu.get("pcie", hw["pcie"])
+        lanes = LANE_GBPS[int(link["gen"])] * int(link["width"])
+        return [", ".join(f"GPU {index} {way} bandwidth:\t\t{lanes * share:.2f} GB/s"
+                          for way, share in COPY_EFFICIENCY.items())]
+    if test == "diagnostic":
+        rate = float(hw["gflops"]) * float(gpu.get("gflops_factor", 1.0))
+        return [f"GPU {index} calculated at approximately {rate:.2f} gigaflops during this "
+                "test"]
+    return []
+
+
 def diag_json(hw: dict, level: int, driver: str, version: str = VERSION) -> tuple[str, bool]:
     """DCGM 4.2.3's `dcgmi diag -r LEVEL -j` document, and whether every test passed."""
     gpus = [g["index"] for g in hw.get("gpus", [])]
@@ -125,9 +147,12 @@ def diag_json(hw: dict, level: int, driver: str, version: str = VERSION) -> tupl
             bad = [g for g in failing.get(test, []) if g in gpus]
             passed = passed and not bad
             results = []
-            for g in gpus:
+            for gpu in hw.get("gpus", []):
+                g = gpu["index"]
                 result = {"entity_group": "GPU", "entity_group_id": 1, "entity_id": g,
                           "status": "Fail" if g in bad else "Pass"}
+                if info(hw, gpu, test):
+                    result["info"] = info(hw, gpu, test)
                 if g in bad:
                     error_id, category = ERROR_CODES.get(test, GENERIC_CODE)
                     result["warnings"] = [{

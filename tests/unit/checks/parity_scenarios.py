@@ -118,6 +118,14 @@ def judge_all(workdir: Path, judge_one: Callable[[Path, str], dict]) -> dict[str
     return out
 
 
+def _drop_values_added_since(check: dict) -> None:
+    """Values checks record since the golden file, for later users (#20: each GPU's slowest
+    NVLink link, which baselines learn); what was judged before is still compared."""
+    if check["id"] == "nvlink_status":
+        for link in (check["values"].get("links") or {}).values():
+            link.pop("slowest_gbps", None)
+
+
 def judge_one(node: Path, profile_name: str) -> dict:
     from gpuprov.checks.run import judge
     from gpuprov.evidence import Evidence
@@ -133,6 +141,7 @@ def judge_one(node: Path, profile_name: str) -> dict:
     data = json.loads(json.dumps(judgement.as_dict(), default=str))
     for check in data["checks"]:
         check.pop("action", None)
+        _drop_values_added_since(check)
         # the measured values are large: their digest keeps the golden file small
         check["values"] = hashlib.sha256(json.dumps(check["values"], sort_keys=True)
                                          .encode()).hexdigest()[:16]

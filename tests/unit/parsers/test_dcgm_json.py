@@ -207,3 +207,43 @@ def test_health_check_fails_warns_passes_and_skips(tmp_path):
                                                                  "incidents": []}
     skipped = _check(tmp_path / "e", "dcgm_health")
     assert skipped.status == Status.SKIP and "DCGM not installed" in skipped.summary
+
+
+# DCGM's own Info text, as NVIDIA/DCGM issue #215 quotes it (DCGM 3: the pcie test's one
+# string; DCGM 4, `dcgmi diag -r 3 -j` on 8 GPUs: the diagnostic test's per-GPU entries)
+PCIE_INFO = ("GPU 0 GPU to Host bandwidth:\t\t24.02 GB/s, GPU 0 Host to GPU bandwidth:\t\t"
+             "25.93 GB/s, GPU 0 bidirectional bandwidth:\t39.32 GB/s, GPU 0 GPU to Host "
+             "latency:\t\t3.024 us, GPU 0 Host to GPU latency:\t\t3.715 us, GPU 0 "
+             "bidirectional latency:\t\t5.019 us")
+GEMM_INFO = ["Allocated space for 138 output matricies from 76077622886 bytes available.",
+             "Running with precisions: FP64 1, FP32 1, FP16 1",
+             "GPU 1 calculated at approximately 859.08 gigaflops during this test"]
+
+
+def test_figures_come_from_dcgm_s_info_text():
+    doc = {"DCGM Diagnostic": {"test_categories": [
+        {"category": "Integration", "tests": [{"name": "pcie", "results": [
+            {"entity_group": "GPU", "entity_id": 0, "status": "Pass", "info": PCIE_INFO}]}]},
+        {"category": "Stress", "tests": [{"name": "diagnostic", "results": [
+            {"entity_group": "GPU", "entity_id": 1, "status": "Pass", "info": GEMM_INFO}]}]}]}}
+    figures = parse_dcgm_diag(json.dumps(doc), "d").figures()
+    assert figures == {"pcie_gbps": {0: 24.02}, "gflops": {1: 859.08}}   # the slower way
+
+
+def test_figures_below_the_profile_s_dcgm_floors_fail(tmp_path):
+    doc = json.loads(capture(GB10_R2))
+    software = doc["DCGM Diagnostic"]["test_categories"][0]["tests"][0]
+    software["results"][0] = {"entity_group": "GPU", "entity_id": 0, "status": "Pass"}
+    software["test_summary"]["status"] = "Pass"
+    pcie = doc["DCGM Diagnostic"]["test_categories"][2]["tests"][0]
+    pcie["results"][0].update(status="Pass", info=[PCIE_INFO])
+    pcie["test_summary"]["status"] = "Pass"
+    node = _node(tmp_path, **{"dcgmi-diag.json": json.dumps(doc)})
+    floors = {**H100.data, "dcgm": {"level": 2, "pcie_min_gbps": 40}}
+    result = judge(node, type(H100)(H100.name, "t", floors), None, only=("dcgm_diag",)).checks[0]
+    assert (result.status, result.action, result.gpu.index) == (
+        Status.FAIL, Action.RESEAT_OR_INSPECT, 0)
+    assert result.summary.endswith("24.02 GB/s host-device copy below dcgm.pcie_min_gbps 40")
+    assert result.values["figures"] == {"pcie_gbps": {"0": 24.02}}
+    shipped = judge(node, H100, None, only=("dcgm_diag",)).checks[0]   # no DCGM floors
+    assert shipped.status == Status.WARN and "skipped" in shipped.summary   # memory skipped

@@ -10,7 +10,7 @@ from gpuprov.evidence import Evidence
 from gpuprov.model import Action, Status
 from gpuprov.parsers.errors import ParseError
 from gpuprov.parsers.nccl_tests import parse_nccl_tests
-from gpuprov.profiles import load_profile
+from gpuprov.profiles import Profile, load_profile
 from tests.evidence_builder import capture, healthy_h100, replace
 
 CAPTURES = {
@@ -47,11 +47,11 @@ def test_a_wrong_count_and_a_malformed_row_are_read_or_refused():
 H100 = load_profile("h100-sxm-8")
 
 
-def _nccl_check(tmp_path, text: str | None):
+def _nccl_check(tmp_path, text: str | None, profile=H100):
     node = healthy_h100(tmp_path / "node07")
     if text is not None:
         replace(node, "nccl-tests.log", text)
-    return judge(Evidence(node), H100, None, only=("nccl_bandwidth",)).checks[0]
+    return judge(Evidence(node), profile, None, only=("nccl_bandwidth",)).checks[0]
 
 
 def _scaled(text: str, factor: float) -> str:
@@ -76,9 +76,15 @@ def test_the_check_passes_at_the_floor_fails_below_and_skips_without_the_tool(tm
     slow = _nccl_check(tmp_path / "b", base)
     assert (slow.status, slow.action) == (Status.FAIL, Action.RESEAT_OR_INSPECT)
     assert slow.summary == ("all_reduce_perf peak bus bandwidth 188.7 GB/s at 4096 MiB below "
-                            "the floor 350")
+                            "the floor 350 (ddp.busbw_min_gbps)")
     skipped = _nccl_check(tmp_path / "c", None)
     assert skipped.status == Status.SKIP and "nccl-tests not installed" in skipped.summary
+    # a profile with nccl-tests' own floor (a baseline learns it) judges by that one
+    own = Profile(H100.name, "test", {**H100.data, "nccl_tests": {"busbw_min_gbps": 480}})
+    learned = _nccl_check(tmp_path / "d", _scaled(base, 2.5), own)
+    assert (learned.status, learned.values["floor_field"]) == (Status.FAIL,
+                                                               "nccl_tests.busbw_min_gbps")
+    assert learned.summary.endswith("below the floor 480 (nccl_tests.busbw_min_gbps)")
 
 
 def test_wrong_results_are_an_rma_whatever_the_bandwidth(tmp_path):
