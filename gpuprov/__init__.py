@@ -1,8 +1,5 @@
 """gpuprov: provision and validate GPU servers with Ansible."""
 
-from importlib.metadata import PackageNotFoundError, version
+from gpuprov.collection import VERSION as __version__
 
-try:
-    __version__ = version("gpuprov")
-except PackageNotFoundError:  # running from a source tree that was never installed
-    __version__ = "0.0.0+unknown"
+__all__ = ["__version__"]

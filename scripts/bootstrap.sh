@@ -35,4 +35,12 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e '.[dev]'
-echo "bootstrap: ready ($(.venv/bin/gpuprov --version))"
+# The oldest ansible-core the collection supports (meta/runtime.yml), for the test that runs
+# the roles under it (tests/unit/test_oldest_ansible.py)
+oldest="$(sed -n 's/^ANSIBLE_CORE_OLDEST = "\(.*\)"$/\1/p' gpuprov/collection.py)"
+if [ ! -x .venv-ansible-oldest/bin/ansible-playbook ] ||
+   ! .venv-ansible-oldest/bin/ansible --version | grep -q "core $oldest"; then
+  "$PY" -m venv --clear .venv-ansible-oldest
+  .venv-ansible-oldest/bin/python -m pip install -q "ansible-core==$oldest"
+fi
+echo "bootstrap: ready ($(.venv/bin/gpuprov --version | tr '\n' ' '))"

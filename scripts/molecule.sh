@@ -5,14 +5,15 @@ set -uo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 role="${1:?usage: scripts/molecule.sh ROLE [molecule args…]}"
 shift
-[ -d "$repo/roles/$role" ] || { echo "scripts/molecule.sh: no role $role in $repo/roles" >&2; exit 2; }
+roles="$repo/gpuprov/ansible_collections/gpuprov/gpu/roles"
+[ -d "$roles/$role" ] || { echo "scripts/molecule.sh: no role $role in $roles" >&2; exit 2; }
 export PATH="$repo/.venv/bin:$PATH" NO_COLOR=1
 GPUPROV_LAB_INVENTORY="$(gpuprov lab inventory)" || exit 2
 export GPUPROV_LAB_INVENTORY
 # A fresh ephemeral directory, so molecule never skips prepare as "already prepared".
 MOLECULE_EPHEMERAL_DIRECTORY="$(mktemp -d)"
 export MOLECULE_EPHEMERAL_DIRECTORY
-cd "$repo/roles/$role"
+cd "$roles/$role"
 molecule "${@:-test}"
 rc=$?
 rm -rf "$MOLECULE_EPHEMERAL_DIRECTORY"

@@ -11,7 +11,7 @@ import sys
 
 import click
 
-from gpuprov import __version__
+from gpuprov import __version__, collection
 from gpuprov.errors import GpuprovError
 
 # Each command's module is imported only when that command runs: Ansible, testinfra and
@@ -62,7 +62,10 @@ class LazyGroup(click.Group):
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="gpuprov")
+@click.version_option(
+    __version__, prog_name="gpuprov",
+    message=f"%(prog)s %(version)s\nAnsible collection {collection.FQCN} {collection.VERSION} "
+            f"({collection.ROOT})")
 def cli() -> None:
     """Provision and validate GPU servers: Ansible roles, evidence, verdicts."""
 

@@ -1,5 +1,5 @@
-"""`gpuprov provision`: preflight, then playbooks/provision.yml across the rack, a live
-view, a per-host summary, and a record in the ledger."""
+"""`gpuprov provision`: preflight, then the collection's playbook gpuprov.gpu.provision across
+the rack, a live view, a per-host summary, and a record in the ledger."""
 
 from __future__ import annotations
 

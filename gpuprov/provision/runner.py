@@ -1,9 +1,10 @@
-"""playbooks/provision.yml through ansible-runner: one run directory per run, events to a
-progress view, and each host's outcome from the play recap.
+"""The collection's playbooks/provision.yml through ansible-runner: one run directory per
+run, events to a progress view, and each host's outcome from the play recap.
 
 Connection settings an operator would otherwise put in ansible.cfg are set here, so every
 run is fast the same way: SSH pipelining, connection reuse, facts gathered once (the
-playbook's first play), host keys checked.
+playbook's first play), host keys checked. The collections path is gpuprov's own
+collection (gpuprov/collection.py) and nothing else.
 """
 
 from __future__ import annotations
@@ -16,17 +17,16 @@ from pathlib import Path
 
 import ansible_runner
 
+from gpuprov import collection
 from gpuprov.errors import CommandFailed, EnvironmentProblem
 from gpuprov.ledger import HostOutcome
 
-REPO = Path(__file__).resolve().parents[2]
-PLAYBOOK = REPO / "playbooks" / "provision.yml"
-ROLES = REPO / "roles"
+PLAYBOOK = collection.PLAYBOOKS / "provision.yml"
 # playbooks/report_state.yml's custom stat: {host: waits for a reboot}
 STATE_STAT = "gpuprov_reboot_pending"
 
 ANSIBLE_SETTINGS = {
-    "ANSIBLE_ROLES_PATH": str(ROLES),
+    "ANSIBLE_COLLECTIONS_PATH": str(collection.COLLECTIONS_PATH),
     "ANSIBLE_PIPELINING": "True",
     "ANSIBLE_SSH_ARGS": "-o ControlMaster=auto -o ControlPersist=120s",
     "ANSIBLE_HOST_KEY_CHECKING": "True",
@@ -153,8 +153,8 @@ def run_playbook(run_dir: Path, run_id: str, options: Options, listener: Listene
                  ) -> tuple[list[HostOutcome], Path]:
     """Run the playbook; returns each host's outcome and the path of the full log."""
     if not PLAYBOOK.is_file():
-        raise EnvironmentProblem(f"{PLAYBOOK} not found: gpuprov runs from its source tree "
-                                 "(pip install -e)")
+        raise EnvironmentProblem(f"{PLAYBOOK} not found: this gpuprov install lacks its "
+                                 f"collection {collection.FQCN}; reinstall it")
     extravars: dict[str, object] = {"gpuprov_allow_reboot": options.allow_reboot,
                                     "gpuprov_reboot_serial": options.reboot_serial}
     if options.serial:

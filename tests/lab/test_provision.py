@@ -1,6 +1,8 @@
 """`gpuprov provision` on the lab's three nodes of different kinds, as an operator runs it
 (the CLI as a subprocess, the lab's inventory and versions lock): bad input changes no
-host; a full provision from bare nodes converges; a second run and --check change nothing;
+host; a full provision from bare nodes converges; a second run and --check (from the wheel,
+installed into a fresh virtualenv) change nothing; the collection, installed with
+ansible-galaxy, converges a node from a site's own playbook;
 a node powered off mid-run is unreachable while the others finish, and --retry-failed
 converges only it; kill -9 of gpuprov mid-run leaves a ledger that opens cleanly.
 
@@ -10,6 +12,7 @@ The tests run in this order and build on each other (one rack, provisioned once)
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import sqlite3
@@ -21,7 +24,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import BIN, gpuprov
+from tests.conftest import BIN, REPO, gpuprov
+from tests.packaging import build_collection, build_wheel, fresh_virtualenv
 
 pytestmark = pytest.mark.lab
 
@@ -174,10 +178,39 @@ def test_second_run_changes_nothing(rack):
     assert {h: r["changed"] for h, r in summary(result.stdout).items()} == dict.fromkeys(NODES, 0)
 
 
-def test_check_mode_on_the_converged_rack_reports_no_change(rack):
-    result = rack.provision("--check")
-    assert result.returncode == 0, result.stdout[-5000:]
+def test_check_mode_from_the_wheel_in_a_fresh_virtualenv_reports_no_change(rack, tmp_path):
+    """As a user installs gpuprov: the wheel into a new virtualenv, run from elsewhere; its
+    collection is the installed package's, not this tree's."""
+    bin_dir = fresh_virtualenv(tmp_path, build_wheel(tmp_path))
+    version = subprocess.run([str(bin_dir / "gpuprov"), "--version"], capture_output=True,
+                             text=True, timeout=60, cwd=tmp_path, check=True).stdout
+    installed = bin_dir.parent / "lib"
+    assert f"({installed}/" in version and str(REPO) not in version, version
+    result = subprocess.run(
+        [str(bin_dir / "gpuprov"), "provision", "--inventory", str(rack.inventory), "--check"],
+        capture_output=True, text=True, timeout=1500, cwd=tmp_path,
+        env={**rack.env(), "PATH": f"{bin_dir}:/usr/bin:/bin"})
+    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-2000:]
     assert {h: r["changed"] for h, r in summary(result.stdout).items()} == dict.fromkeys(NODES, 0)
+
+
+def test_the_collection_converges_a_node_from_a_site_playbook(rack, tmp_path):
+    """A site's own three-line playbook with the collection installed by ansible-galaxy
+    (and nothing of gpuprov's on the collections path): plain ansible-playbook."""
+    path = tmp_path / "collections"
+    subprocess.run([str(BIN / "ansible-galaxy"), "collection", "install", "-p", str(path),
+                    str(build_collection(tmp_path))], check=True, capture_output=True,
+                   timeout=120)
+    site = tmp_path / "site.yml"
+    site.write_text("- hosts: node02\n  roles:\n    - gpuprov.gpu.nvidia_driver\n")
+    env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(path), "ANSIBLE_NOCOLOR": "1",
+           "ANSIBLE_DEPRECATION_WARNINGS": "False"}
+    result = subprocess.run([str(BIN / "ansible-playbook"), "-i", str(rack.inventory),
+                             str(site)], capture_output=True, text=True, timeout=900,
+                            env=env, cwd=tmp_path)
+    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-2000:]
+    assert re.search(r"node02\s+: ok=\d+\s+changed=0\s+unreachable=0\s+failed=0",
+                     result.stdout), result.stdout[-2000:]
 
 
 def test_node_powered_off_mid_run_then_retry_failed(rack):

@@ -9,7 +9,8 @@ import subprocess
 
 import pytest
 
-from tests.conftest import BIN, REPO, gpuprov
+from gpuprov import collection
+from tests.conftest import BIN, gpuprov
 
 pytestmark = pytest.mark.lab
 
@@ -28,9 +29,9 @@ def _converge(lab, tmp_path, role="nvidia_driver", node=NODE, **role_vars):
     playbook = tmp_path / "converge.yml"
     settings = "".join(f"        {k}: {v}\n" for k, v in role_vars.items())
     playbook.write_text(f"- hosts: {node}\n  gather_facts: true\n  roles:\n"
-                        f"    - role: {role}\n      vars:\n{settings}")
-    env = {**os.environ, "ANSIBLE_ROLES_PATH": str(REPO / "roles"), "NO_COLOR": "1",
-           "ANSIBLE_DEPRECATION_WARNINGS": "False"}
+                        f"    - role: {collection.FQCN}.{role}\n      vars:\n{settings}")
+    env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(collection.COLLECTIONS_PATH),
+           "NO_COLOR": "1", "ANSIBLE_DEPRECATION_WARNINGS": "False"}
     return subprocess.run([str(BIN / "ansible-playbook"), "-i", str(lab.inventory), str(playbook)],
                           capture_output=True, text=True, timeout=600, env=env, check=False)
 

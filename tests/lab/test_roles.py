@@ -6,12 +6,13 @@ import subprocess
 
 import pytest
 
-from tests.conftest import BIN, REPO
+from gpuprov import collection
+from tests.conftest import BIN
 
 pytestmark = pytest.mark.lab
 
 SCENARIOS = sorted((p.parent.parent.parent.name, p.parent.name)
-                   for p in (REPO / "roles").glob("*/molecule/*/molecule.yml"))
+                   for p in collection.ROLES.glob("*/molecule/*/molecule.yml"))
 
 
 @pytest.mark.parametrize("role,scenario", SCENARIOS, ids=[f"{r}-{s}" for r, s in SCENARIOS])
@@ -22,6 +23,6 @@ def test_molecule_scenario(lab, role, scenario, tmp_path):
            "MOLECULE_EPHEMERAL_DIRECTORY": str(tmp_path / "molecule"),
            "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "NO_COLOR": "1"}
     result = subprocess.run([str(BIN / "molecule"), "test", "-s", scenario],
-                            cwd=REPO / "roles" / role, env=env, capture_output=True,
+                            cwd=collection.ROLES / role, env=env, capture_output=True,
                             text=True, timeout=1200, check=False)
     assert result.returncode == 0, (result.stdout + result.stderr)[-6000:]

@@ -8,12 +8,6 @@ COMMANDS = [[], ["evaluate"], ["profiles"], ["lab"], ["lab", "up"], ["lab", "dow
             ["lab", "status"], ["lab", "inventory"], ["lab", "ssh"]]
 
 
-def test_version():
-    result = gpuprov("--version")
-    assert result.returncode == 0
-    assert result.stdout.startswith("gpuprov, version ")
-
-
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c) or "gpuprov")
 def test_every_command_has_help(command):
     result = gpuprov(*command, "--help")

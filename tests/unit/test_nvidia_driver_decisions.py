@@ -1,4 +1,4 @@
-"""The nvidia_driver role's decisions (its filter plugin) on what nodes really show:
+"""The nvidia_driver role's decisions (the collection's filter plugin) on what nodes really show:
 sysfs values of real devices, `apt-cache madison` and `dpkg-query` output."""
 
 import importlib.util
@@ -6,11 +6,11 @@ import importlib.util
 import pytest
 import yaml
 
-from tests.conftest import REPO
+from gpuprov import collection
 
-ROLE = REPO / "roles" / "nvidia_driver"
-_spec = importlib.util.spec_from_file_location("nvidia_driver_filters",
-                                               ROLE / "filter_plugins" / "nvidia_driver.py")
+ROLE = collection.ROLES / "nvidia_driver"
+_spec = importlib.util.spec_from_file_location(
+    "nvidia_driver_filters", collection.ROOT / "plugins" / "filter" / "nvidia_driver.py")
 filters = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(filters)
 DEFAULTS = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())

@@ -7,9 +7,10 @@ import sys
 import pytest
 import yaml
 
-from tests.conftest import BIN, REPO
+from gpuprov import collection
+from tests.conftest import BIN
 
-ROLE = REPO / "roles" / "nvidia_driver"
+ROLE = collection.ROLES / "nvidia_driver"
 FORBIDDEN = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())[
     "nvidia_driver_forbidden_packages"]
 

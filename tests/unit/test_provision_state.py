@@ -20,7 +20,7 @@ def test_reboot_pending_comes_from_set_stats(tmp_path):
     result = ansible_runner.run(
         private_data_dir=str(tmp_path / "run"), project_dir=str(PLAYBOOK.parent),
         playbook="report_state.yml", inventory=str(inventory), event_handler=sink,
-        envvars={k: v for k, v in ANSIBLE_SETTINGS.items() if k != "ANSIBLE_ROLES_PATH"},
+        envvars={k: v for k, v in ANSIBLE_SETTINGS.items() if k != "ANSIBLE_COLLECTIONS_PATH"},
         quiet=True)
     assert result.rc == 0
     outcomes = {o.host: o for o in sink.outcomes()}

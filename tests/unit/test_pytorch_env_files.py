@@ -11,9 +11,10 @@ import sys
 import pytest
 import yaml
 
-from tests.conftest import BIN, REPO
+from gpuprov import collection
+from tests.conftest import BIN
 
-ROLE = REPO / "roles" / "pytorch_env"
+ROLE = collection.ROLES / "pytorch_env"
 
 
 @pytest.fixture

@@ -7,19 +7,19 @@ import re
 import pytest
 import yaml
 
-from tests.conftest import REPO
+from gpuprov import collection
 
-ROLES = sorted(p.name for p in (REPO / "roles").iterdir() if p.is_dir())
+ROLES = sorted(p.name for p in collection.ROLES.iterdir() if p.is_dir())
 TYPES = {"str", "bool", "int", "float", "list", "dict", "path", "raw"}
 
 
 def _defaults(role: str) -> dict:
-    path = REPO / "roles" / role / "defaults" / "main.yml"
+    path = collection.ROLES / role / "defaults" / "main.yml"
     return (yaml.safe_load(path.read_text()) or {}) if path.exists() else {}
 
 
 def _spec(role: str) -> dict:
-    path = REPO / "roles" / role / "meta" / "argument_specs.yml"
+    path = collection.ROLES / role / "meta" / "argument_specs.yml"
     assert path.is_file(), f"roles/{role} has no meta/argument_specs.yml"
     return yaml.safe_load(path.read_text())["argument_specs"]["main"]["options"]
 
@@ -43,7 +43,7 @@ def test_argument_spec_matches_the_defaults(role):
 
 @pytest.mark.parametrize("role", ROLES)
 def test_readme_documents_every_variable(role):
-    readme = (REPO / "roles" / role / "README.md").read_text()
+    readme = (collection.ROLES / role / "README.md").read_text()
     named = set(re.findall(r"`([a-z][a-z0-9_]+)`", readme))
     missing = sorted(set(_spec(role)) - named)
     assert missing == [], f"roles/{role}/README.md does not name {missing}"
@@ -51,10 +51,10 @@ def test_readme_documents_every_variable(role):
 
 def test_platform_claims_fit_the_package_names():
     """The driver role installs NVIDIA's Ubuntu package names: it claims Ubuntu only."""
-    meta = yaml.safe_load((REPO / "roles/nvidia_driver/meta/main.yml").read_text())
+    meta = yaml.safe_load((collection.ROLES / "nvidia_driver/meta/main.yml").read_text())
     assert [p["name"] for p in meta["galaxy_info"]["platforms"]] == ["Ubuntu"]
     for role in ROLES:
-        meta_file = REPO / "roles" / role / "meta" / "main.yml"
+        meta_file = collection.ROLES / role / "meta" / "main.yml"
         if not meta_file.exists():
             continue
         platforms = yaml.safe_load(meta_file.read_text())["galaxy_info"]["platforms"]
