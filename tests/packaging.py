@@ -4,6 +4,7 @@ virtualenv away from the source tree."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -40,6 +41,11 @@ def build_collection(tmp: Path) -> Path:
     return tarball
 
 
+def outside_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    """An environment that does not lead Python back to this tree (no PYTHONPATH)."""
+    return {k: v for k, v in (env or os.environ).items() if k != "PYTHONPATH"}
+
+
 def fresh_virtualenv(tmp: Path, wheel: Path) -> Path:
     """A new virtualenv outside the repository with the wheel and its dependencies from
     the package index (pip's cache makes a second install quick). Its bin directory."""
@@ -47,5 +53,6 @@ def fresh_virtualenv(tmp: Path, wheel: Path) -> Path:
     venv.create(home, with_pip=True)
     subprocess.run([str(home / "bin" / "python"), "-m", "pip", "install", "-q",
                     "--disable-pip-version-check", str(wheel)],
-                   check=True, capture_output=True, text=True, timeout=900, cwd=tmp)
+                   check=True, capture_output=True, text=True, timeout=900, cwd=tmp,
+                   env=outside_env())
     return home / "bin"

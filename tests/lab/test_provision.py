@@ -25,7 +25,7 @@ import pytest
 import yaml
 
 from tests.conftest import BIN, REPO, gpuprov
-from tests.packaging import build_collection, build_wheel, fresh_virtualenv
+from tests.packaging import build_collection, build_wheel, fresh_virtualenv, outside_env
 
 pytestmark = pytest.mark.lab
 
@@ -183,13 +183,14 @@ def test_check_mode_from_the_wheel_in_a_fresh_virtualenv_reports_no_change(rack,
     collection is the installed package's, not this tree's."""
     bin_dir = fresh_virtualenv(tmp_path, build_wheel(tmp_path))
     version = subprocess.run([str(bin_dir / "gpuprov"), "--version"], capture_output=True,
-                             text=True, timeout=60, cwd=tmp_path, check=True).stdout
+                             text=True, timeout=60, cwd=tmp_path, check=True,
+                             env=outside_env()).stdout
     installed = bin_dir.parent / "lib"
     assert f"({installed}/" in version and str(REPO) not in version, version
     result = subprocess.run(
         [str(bin_dir / "gpuprov"), "provision", "--inventory", str(rack.inventory), "--check"],
         capture_output=True, text=True, timeout=1500, cwd=tmp_path,
-        env={**rack.env(), "PATH": f"{bin_dir}:/usr/bin:/bin"})
+        env=outside_env({**rack.env(), "PATH": f"{bin_dir}:/usr/bin:/bin"}))
     assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-2000:]
     assert {h: r["changed"] for h, r in summary(result.stdout).items()} == dict.fromkeys(NODES, 0)
 
@@ -198,13 +199,16 @@ def test_the_collection_converges_a_node_from_a_site_playbook(rack, tmp_path):
     """A site's own three-line playbook with the collection installed by ansible-galaxy
     (and nothing of gpuprov's on the collections path): plain ansible-playbook."""
     path = tmp_path / "collections"
-    subprocess.run([str(BIN / "ansible-galaxy"), "collection", "install", "-p", str(path),
-                    str(build_collection(tmp_path))], check=True, capture_output=True,
-                   timeout=120)
-    site = tmp_path / "site.yml"
-    site.write_text("- hosts: node02\n  roles:\n    - gpuprov.gpu.nvidia_driver\n")
+    # this path alone: a copy elsewhere (~/.ansible/collections) neither satisfies the
+    # install nor serves the run
     env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(path), "ANSIBLE_NOCOLOR": "1",
            "ANSIBLE_DEPRECATION_WARNINGS": "False"}
+    subprocess.run([str(BIN / "ansible-galaxy"), "collection", "install", "-p", str(path),
+                    str(build_collection(tmp_path))], check=True, capture_output=True,
+                   timeout=120, env=env)
+    assert (path / "ansible_collections/gpuprov/gpu/MANIFEST.json").is_file()
+    site = tmp_path / "site.yml"
+    site.write_text("- hosts: node02\n  roles:\n    - gpuprov.gpu.nvidia_driver\n")
     result = subprocess.run([str(BIN / "ansible-playbook"), "-i", str(rack.inventory),
                              str(site)], capture_output=True, text=True, timeout=900,
                             env=env, cwd=tmp_path)

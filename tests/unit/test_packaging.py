@@ -71,11 +71,13 @@ def test_the_collection_builds_installs_and_its_playbooks_parse_alone(tmp_path):
     assert "plugins/filter/nvidia_module_flavour.yml" in names      # the filters' docs
     assert not [n for n in names if "molecule" in n]
     path = tmp_path / "collections"
-    subprocess.run([str(BIN / "ansible-galaxy"), "collection", "install", "-p", str(path),
-                    str(tarball)], check=True, capture_output=True, text=True, timeout=120)
-    (tmp_path / "site.yml").write_text(SITE_PLAYBOOK)
     # only the installed collection: not gpuprov's own copy, not ~/.ansible
     env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(path), "ANSIBLE_NOCOLOR": "1"}
+    subprocess.run([str(BIN / "ansible-galaxy"), "collection", "install", "-p", str(path),
+                    str(tarball)], check=True, capture_output=True, text=True, timeout=120,
+                   env=env)
+    assert (path / "ansible_collections/gpuprov/gpu/MANIFEST.json").is_file()
+    (tmp_path / "site.yml").write_text(SITE_PLAYBOOK)
     for playbook in ("site.yml", "gpuprov.gpu.provision"):
         parsed = subprocess.run([str(BIN / "ansible-playbook"), "-i", "localhost,",
                                  "--syntax-check", playbook], capture_output=True, text=True,
