@@ -60,13 +60,15 @@ class Inventory:
                              if limit else f"{self.path}: no hosts in this inventory")
         return names
 
-    def variables(self, host: str) -> dict:
-        """The host's variables with Ansible's precedence, templated (a lock may use Jinja)."""
+    def variables(self, host: str, also: tuple[str, ...] = ()) -> dict:
+        """The host's gpuprov_* variables (and the roles' variables named in `also`) with
+        Ansible's precedence, templated (a lock may use Jinja)."""
         entry = self._manager.get_host(host)
         try:
             raw = self._variables.get_vars(host=entry, include_hostvars=False)
             templar = Templar(loader=self._loader, variables=raw)
-            return {k: templar.template(v) for k, v in raw.items() if k.startswith("gpuprov_")}
+            return {k: templar.template(v) for k, v in raw.items()
+                    if k.startswith("gpuprov_") or k in also}
         except AnsibleError as exc:
             # a group_vars or host_vars file that is not YAML: say which, and where
             found = _parse_error([self.path.parent / "group_vars", self.path.parent / "host_vars"],

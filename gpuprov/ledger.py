@@ -116,6 +116,18 @@ MIGRATIONS = [
         CHECK (action IN ('none', 'restart-workload', 'reset-gpu', 'reboot',
                           'reseat-or-inspect', 'rma'))
     """,
+    """
+    -- `gpuprov drift`: each host against its lock (read-only, so no run holds the host)
+    CREATE TABLE drift_checks (
+        checked_at  REAL NOT NULL,
+        host        TEXT NOT NULL,
+        inventory   TEXT NOT NULL,
+        state       TEXT NOT NULL CHECK (state IN ('in-sync', 'drifted', 'unreachable')),
+        differences TEXT NOT NULL,          -- JSON list of {what, expected, found}, or why
+        PRIMARY KEY (checked_at, host)
+    );
+    CREATE INDEX drift_checks_by_host ON drift_checks(host, checked_at)
+    """,
 ]
 
 
@@ -124,6 +136,14 @@ def default_path() -> Path:
     if configured:
         return Path(configured)
     return state_dir() / "ledger.sqlite3"
+
+
+@dataclass(frozen=True)
+class DriftReport:
+    host: str
+    state: str            # in-sync | drifted | unreachable
+    details: list         # [{what, expected, found}], or [why unreachable]
+    checked_at: float = 0.0
 
 
 class HostBusy(InputError):
@@ -310,6 +330,27 @@ class Ledger:
         for row in rows:
             latest[row["host"]] = (_record(row), _outcome(row))
         return latest
+
+    def record_drift(self, inventory: str, reports: list[DriftReport]) -> None:
+        """Every host's drift report of one `gpuprov drift`, in one transaction."""
+        checked_at = time.time()
+        with self._transaction() as db:
+            db.executemany(
+                "INSERT INTO drift_checks (checked_at, host, inventory, state, differences)"
+                " VALUES (?, ?, ?, ?, ?)",
+                [(checked_at, r.host, inventory, r.state, json.dumps(r.details))
+                 for r in reports])
+
+    def last_drift(self, hosts: list[str] | None = None) -> dict[str, DriftReport]:
+        """Each host's latest drift report (one query whatever the history's length)."""
+        with self._connect() as db:
+            rows = db.execute(
+                "SELECT d.* FROM drift_checks d JOIN (SELECT host, MAX(checked_at) AS latest"
+                " FROM drift_checks GROUP BY host) l ON l.host = d.host"
+                " AND l.latest = d.checked_at").fetchall()
+        return {row["host"]: DriftReport(row["host"], row["state"],
+                                         json.loads(row["differences"]), row["checked_at"])
+                for row in rows if hosts is None or row["host"] in hosts}
 
     def runs(self, kind: str | None = None) -> list[RunRecord]:
         query, args = "SELECT * FROM runs", []

@@ -40,8 +40,10 @@ def nodes(node: str | None, inventory_option: str | None) -> None:
         return
     provisioned = ledger.last_provisioning()
     verdicts = ledger.current_verdicts()
+    drifts = ledger.last_drift()
     unfinished = [r for r in ledger.runs() if r.status != "finished"]
-    known = sorted(set(provisioned) | set(verdicts) | set(_inventory_hosts(inventory_option)))
+    known = sorted(set(provisioned) | set(verdicts) | set(drifts)
+                   | set(_inventory_hosts(inventory_option)))
     if not known and not unfinished:
         click.echo(f"no runs recorded yet ({ledger.path})")
         return
@@ -52,11 +54,21 @@ def nodes(node: str | None, inventory_option: str | None) -> None:
         rows.append((host, result.verdict if result else "never-validated",
                      _when(result.judged_at if result else None),
                      result.run_id if result else "-", outcome[1].outcome if outcome else "-",
-                     result.reason if result else "-"))
-    click.echo(text_table(("NODE", "STATE", "SINCE", "RUN", "PROVISIONED", "WHY"), rows))
+                     _drift(drifts.get(host)), result.reason if result else "-"))
+    click.echo(text_table(("NODE", "STATE", "SINCE", "RUN", "PROVISIONED", "DRIFT", "WHY"),
+                          rows))
     for run in unfinished:
         click.echo(f"{run.kind} run {run.id} ({_when(run.started_at)}, {len(run.hosts)} "
                    f"host(s)): {run.status}, no outcome recorded")
+
+
+def _drift(report) -> str:
+    """The latest `gpuprov drift` of a host: in-sync, drifted (how much) or unreachable."""
+    if report is None:
+        return "-"
+    if report.state == "drifted":
+        return f"drifted ({len(report.details)}, {_when(report.checked_at)})"
+    return report.state
 
 
 def _history(ledger: Ledger, node: str) -> None:

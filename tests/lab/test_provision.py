@@ -3,6 +3,7 @@
 host; a full provision from bare nodes converges; a second run and --check (from the wheel,
 installed into a fresh virtualenv) change nothing; the collection, installed with
 ansible-galaxy, converges a node from a site's own playbook;
+`gpuprov drift` names what was changed by hand on one node and nothing on the others;
 a node powered off mid-run is unreachable while the others finish, and --retry-failed
 converges only it; kill -9 of gpuprov mid-run leaves a ledger that opens cleanly.
 
@@ -11,6 +12,7 @@ The tests run in this order and build on each other (one rack, provisioned once)
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -24,12 +26,14 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gpuprov.lab.inventory import LAB_LOCK
 from tests.conftest import BIN, REPO, gpuprov
 from tests.packaging import build_collection, build_wheel, fresh_virtualenv, outside_env
 
 pytestmark = pytest.mark.lab
 
 NODES = ("node01", "node02", "node03")
+LAB_DRIVER = yaml.safe_load(LAB_LOCK)["gpuprov_driver_version"]
 # what a bad-input run must not touch: packages, sources, pins, the roles' directories
 SNAPSHOT = ("dpkg-query -W -f='${Package} ${Version} ${db:Status-Abbrev}\\n' | sort; "
             "ls -A /etc/apt/sources.list.d /etc/apt/preferences.d /opt")
@@ -215,6 +219,46 @@ def test_the_collection_converges_a_node_from_a_site_playbook(rack, tmp_path):
     assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-2000:]
     assert re.search(r"node02\s+: ok=\d+\s+changed=0\s+unreachable=0\s+failed=0",
                      result.stdout), result.stdout[-2000:]
+
+
+DCGM_BY_HAND = ("apt-get install -y -q --allow-change-held-packages --allow-downgrades "
+                "datacenter-gpu-manager-4-core=1:{v}-1 datacenter-gpu-manager-4-cuda12=1:{v}-1")
+
+
+def test_drift_names_what_changed_by_hand_and_nothing_else(rack):
+    """node01: DCGM changed by hand and the toolkit's hold removed; node03: its driver module
+    at another version (the driver-mismatch fault); node02 untouched. Then put back."""
+    clean = gpuprov("drift", "-i", str(rack.inventory), env=rack.env(), timeout=120)
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    assert "3 host(s)" in clean.stderr and "3 in sync, 0 drifted" in clean.stderr
+    by_hand = [rack.lab.ssh("node01", DCGM_BY_HAND.format(v="4.4.1"), timeout=300),
+               rack.lab.ssh("node01", "apt-mark unhold nvidia-container-toolkit")]
+    assert all(r.returncode == 0 for r in by_hand), [r.stderr for r in by_hand]
+    assert gpuprov("lab", "fault", "node03", "driver-mismatch").returncode == 0
+    try:
+        found = gpuprov("drift", "-i", str(rack.inventory), "--json", env=rack.env(),
+                        timeout=120)
+        text = gpuprov("drift", "-i", str(rack.inventory), env=rack.env(), timeout=120)
+    finally:
+        assert gpuprov("lab", "fault", "node03", "--clear").returncode == 0
+        rack.lab.ssh("node01", DCGM_BY_HAND.format(v="4.2.3"), timeout=300)
+        rack.lab.ssh("node01", "apt-mark hold nvidia-container-toolkit")
+    assert found.returncode == text.returncode == 1, text.stdout + text.stderr
+    report = {h["host"]: h for h in json.loads(found.stdout)["hosts"]}
+    assert report["node02"] == {"host": "node02", "state": "in-sync", "differences": []}
+    assert text.stdout.splitlines() == [
+        "node01: hold on nvidia-container-toolkit: expected held, found not held",
+        "node01: package datacenter-gpu-manager-4-core: expected 4.2.3, found 1:4.4.1-1",
+        "node01: package datacenter-gpu-manager-4-cuda12: expected 4.2.3, found 1:4.4.1-1",
+        f"node03: loaded driver module: expected {LAB_DRIVER}, found "
+        f"{report['node03']['differences'][0]['found']}"]
+    assert report["node03"]["differences"][0]["found"] != LAB_DRIVER
+    nodes = {line.split()[0]: line for line in
+             gpuprov("nodes", env=rack.env()).stdout.splitlines()[1:]}
+    assert "drifted (3," in nodes["node01"] and "drifted (1," in nodes["node03"]
+    assert " in-sync " in nodes["node02"]
+    again = gpuprov("drift", "-i", str(rack.inventory), env=rack.env(), timeout=120)
+    assert again.returncode == 0, again.stdout      # put back: in sync again
 
 
 def test_node_powered_off_mid_run_then_retry_failed(rack):

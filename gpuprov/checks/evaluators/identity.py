@@ -19,19 +19,8 @@ from gpuprov.evidence import (
     TORCH_ENV,
 )
 from gpuprov.model import Action, CheckResult, GpuRef
+from gpuprov.packages import DRIVER_PACKAGE, TOOLKIT_PACKAGES, upstream
 from gpuprov.pci import BusId
-
-DRIVER_PACKAGE = re.compile(r"^(nvidia-driver|nvidia-open|cuda-drivers|libnvidia-(compute|gl|"
-                            r"encode|decode|fbc1|cfg1|extra|common)|nvidia-(kernel|utils|dkms|"
-                            r"compute-utils|persistenced|modprobe|settings)|xserver-xorg-video-"
-                            r"nvidia|nvidia-fabricmanager|libnvidia-nscq)")
-TOOLKIT_PACKAGES = ("nvidia-container-toolkit", "nvidia-container-toolkit-base",
-                    "libnvidia-container-tools", "libnvidia-container1")
-
-
-def upstream(version: str) -> str:
-    """'550.90.07-1' -> '550.90.07'; '1:550.90.07-0ubuntu1' -> '550.90.07'."""
-    return version.split(":")[-1].split("-")[0]
 
 
 @check("gpu_inventory", stage="identity", needs=(SMI_BEFORE,), action=Action.RESEAT_OR_INSPECT,

@@ -11,10 +11,10 @@ import time
 import pytest
 
 from gpuprov.checks.context import Context
-from gpuprov.checks.evaluators.identity import upstream
 from gpuprov.checks.run import judge
 from gpuprov.evidence import Evidence
 from gpuprov.model import GpuRef, Status
+from gpuprov.packages import upstream
 from gpuprov.parsers.errors import ParseError
 from gpuprov.profiles import load_profile
 from tests.evidence_builder import capture, healthy_h100, replace

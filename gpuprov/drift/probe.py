@@ -1,0 +1,88 @@
+"""What a host shows, in one SSH round trip: one shell script, its output in sections.
+
+Sections: every package with its version and dpkg status (`hi` when held), the loaded
+driver module's version (the driver role's `nvidia_driver_module_version_file`), where
+/usr/local/cuda points, Docker's daemon.json and the PyTorch environments' smoke records.
+Read-only: nothing on the host changes.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass, field
+
+from gpuprov.errors import InputError
+
+MARK = "### gpuprov-drift "
+MODULE_FILE = "/sys/module/nvidia/version"
+DAEMON_JSON = "/etc/docker/daemon.json"
+SMOKE_DIR = "/var/lib/gpuprov/pytorch-envs"
+
+
+@dataclass(frozen=True)
+class Where:
+    """Paths that differ from a server's on some hosts (the lab's inventory sets them)."""
+    module_file: str = MODULE_FILE
+    smoke_dir: str = SMOKE_DIR
+
+
+def script(where: Where) -> str:
+    smoke = shlex.quote(where.smoke_dir)
+    return "; ".join([
+        f"echo '{MARK}packages'",
+        "dpkg-query -W -f='${Package}\\t${Version}\\t${db:Status-Abbrev}\\n' 2>/dev/null",
+        f"echo '{MARK}module'", f"cat {shlex.quote(where.module_file)} 2>/dev/null",
+        f"echo '{MARK}cuda'", "readlink -f /usr/local/cuda 2>/dev/null",
+        f"echo '{MARK}daemon.json'", f"cat {DAEMON_JSON} 2>/dev/null",
+        f"echo '{MARK}torch'",
+        f"for f in {smoke}/*.json; do [ -f \"$f\" ] && {{ echo \"## $f\"; cat \"$f\"; }}; "
+        "done; true",
+    ])
+
+
+@dataclass
+class HostState:
+    packages: dict[str, tuple[str, bool]] = field(default_factory=dict)  # name -> (ver, held)
+    module_version: str | None = None
+    cuda_target: str | None = None
+    docker_runtimes: list[str] | None = None      # None: no readable daemon.json
+    torch_records: dict[str, dict] = field(default_factory=dict)   # path -> record
+
+
+def parse(text: str, source: str) -> HostState:
+    sections: dict[str, list[str]] = {}
+    current = None
+    for line in text.splitlines():
+        if line.startswith(MARK):
+            current = sections.setdefault(line[len(MARK):].strip(), [])
+        elif current is not None:
+            current.append(line)
+    if "packages" not in sections or "torch" not in sections:
+        raise InputError(f"{source}: the drift probe's output is incomplete")
+    state = HostState()
+    for line in sections["packages"]:
+        parts = line.split("\t")
+        if len(parts) == 3 and parts[2][1:2] == "i":    # installed: ii, or hi when held
+            state.packages[parts[0]] = (parts[1], parts[2].startswith("h"))
+    module = "\n".join(sections.get("module", [])).strip()
+    state.module_version = module or None
+    state.cuda_target = "\n".join(sections.get("cuda", [])).strip() or None
+    daemon = "\n".join(sections.get("daemon.json", [])).strip()
+    if daemon:
+        try:
+            state.docker_runtimes = sorted(json.loads(daemon).get("runtimes") or {})
+        except (json.JSONDecodeError, AttributeError):
+            state.docker_runtimes = None
+    path, lines = None, []
+    for line in [*sections["torch"], "## "]:
+        if line.startswith("## "):
+            if path:
+                try:
+                    state.torch_records[path] = json.loads("\n".join(lines))
+                except json.JSONDecodeError:
+                    state.torch_records[path] = {}
+            path, lines = line[3:].strip() or None, []
+        else:
+            lines.append(line)
+    return state

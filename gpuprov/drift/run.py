@@ -1,0 +1,71 @@
+"""Every host at once: the probe over SSH (the validator's hardened connection, host keys
+checked), its state judged against the host's effective lock. Nothing on a host changes."""
+
+from __future__ import annotations
+
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from gpuprov.drift import expected, probe
+from gpuprov.errors import InputError
+from gpuprov.inventory import Inventory
+from gpuprov.ledger import DriftReport
+from gpuprov.lock import Lock
+from gpuprov.validation.connect import node_host
+
+# the roles' variables that say where a host keeps what the probe reads
+ROLE_VARIABLES = ("nvidia_driver_module_version_file", "pytorch_env_smoke_dir",
+                  "docker_source")
+TIMEOUT_S = 60
+
+
+def _where(variables: dict) -> probe.Where:
+    return probe.Where(
+        module_file=str(variables.get("nvidia_driver_module_version_file") or
+                        probe.MODULE_FILE),
+        smoke_dir=str(variables.get("pytorch_env_smoke_dir") or probe.SMOKE_DIR))
+
+
+def host_plans(inventory: Inventory, hosts: list[str]) -> dict[str, tuple[Lock, dict]]:
+    """Each host's lock and variables; InputError, before any connection, on a host
+    without a lock or with a broken one."""
+    plans = {}
+    for host in hosts:
+        variables = inventory.variables(host, also=ROLE_VARIABLES)
+        lock = Lock.of_host(variables, f"host {host}")
+        if lock is None:
+            raise InputError(f"host {host}: no versions lock (gpuprov_* variables) in "
+                             f"{inventory.path}")
+        plans[host] = (lock, variables)
+    return plans
+
+
+def _check(host: str, lock: Lock, variables: dict, inventory: Path,
+           control_dir: Path) -> DriftReport:
+    try:
+        connection = node_host(host, inventory, control_dir)
+        result = connection.run(f"timeout {TIMEOUT_S} sh -c "
+                                f"{_quote(probe.script(_where(variables)))}")
+        if result.rc != 0 and probe.MARK not in result.stdout:
+            why = (result.stderr.strip().splitlines() or [f"exit status {result.rc}"])[-1]
+            return DriftReport(host, "unreachable", [why])
+        state = probe.parse(result.stdout, f"host {host}")
+    except Exception as exc:  # one host's failure is its report, not the run's
+        return DriftReport(host, "unreachable", [f"{type(exc).__name__}: {exc}"])
+    found = expected.differences(state, lock, variables)
+    return DriftReport(host, "drifted" if found else "in-sync", [d.as_dict() for d in found])
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "'\\''") + "'"
+
+
+def check_hosts(inventory: Inventory, hosts: list[str], parallel: int = 32
+                ) -> list[DriftReport]:
+    plans = host_plans(inventory, hosts)
+    with tempfile.TemporaryDirectory(prefix="gpuprov-drift-") as control, \
+            ThreadPoolExecutor(max_workers=max(1, min(parallel, len(hosts)))) as pool:
+        futures = [pool.submit(_check, host, lock, variables, inventory.path.resolve(),
+                               Path(control)) for host, (lock, variables) in plans.items()]
+        return [f.result() for f in futures]

@@ -1,0 +1,30 @@
+"""What the roles install, as Debian packages: the families the versions lock pins, and
+the upstream version inside a Debian version string. Shared by the checks (from evidence)
+and `gpuprov drift` (from a live host)."""
+
+from __future__ import annotations
+
+import re
+
+DRIVER_PACKAGE = re.compile(r"^(nvidia-driver|nvidia-open|cuda-drivers|libnvidia-(compute|gl|"
+                            r"encode|decode|fbc1|cfg1|extra|common)|nvidia-(kernel|utils|dkms|"
+                            r"compute-utils|persistenced|modprobe|settings)|xserver-xorg-video-"
+                            r"nvidia|nvidia-fabricmanager|libnvidia-nscq)")
+TOOLKIT_PACKAGES = ("nvidia-container-toolkit", "nvidia-container-toolkit-base",
+                    "libnvidia-container-tools", "libnvidia-container1")
+DCGM_CORE = "datacenter-gpu-manager-4-core"
+DCGM_CUDA_PREFIX = "datacenter-gpu-manager-4-cuda"   # + the CUDA major
+NCCL_PACKAGES = ("libnccl2", "libnccl-dev")
+# what the cudnn role installs and holds: the runtime and its headers (cuDNN 8: libcudnn8,
+# libcudnn8-dev; cuDNN 9: libcudnn9-cuda-12, libcudnn9-dev-cuda-12)
+CUDNN_HELD = re.compile(r"^libcudnn\d+(-dev)?(-cuda-\d+)?$")
+
+
+def upstream(version: str) -> str:
+    """'550.90.07-1' -> '550.90.07'; '1:550.90.07-0ubuntu1' -> '550.90.07'."""
+    return version.split(":")[-1].split("-")[0]
+
+
+def cuda_toolkit_package(cuda_version: str) -> str:
+    """cuda-toolkit-X-Y of a CUDA X.Y series."""
+    return "cuda-toolkit-" + cuda_version.replace(".", "-")

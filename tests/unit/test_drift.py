@@ -1,0 +1,157 @@
+"""`gpuprov drift` without the lab: the probe's output read back, each kind of difference
+worded `what: expected X, found Y`, the ledger's latest report per host, and bad input as
+one line with exit 2 before any host is contacted. (tests/lab/test_provision.py drifts
+converged lab nodes by hand.)"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from gpuprov.drift import expected, probe
+from gpuprov.ledger import DriftReport, Ledger
+from gpuprov.lock import Lock
+from tests.conftest import gpuprov
+
+LOCK = Lock(driver_version="550.90.07", driver_flavour="auto", cuda_version="12.4",
+            cudnn_version="9.1.0.70", container_toolkit_version="1.16.2", docker_version="",
+            torch_version="2.13.0", torch_cuda_build="cpu", python_version="3.11")
+VARIABLES = {"gpuprov_dcgm_version": "4.2.3-1", "gpuprov_nccl_version": "2.20.5-1",
+             "docker_source": "distro"}
+# what `dpkg-query -W` shows on a converged lab node (hi: held)
+PACKAGES = {
+    "nvidia-headless-550": ("550.90.07-0ubuntu1", "hi"),
+    "nvidia-utils-550": ("550.90.07-0ubuntu1", "hi"),
+    "libnvidia-compute-550": ("550.90.07-0ubuntu1", "hi"),
+    "nvidia-kernel-source-550": ("550.90.07-0ubuntu1", "ii"),     # a dependency: not held
+    "cuda-toolkit-12-4": ("12.4.1-1", "hi"),
+    "libcudnn9-cuda-12": ("9.1.0.70-1", "hi"),
+    "libcudnn9-dev-cuda-12": ("9.1.0.70-1", "hi"),
+    "libcudnn9-headers-cuda-12": ("9.1.0.70-1", "ii"),             # a dependency: not held
+    "nvidia-container-toolkit": ("1.16.2-1", "hi"),
+    "nvidia-container-toolkit-base": ("1.16.2-1", "hi"),
+    "libnvidia-container-tools": ("1.16.2-1", "hi"),
+    "libnvidia-container1": ("1.16.2-1", "hi"),
+    "datacenter-gpu-manager-4-core": ("1:4.2.3-1", "hi"),
+    "datacenter-gpu-manager-4-cuda12": ("1:4.2.3-1", "hi"),
+    "libnccl2": ("2.20.5-1+cuda12.4", "hi"),
+    "libnccl-dev": ("2.20.5-1+cuda12.4", "hi"),
+    "docker.io": ("20.10.24+dfsg1-1+b3", "ii"),
+    "old-kernel-thing": ("1.0", "rc"),                               # removed: not installed
+}
+SMOKE = {"torch": "2.13.0+cpu", "cuda": None, "cudnn": None, "python": "3.11.2"}
+
+
+def _output(packages=PACKAGES, module="550.90.07", cuda="/usr/local/cuda-12.4",
+            daemon: dict | None = None, smoke: dict | None = SMOKE) -> str:
+    daemon = {"runtimes": {"nvidia": {"path": "nvidia-container-runtime"}}} \
+        if daemon is None else daemon
+    lines = [probe.MARK + "packages"]
+    lines += [f"{name}\t{version}\t{status} " for name, (version, status) in packages.items()]
+    lines += [probe.MARK + "module", module, probe.MARK + "cuda", cuda,
+              probe.MARK + "daemon.json", json.dumps(daemon), probe.MARK + "torch"]
+    if smoke is not None:
+        lines += ["## /var/lib/gpuprov/pytorch-envs/default.json", json.dumps(smoke, indent=2)]
+    return "\n".join(lines) + "\n"
+
+
+def _lines(text: str, lock: Lock = LOCK, variables: dict = VARIABLES) -> list[str]:
+    state = probe.parse(text, "host node01")
+    return [d.line("node01") for d in expected.differences(state, lock, variables)]
+
+
+def test_a_converged_node_is_in_sync():
+    state = probe.parse(_output(), "node01")
+    assert state.packages["nvidia-utils-550"] == ("550.90.07-0ubuntu1", True)
+    assert "old-kernel-thing" not in state.packages
+    assert state.docker_runtimes == ["nvidia"]
+    assert _lines(_output()) == []
+
+
+def test_a_package_changed_by_hand_and_a_hold_removed():
+    changed = {**PACKAGES, "datacenter-gpu-manager-4-core": ("1:4.4.1-1", "hi"),
+               "nvidia-container-toolkit": ("1.16.2-1", "ii"),
+               "nvidia-utils-550": ("550.127.08-0ubuntu1", "hi")}
+    assert _lines(_output(changed)) == [
+        "node01: package nvidia-utils-550: expected 550.90.07, found 550.127.08-0ubuntu1",
+        "node01: hold on nvidia-container-toolkit: expected held, found not held",
+        "node01: package datacenter-gpu-manager-4-core: expected 4.2.3, found 1:4.4.1-1"]
+
+
+def test_the_module_the_cuda_alternative_the_runtime_and_torch():
+    text = _output(module="550.127.08", cuda="/usr/local/cuda-12.2", daemon={},
+                   smoke={**SMOKE, "torch": "2.12.0+cu126", "cuda": "12.6"})
+    assert _lines(text) == [
+        "node01: loaded driver module: expected 550.90.07, found 550.127.08",
+        "node01: /usr/local/cuda: expected /usr/local/cuda-12.4, found /usr/local/cuda-12.2",
+        "node01: container runtime: expected nvidia registered with Docker, found runtimes "
+        "none",
+        "node01: PyTorch environment default: expected torch 2.13.0, found torch 2.12.0+cu126",
+        "node01: PyTorch environment default: expected CUDA build none (cpu), found CUDA build "
+        "12.6"]
+    cu126 = Lock(**{**LOCK.as_dict(), "torch_cuda_build": "cu126"})
+    assert _lines(_output(smoke={**SMOKE, "cuda": "12.6"}), cu126) == []
+
+
+def test_what_is_missing_is_named():
+    bare = {k: v for k, v in PACKAGES.items() if not k.startswith(("nvidia-", "libnvidia-c",
+                                                                   "libcudnn", "libnccl"))}
+    text = _output(bare, module="", cuda="", daemon={"log-driver": "json-file"}, smoke=None)
+    text = text.replace(probe.MARK + "daemon.json\n{\"log-driver\": \"json-file\"}",
+                        probe.MARK + "daemon.json")
+    assert _lines(text) == [
+        "node01: driver packages: expected 550.90.07, found none installed",
+        "node01: cuDNN packages: expected 9.1.0.70, found none installed",
+        "node01: package nvidia-container-toolkit: expected 1.16.2, found not installed",
+        "node01: package nvidia-container-toolkit-base: expected 1.16.2, found not installed",
+        "node01: package libnvidia-container-tools: expected 1.16.2, found not installed",
+        "node01: package libnvidia-container1: expected 1.16.2, found not installed",
+        "node01: package libnccl2: expected 2.20.5-1, found not installed",
+        "node01: package libnccl-dev: expected 2.20.5-1, found not installed",
+        "node01: loaded driver module: expected 550.90.07, found none loaded",
+        "node01: /usr/local/cuda: expected /usr/local/cuda-12.4, found absent",
+        "node01: container runtime: expected nvidia registered with Docker, found no "
+        "readable daemon.json",
+        "node01: PyTorch environments: expected torch 2.13.0 (cpu), found no smoke record"]
+
+
+def test_docker_ce_is_judged_only_where_the_lock_pins_it():
+    pinned = Lock(**{**LOCK.as_dict(), "docker_version": "5:27.3.1-1~ubuntu.24.04~noble"})
+    ce = {**VARIABLES, "docker_source": "docker-ce"}
+    assert _lines(_output(), pinned, ce) == [
+        "node01: package docker-ce: expected 5:27.3.1-1~ubuntu.24.04~noble, found not "
+        "installed"]
+    assert _lines(_output(), pinned, VARIABLES) == []      # docker.io from the distribution
+
+
+def test_an_incomplete_probe_output_is_refused():
+    with pytest.raises(Exception, match="host node09: the drift probe's output is incomplete"):
+        probe.parse("Permission denied\n", "host node09")
+
+
+def test_the_ledger_keeps_the_latest_report_per_host(tmp_path):
+    ledger = Ledger(tmp_path / "ledger.sqlite3")
+    ledger.record_drift("/inv", [DriftReport("node01", "in-sync", []),
+                                 DriftReport("node02", "unreachable", ["ssh: timeout"])])
+    diff = {"what": "hold on libnccl2", "expected": "held", "found": "not held"}
+    ledger.record_drift("/inv", [DriftReport("node01", "drifted", [diff])])
+    latest = ledger.last_drift()
+    assert {h: (r.state, r.details) for h, r in latest.items()} == {
+        "node01": ("drifted", [diff]), "node02": ("unreachable", ["ssh: timeout"])}
+
+
+def test_bad_input_is_one_line_exit_2_and_no_host_contacted(tmp_path):
+    inventory = tmp_path / "hosts.ini"
+    # an address nothing answers on: a contacted host would show as unreachable, not exit 2
+    inventory.write_text("node01 ansible_host=192.0.2.1\n")
+    env = {**os.environ, "GPUPROV_LEDGER": str(tmp_path / "ledger.sqlite3")}
+    unlocked = gpuprov("drift", "-i", str(inventory), env=env, timeout=60)
+    assert unlocked.returncode == 2
+    assert unlocked.stderr.strip() == (f"gpuprov: error: host node01: no versions lock "
+                                       f"(gpuprov_* variables) in {inventory}")
+    unknown = gpuprov("drift", "-i", str(inventory), "-l", "node77", env=env, timeout=60)
+    assert unknown.returncode == 2 and "node77" in unknown.stderr
+    assert len(unknown.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "ledger.sqlite3").exists()
