@@ -155,3 +155,17 @@ def test_bad_input_is_one_line_exit_2_and_no_host_contacted(tmp_path):
     assert unknown.returncode == 2 and "node77" in unknown.stderr
     assert len(unknown.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "ledger.sqlite3").exists()
+
+
+def test_nodes_shows_each_host_s_latest_drift(tmp_path):
+    path = tmp_path / "ledger.sqlite3"
+    diff = {"what": "hold on libnccl2", "expected": "held", "found": "not held"}
+    Ledger(path).record_drift("/inv", [DriftReport("node01", "drifted", [diff, diff]),
+                                       DriftReport("node02", "in-sync", [])])
+    env = {**os.environ, "GPUPROV_LEDGER": str(path), "GPUPROV_INVENTORY": ""}
+    listing = gpuprov("nodes", env=env, timeout=60, cwd=tmp_path)
+    assert listing.returncode == 0, listing.stderr
+    header, *rows = listing.stdout.splitlines()
+    assert header.split() == ["NODE", "STATE", "SINCE", "RUN", "PROVISIONED", "DRIFT", "WHY"]
+    assert rows[0].split()[:2] == ["node01", "never-validated"] and "drifted (2, " in rows[0]
+    assert rows[1].split() == ["node02", "never-validated", "-", "-", "-", "in-sync", "-"]
