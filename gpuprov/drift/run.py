@@ -3,6 +3,7 @@ checked), its state judged against the host's effective lock. Nothing on a host 
 
 from __future__ import annotations
 
+import shlex
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -46,7 +47,7 @@ def _check(host: str, lock: Lock, variables: dict, inventory: Path,
     try:
         connection = node_host(host, inventory, control_dir)
         result = connection.run(f"timeout {TIMEOUT_S} sh -c "
-                                f"{_quote(probe.script(_where(variables)))}")
+                                f"{shlex.quote(probe.script(_where(variables)))}")
         if result.rc != 0 and probe.MARK not in result.stdout:
             why = (result.stderr.strip().splitlines() or [f"exit status {result.rc}"])[-1]
             return DriftReport(host, "unreachable", [why])
@@ -55,10 +56,6 @@ def _check(host: str, lock: Lock, variables: dict, inventory: Path,
         return DriftReport(host, "unreachable", [f"{type(exc).__name__}: {exc}"])
     found = expected.differences(state, lock, variables)
     return DriftReport(host, "drifted" if found else "in-sync", [d.as_dict() for d in found])
-
-
-def _quote(text: str) -> str:
-    return "'" + text.replace("'", "'\\''") + "'"
 
 
 def check_hosts(inventory: Inventory, hosts: list[str], parallel: int = 32
