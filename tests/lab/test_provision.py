@@ -221,13 +221,16 @@ def test_the_collection_converges_a_node_from_a_site_playbook(rack, tmp_path):
                      result.stdout), result.stdout[-2000:]
 
 
+DCGM = ("datacenter-gpu-manager-4-core", "datacenter-gpu-manager-4-cuda12")
+# as an operator would: apt lets the held packages change and drops their holds
 DCGM_BY_HAND = ("apt-get install -y -q --allow-change-held-packages --allow-downgrades "
-                "datacenter-gpu-manager-4-core=1:{v}-1 datacenter-gpu-manager-4-cuda12=1:{v}-1")
+                + " ".join(f"{p}=1:{{v}}-1" for p in DCGM))
 
 
 def test_drift_names_what_changed_by_hand_and_nothing_else(rack):
-    """node01: DCGM changed by hand and the toolkit's hold removed; node03: its driver module
-    at another version (the driver-mismatch fault); node02 untouched. Then put back."""
+    """node01: DCGM changed by hand (which drops its holds) and the toolkit's hold removed;
+    node03: its driver module at another version (the driver-mismatch fault); node02
+    untouched. Then put back."""
     clean = gpuprov("drift", "-i", str(rack.inventory), env=rack.env(), timeout=120)
     assert clean.returncode == 0, clean.stdout + clean.stderr
     assert "3 host(s)" in clean.stderr and "3 in sync, 0 drifted" in clean.stderr
@@ -242,20 +245,21 @@ def test_drift_names_what_changed_by_hand_and_nothing_else(rack):
     finally:
         assert gpuprov("lab", "fault", "node03", "--clear").returncode == 0
         rack.lab.ssh("node01", DCGM_BY_HAND.format(v="4.2.3"), timeout=300)
-        rack.lab.ssh("node01", "apt-mark hold nvidia-container-toolkit")
+        rack.lab.ssh("node01", "apt-mark hold nvidia-container-toolkit " + " ".join(DCGM))
     assert found.returncode == text.returncode == 1, text.stdout + text.stderr
     report = {h["host"]: h for h in json.loads(found.stdout)["hosts"]}
     assert report["node02"] == {"host": "node02", "state": "in-sync", "differences": []}
     assert text.stdout.splitlines() == [
         "node01: hold on nvidia-container-toolkit: expected held, found not held",
-        "node01: package datacenter-gpu-manager-4-core: expected 4.2.3, found 1:4.4.1-1",
-        "node01: package datacenter-gpu-manager-4-cuda12: expected 4.2.3, found 1:4.4.1-1",
+        *(line for p in DCGM for line in (
+            f"node01: package {p}: expected 4.2.3, found 1:4.4.1-1",
+            f"node01: hold on {p}: expected held, found not held")),
         f"node03: loaded driver module: expected {LAB_DRIVER}, found "
         f"{report['node03']['differences'][0]['found']}"]
     assert report["node03"]["differences"][0]["found"] != LAB_DRIVER
     nodes = {line.split()[0]: line for line in
              gpuprov("nodes", env=rack.env()).stdout.splitlines()[1:]}
-    assert "drifted (3," in nodes["node01"] and "drifted (1," in nodes["node03"]
+    assert "drifted (5," in nodes["node01"] and "drifted (1," in nodes["node03"]
     assert " in-sync " in nodes["node02"]
     again = gpuprov("drift", "-i", str(rack.inventory), env=rack.env(), timeout=120)
     assert again.returncode == 0, again.stdout      # put back: in sync again
