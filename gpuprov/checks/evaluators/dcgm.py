@@ -11,9 +11,10 @@ from gpuprov.evidence import DCGM_DIAG, DCGM_HEALTH
 from gpuprov.model import Action, CheckResult, most_drastic
 
 # A failing Deployment test is the node's software or configuration (persistence mode,
-# environment, a pending retirement or remap: a reset or reboot clears it); a failing
-# hardware, integration or stress test is the GPU's.
-ACTION_BY_SECTION = {"Deployment": Action.REBOOT}
+# environment, a pending retirement or remap: a reset or reboot clears it); a diagnostic
+# that did not run at all (`runtime_error`: GPUs in use, no host engine) judged nothing of
+# the hardware; a failing hardware, integration or stress test is the GPU's.
+ACTION_BY_SECTION = {"Deployment": Action.REBOOT, "Runtime": Action.NONE}
 
 
 @check("dcgm_diag", stage="dcgm", needs=(DCGM_DIAG,), action=Action.RMA, optional=True,

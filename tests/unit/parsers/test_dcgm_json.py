@@ -77,6 +77,15 @@ def test_a_runtime_error_is_a_failed_diagnostic():
         "runtime", [("Error", "The GPU(s) are in use by other processes")])
 
 
+def test_a_diagnostic_that_did_not_run_fails_without_blaming_the_hardware(tmp_path):
+    doc = {"DCGM GPU Diagnostic": {"version": "3.3.9", "runtime_error":
+                                   "The GPU(s) are in use by other processes"}}
+    result = _check(tmp_path, "dcgm_diag", **{"dcgmi-diag.json": json.dumps(doc)})
+    assert (result.status, result.action, result.gpu) == (Status.FAIL, Action.NONE, None)
+    assert result.summary == ("dcgmi diag -r 2: runtime (Runtime): The GPU(s) are in use by "
+                              "other processes")
+
+
 @pytest.mark.parametrize("text, message", [
     ("{not json", "malformed `dcgmi diag -j` JSON: Expecting property name enclosed in double "
                   "quotes (line 1)"),
