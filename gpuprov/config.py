@@ -17,6 +17,18 @@ INVENTORY_ENV = "GPUPROV_INVENTORY"
 
 
 def resolve_inventory(option: str | None, cwd: Path | None = None) -> Path:
+    path = configured_inventory(option, cwd)
+    if path is None:
+        raise InputError(
+            f"no inventory: pass --inventory FILE, set {INVENTORY_ENV}, "
+            "or set `inventory =` in ./ansible.cfg"
+        )
+    return path
+
+
+def configured_inventory(option: str | None, cwd: Path | None = None) -> Path | None:
+    """The inventory as resolve_inventory finds it; None when none is configured at all
+    (one that is configured must exist)."""
     cwd = cwd or Path.cwd()
     if option:
         return _existing(Path(option), "--inventory")
@@ -37,10 +49,7 @@ def resolve_inventory(option: str | None, cwd: Path | None = None) -> Path:
             if not path.is_absolute():
                 path = cfg_path.parent / path
             return _existing(path, f"{cfg_path} [defaults] inventory")
-    raise InputError(
-        f"no inventory: pass --inventory FILE, set {INVENTORY_ENV}, "
-        "or set `inventory =` in ./ansible.cfg"
-    )
+    return None
 
 
 def _existing(path: Path, source: str) -> Path:

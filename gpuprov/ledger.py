@@ -320,15 +320,27 @@ class Ledger:
         return {r["host"]: _outcome(r) for r in rows}
 
     def last_provisioning(self) -> dict[str, tuple[RunRecord, HostOutcome]]:
-        """Each host's most recent provisioning outcome (finished runs only)."""
+        """Each host's most recent provisioning outcome (finished runs only; a `--check`
+        run changed nothing, so it is no host's outcome)."""
         with self._connect() as db:
             rows = db.execute(
                 "SELECT o.*, r.* FROM host_outcomes o JOIN runs r ON r.id = o.run_id"
                 " WHERE r.kind = 'provision' AND r.status = 'finished'"
+                " AND NOT COALESCE(json_extract(r.options, '$.check'), 0)"
                 " ORDER BY r.started_at").fetchall()
         latest: dict[str, tuple[RunRecord, HostOutcome]] = {}
         for row in rows:
             latest[row["host"]] = (_record(row), _outcome(row))
+        return latest
+
+    def last_locks(self) -> dict[str, dict]:
+        """Each host's versions lock as its latest run (either kind) recorded it."""
+        latest: dict[str, dict] = {}
+        with self._connect() as db:
+            for row in db.execute("SELECT lock FROM runs ORDER BY started_at"):
+                for host, lock in json.loads(row["lock"]).items():
+                    if lock:
+                        latest[host] = lock
         return latest
 
     def record_drift(self, inventory: str, reports: list[DriftReport]) -> None:

@@ -34,6 +34,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
             "The lab: a simulated rack of bare servers on this machine."),
     "lock": ("gpuprov.cli.lock", "lock",
              "The versions lock (gpuprov_* variables in the inventory's group_vars)."),
+    "metrics": ("gpuprov.cli.metrics", "metrics_command",
+                "The ledger's verdicts, check failures, figures and locks as Prometheus..."),
     "nodes": ("gpuprov.cli.nodes", "nodes",
               "Each node's state: never validated, accepted, rejected or unreachable, since..."),
     "profiles": ("gpuprov.cli.evaluate", "profiles", "List the shipped hardware profiles."),

@@ -11,11 +11,13 @@ from pathlib import Path
 import click
 
 from gpuprov.cli.lock import preflight_or_exit
+from gpuprov.cli.metrics import publish_after_run
 from gpuprov.config import resolve_inventory, state_dir
 from gpuprov.console import text_table
 from gpuprov.errors import InputError
 from gpuprov.inventory import Inventory
 from gpuprov.ledger import Ledger
+from gpuprov.metrics import configured_textfile_dir
 from gpuprov.model import HostOutcome
 from gpuprov.provision.progress import view_for
 from gpuprov.provision.runner import Options, run_playbook
@@ -92,6 +94,7 @@ def provision(inventory_option: str | None, limit: str | None, tags: str | None,
     hosts = (_retry_hosts(ledger, path, inventory.hosts()) if retry_failed
              else inventory.hosts(limit))
     plans = preflight_or_exit(inventory, hosts)
+    metrics_dir = None if check else configured_textfile_dir()
 
     run_id = new_run_id("provision")
     run_dir = state_dir() / "runs" / run_id
@@ -108,6 +111,7 @@ def provision(inventory_option: str | None, limit: str | None, tags: str | None,
     with view_for(hosts) as view:
         outcomes, log_path = run_playbook(run_dir, run_id, options, view)
     ledger.finish_run(run_id, outcomes)
+    publish_after_run(ledger, metrics_dir, inventory.hosts())
 
     click.echo(_summary(outcomes))
     click.echo(f"log: {log_path}")

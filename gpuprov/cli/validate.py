@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from gpuprov import report
+from gpuprov.cli.metrics import publish_after_run
 from gpuprov.config import resolve_inventory, state_dir
 from gpuprov.errors import InputError
 from gpuprov.escalation import escalate
@@ -18,6 +19,7 @@ from gpuprov.fabric.stage import FabricSettings
 from gpuprov.inventory import Inventory
 from gpuprov.ledger import Ledger
 from gpuprov.lock import Lock
+from gpuprov.metrics import configured_textfile_dir
 from gpuprov.model import Verdict
 from gpuprov.preflight import host_profile
 from gpuprov.profiles import Profile, load_profile
@@ -116,6 +118,8 @@ def validate(nodes: tuple[str, ...], all_nodes: bool, inventory_option: str | No
     hosts = pick_nodes(inventory, nodes, all_nodes)
     override = load_profile(profile_name) if profile_name else None
 
+    metrics_dir = configured_textfile_dir()
+
     places = check_members(inventory, hosts) if with_fabric else {}
     run_id = new_run_id("validate")
     evidence_base = (evidence_root or state_dir() / "evidence") / run_id
@@ -150,6 +154,7 @@ def validate(nodes: tuple[str, ...], all_nodes: bool, inventory_option: str | No
                           fabric_floor)
         _fabric_stage(ledger, run_id, path, jobs, places, floor, evidence_base, out)
     ledger.finish_validation(run_id)
+    publish_after_run(ledger, metrics_dir, inventory.hosts())
 
     run = ledger.run(run_id)
     results = ledger.node_results(run_id)

@@ -21,6 +21,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 from junitparser import JUnitXml
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import BIN, REPO, gpuprov
 
@@ -37,7 +38,20 @@ class Rack:
     state: Path
 
     def env(self) -> dict:
-        return {**os.environ, "GPUPROV_STATE_DIR": str(self.state), "NO_COLOR": "1"}
+        # metrics configured: every provision and validate here writes them too
+        return {**os.environ, "GPUPROV_STATE_DIR": str(self.state), "NO_COLOR": "1",
+                "GPUPROV_METRICS_DIR": str(self.metrics_dir)}
+
+    @property
+    def metrics_dir(self) -> Path:
+        return self.state / "metrics"
+
+    def metrics(self) -> dict[tuple, float]:
+        """The metrics the last run wrote, by (name, node, the other labels' values...)."""
+        text = (self.metrics_dir / "gpuprov.prom").read_text()
+        return {(s.name, s.labels.get("node"), *(v for k, v in sorted(s.labels.items())
+                                                 if k != "node")): s.value
+                for family in text_string_to_metric_families(text) for s in family.samples}
 
     def validate(self, *args: str, timeout: float = 600):
         return gpuprov("validate", "--inventory", str(self.inventory), "--soak", SOAK, *args,
@@ -55,6 +69,7 @@ class Rack:
 @pytest.fixture(scope="module")
 def rack(lab, tmp_path_factory) -> Rack:
     rack = Rack(lab.inventory, tmp_path_factory.mktemp("validate-state"))
+    rack.metrics_dir.mkdir()
     provisioned = gpuprov("provision", "--inventory", str(lab.inventory), env=rack.env(),
                           timeout=1500)
     assert provisioned.returncode == 0, provisioned.stdout[-3000:] + provisioned.stderr
@@ -118,6 +133,14 @@ def test_three_healthy_nodes_of_different_kinds_are_accepted(rack, tmp_path):
     states = {line.split()[0]: line.split()[1] for line in listing.stdout.splitlines()[1:]
               if line.split()[0] in NODES}
     assert states == dict.fromkeys(NODES, "accepted")
+    # the same in the metrics the run wrote for node_exporter
+    found = rack.metrics()
+    for node, result in nodes.items():
+        assert found[("gpuprov_node_state", node, "accepted")] == 1
+        assert found[("gpuprov_provision_last_outcome", node, "converged")] == 1
+        assert len([k for k in found if k[:2] == ("gpuprov_gpu_burn_flops", node)]) == len(
+            result["gpus"])
+        assert [k for k in found if k[:2] == ("gpuprov_lock_info", node)]
 
 
 def test_the_fabric_test_names_a_slow_node_and_fails_fast_on_a_dead_link(rack):
@@ -218,6 +241,10 @@ def test_each_fault_is_rejected_with_its_check_naming_the_gpu(rack, round_):
             serial = next(g["serial"] for g in result["gpus"] if g["index"] == gpu)
             assert named["serial"] == serial and serial in failing[check_id]["summary"]
         assert_reproduced(rack, result)
+        found = rack.metrics()      # node_exporter's textfile says the same
+        assert found[("gpuprov_node_state", node, "rejected")] == 1, (node, kind)
+        assert found[("gpuprov_node_check_failing", node, failing[check_id]["action"],
+                      check_id)] == 1, (node, kind)
 
 
 def test_xid_during_the_soak_rejects_and_cleared_nodes_are_accepted_again(rack):

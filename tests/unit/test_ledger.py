@@ -34,6 +34,9 @@ def test_run_and_outcomes(tmp_path):
     assert ledger.outcomes("r1")["n2"].outcome == "unreachable"
     latest = ledger.last_provisioning()
     assert latest["n1"][1].changed == 12 and latest["n1"][0].id == "r1"
+    ledger.start_run("r2", "provision", "/inv/rack3.ini", ["n1"], {"check": True}, {}, None)
+    ledger.finish_run("r2", [HostOutcome("n1", "failed", failed=1, detail="would fail")])
+    assert ledger.last_provisioning()["n1"][0].id == "r1"     # a check run changed nothing
 
 
 def test_run_of_a_dead_process_reads_interrupted(tmp_path):

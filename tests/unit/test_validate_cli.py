@@ -35,6 +35,16 @@ def test_bad_input_is_one_line_exit_2(env, args, message):
     assert not (state / "ledger.sqlite3").exists()
 
 
+def test_a_metrics_directory_that_cannot_be_written_is_exit_2_before_any_run(env):
+    environ, _, state = env
+    result = gpuprov("validate", "node01", env={**environ, "GPUPROV_METRICS_DIR": "/nowhere"},
+                     timeout=60)
+    assert result.returncode == 2 and result.stderr == (
+        "gpuprov: error: metrics textfile directory /nowhere (from GPUPROV_METRICS_DIR) does "
+        "not exist or is not a directory\n")
+    assert not (state / "ledger.sqlite3").exists()
+
+
 def test_no_inventory_is_exit_2(env, tmp_path):
     environ, _, _ = env
     del environ["GPUPROV_INVENTORY"]

@@ -1,0 +1,132 @@
+"""The fleet's verdicts as Prometheus metrics, for node_exporter's textfile collector.
+
+Built from the ledger alone (what gpuprov recorded, not what it printed), with the
+official client library, and written atomically (a temporary file renamed over
+`gpuprov.prom`): node_exporter never reads half a file. The metric names and labels are
+documented in the README; the example alert rules in examples/prometheus/ use them.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry, Gauge, Info, generate_latest, write_to_textfile
+
+from gpuprov.errors import InputError
+from gpuprov.ledger import Ledger
+from gpuprov.model import NodeResult, Outcome, Verdict
+
+TEXTFILE = "gpuprov.prom"
+NEVER = "never"
+STATES = (*(str(v) for v in Verdict), NEVER)
+GIGA = 1e9
+
+
+def fleet_registry(ledger: Ledger, hosts: Iterable[str] = ()) -> CollectorRegistry:
+    """Every node the ledger knows, and `hosts` (an inventory's) that it does not, as
+    `never` validated."""
+    registry = CollectorRegistry(auto_describe=True)
+    state = Gauge("gpuprov_node_state", "The node's latest final verdict (1 for its state, "
+                  "0 for the others); never: not validated yet", ["node", "state"],
+                  registry=registry)
+    validated = Gauge("gpuprov_node_last_validation_timestamp_seconds",
+                      "When the node's latest final verdict was reached", ["node"],
+                      registry=registry)
+    failing = Gauge("gpuprov_node_check_failing",
+                    "1 when the check failed (or its evidence was missing) in the node's "
+                    "latest verdict, else 0; action: what an operator should do",
+                    ["node", "check", "action"], registry=registry)
+    burn = Gauge("gpuprov_gpu_burn_flops", "gpu-burn's floating-point operations per second "
+                 "per GPU in the node's latest validation", ["node", "gpu"], registry=registry)
+    ddp = Gauge("gpuprov_ddp_allreduce_bus_bandwidth_bytes_per_second",
+                "The DDP smoke run's all-reduce bus bandwidth (NCCL runs only)", ["node"],
+                registry=registry)
+    nccl = Gauge("gpuprov_nccl_allreduce_peak_bus_bandwidth_bytes_per_second",
+                 "nccl-tests' all_reduce_perf peak bus bandwidth across the node's GPUs",
+                 ["node"], registry=registry)
+    outcome = Gauge("gpuprov_provision_last_outcome", "How the node's latest provisioning "
+                    "run ended (1 for its outcome, 0 for the others)", ["node", "outcome"],
+                    registry=registry)
+    provisioned = Gauge("gpuprov_provision_last_timestamp_seconds",
+                        "When the node's latest provisioning run finished", ["node"],
+                        registry=registry)
+    lock = Info("gpuprov_lock", "The versions lock the node's latest run was given", ["node"],
+                registry=registry)
+
+    verdicts = ledger.current_verdicts()
+    provisioning = ledger.last_provisioning()
+    locks = ledger.last_locks()
+    nodes = sorted({*hosts, *verdicts, *provisioning})
+    for node in nodes:
+        result = verdicts.get(node)
+        current = str(result.verdict) if result else NEVER
+        for name in STATES:
+            state.labels(node, name).set(1 if name == current else 0)
+        if result:
+            validated.labels(node).set(result.judged_at)
+            _checks(result, failing, burn, ddp, nccl)
+        if node in provisioning:
+            run, host = provisioning[node]
+            for name in Outcome:
+                outcome.labels(node, str(name)).set(1 if name == host.outcome else 0)
+            provisioned.labels(node).set(run.finished_at or run.started_at)
+        if node in locks:
+            lock.labels(node).info({key: str(value) for key, value in locks[node].items()})
+    return registry
+
+
+def _checks(result: NodeResult, failing: Gauge, burn: Gauge, ddp: Gauge, nccl: Gauge) -> None:
+    for check in result.checks:
+        failing.labels(result.node, check.id,
+                       str(check.action) if check.blocking else "none").set(int(check.blocking))
+        if check.id == "gpu_burn":
+            for index, gpu in sorted((check.values.get("gpus") or {}).items()):
+                if gpu.get("gflops"):
+                    burn.labels(result.node, str(index)).set(gpu["gflops"] * GIGA)
+        elif check.id == "ddp_smoke" and check.values.get("allreduce_busbw_gbps") is not None:
+            ddp.labels(result.node).set(check.values["allreduce_busbw_gbps"] * GIGA)
+        elif check.id == "nccl_bandwidth" and check.values.get("peak_busbw_gbps") is not None:
+            nccl.labels(result.node).set(check.values["peak_busbw_gbps"] * GIGA)
+
+
+def exposition(registry: CollectorRegistry) -> str:
+    return generate_latest(registry).decode()
+
+
+def check_textfile_dir(directory: Path, source: str) -> Path:
+    """The directory, if gpuprov can write its file there: checked before a run changes
+    anything, so a bad setting is an error up front, not a lost metric at the end."""
+    if not directory.is_dir():
+        raise InputError(f"metrics textfile directory {directory} (from {source}) "
+                         "does not exist or is not a directory")
+    try:
+        with tempfile.NamedTemporaryFile(dir=directory, prefix=".gpuprov-probe-"):
+            pass
+    except OSError as exc:
+        raise InputError(f"metrics textfile directory {directory} (from {source}) is not "
+                         f"writable: {exc.strerror}") from exc
+    return directory
+
+
+def write_textfile(directory: Path, registry: CollectorRegistry) -> Path:
+    path = directory / TEXTFILE
+    try:
+        write_to_textfile(str(path), registry)
+        os.chmod(path, 0o644)     # node_exporter often runs as its own user
+    except OSError as exc:
+        raise InputError(f"metrics textfile {path}: cannot write: {exc.strerror}") from exc
+    return path
+
+
+def configured_textfile_dir() -> Path | None:
+    """The configured directory (settings), checked writable; None when not configured."""
+    from gpuprov import settings
+    setting = settings.metrics_dir()
+    return check_textfile_dir(*setting) if setting else None
+
+
+def publish(ledger: Ledger, directory: Path, hosts: Iterable[str] = ()) -> Path:
+    return write_textfile(directory, fleet_registry(ledger, hosts))
