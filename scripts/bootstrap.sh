@@ -9,7 +9,9 @@ cd "$(dirname "$0")/.."
 
 export DEBIAN_FRONTEND=noninteractive
 pkgs=(ca-certificates git python3 python3-venv python3-pip docker.io debootstrap
-      debian-archive-keyring openssh-client gnupg apt-utils iproute2 procps netcat-openbsd)
+      debian-archive-keyring openssh-client gnupg apt-utils iproute2 procps netcat-openbsd
+      # the fleet services the tests run for real: node_exporter, promtool
+      prometheus-node-exporter prometheus)
 
 # gpuprov needs Python >= 3.11; Ubuntu 22.04's python3 is 3.10, so take its python3.11.
 PY=python3
@@ -25,7 +27,16 @@ done
 if [ ${#missing[@]} -gt 0 ]; then
   echo "bootstrap: installing ${missing[*]}"
   apt-get update -q
+  # The tests start the services they need on loopback; their packages must not start
+  # them system-wide (node_exporter on :9100, Prometheus on :9090). policy-rc.d is how
+  # Debian lets an installer say so; one that is there already is left as it is.
+  policy=/usr/sbin/policy-rc.d own_policy=""
+  if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' > "$policy" && chmod 755 "$policy" && own_policy=1
+    trap 'rm -f "$policy"' EXIT
+  fi
   apt-get install -y -q --no-install-recommends "${missing[@]}"
+  if [ -n "$own_policy" ]; then rm -f "$policy"; trap - EXIT; fi
 fi
 
 scripts/ensure-docker.sh
