@@ -22,6 +22,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "baseline": ("gpuprov.cli.baseline", "baseline",
                  "Learn floors from known-good nodes into a profile: exit 0 written, 2 bad "
                  "input."),
+    "doctor": ("gpuprov.cli.doctor", "doctor",
+               "What would make provisioning fail, read from every host in one SSH round..."),
     "drift": ("gpuprov.cli.drift", "drift",
               "Installed versions and holds of every locked package, the loaded driver..."),
     "evaluate": ("gpuprov.cli.evaluate", "evaluate",

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import click
 
+from gpuprov.cli.doctor import refuse_on_blockers
 from gpuprov.cli.lock import preflight_or_exit
 from gpuprov.cli.metrics import publish_after_run
 from gpuprov.config import resolve_inventory, state_dir
@@ -94,6 +95,7 @@ def provision(inventory_option: str | None, limit: str | None, tags: str | None,
     hosts = (_retry_hosts(ledger, path, inventory.hosts()) if retry_failed
              else inventory.hosts(limit))
     plans = preflight_or_exit(inventory, hosts)
+    refuse_on_blockers(inventory, hosts)
     metrics_dir = None if check else configured_textfile_dir()
 
     run_id = new_run_id("provision")

@@ -3,22 +3,18 @@ checked), its state judged against the host's effective lock. Nothing on a host 
 
 from __future__ import annotations
 
-import shlex
-import tempfile
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from gpuprov import probing
 from gpuprov.drift import expected, probe
 from gpuprov.errors import InputError
 from gpuprov.inventory import Inventory
 from gpuprov.ledger import DriftReport
 from gpuprov.lock import Lock
-from gpuprov.validation.connect import node_host
 
 # the roles' variables that say where a host keeps what the probe reads
 ROLE_VARIABLES = ("nvidia_driver_module_version_file", "pytorch_env_smoke_dir",
                   "docker_source")
-TIMEOUT_S = 60
 
 
 def _where(variables: dict) -> probe.Where:
@@ -45,15 +41,11 @@ def host_plans(inventory: Inventory, hosts: list[str]) -> dict[str, tuple[Lock, 
 def _check(host: str, lock: Lock, variables: dict, inventory: Path,
            control_dir: Path) -> DriftReport:
     try:
-        connection = node_host(host, inventory, control_dir)
-        result = connection.run(f"timeout {TIMEOUT_S} sh -c "
-                                f"{shlex.quote(probe.script(_where(variables)))}")
-        if result.rc != 0 and probe.MARK not in result.stdout:
-            why = (result.stderr.strip().splitlines() or [f"exit status {result.rc}"])[-1]
-            return DriftReport(host, "unreachable", [why])
-        state = probe.parse(result.stdout, f"host {host}")
-    except Exception as exc:  # one host's failure is its report, not the run's
-        return DriftReport(host, "unreachable", [f"{type(exc).__name__}: {exc}"])
+        output = probing.run_script(host, inventory, control_dir,
+                                    probe.script(_where(variables)), probe.MARK)
+        state = probe.parse(output, f"host {host}")
+    except (probing.ProbeFailed, InputError) as exc:
+        return DriftReport(host, "unreachable", [str(exc)])
     found = expected.differences(state, lock, variables)
     return DriftReport(host, "drifted" if found else "in-sync", [d.as_dict() for d in found])
 
@@ -61,8 +53,6 @@ def _check(host: str, lock: Lock, variables: dict, inventory: Path,
 def check_hosts(inventory: Inventory, hosts: list[str], parallel: int = 32
                 ) -> list[DriftReport]:
     plans = host_plans(inventory, hosts)
-    with tempfile.TemporaryDirectory(prefix="gpuprov-drift-") as control, \
-            ThreadPoolExecutor(max_workers=max(1, min(parallel, len(hosts)))) as pool:
-        futures = [pool.submit(_check, host, lock, variables, inventory.path.resolve(),
-                               Path(control)) for host, (lock, variables) in plans.items()]
-        return [f.result() for f in futures]
+    path = inventory.path.resolve()
+    return probing.on_hosts(list(plans), lambda host, control: _check(
+        host, *plans[host], path, control), parallel)

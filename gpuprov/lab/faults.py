@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import yaml
 
 from gpuprov.errors import InputError
-from gpuprov.lab import docker, fabric, kinds, standins
+from gpuprov.lab import docker, fabric, kernel_view, kinds, standins
 from gpuprov.lab.sim import node as sim_node
 from gpuprov.parsers import kernel_log
 from gpuprov.pci import BusId
@@ -276,6 +276,66 @@ def _driver_mismatch(access, hw, gpu):
             {"module_version": loaded})
 
 
+# What `gpuprov doctor` must find before provisioning: real state on the node, undone by
+# `--clear` (files removed, names restored, the dpkg status line put back, a mount undone).
+RUN_INSTALLER_TRACES = {"/usr/bin/nvidia-uninstall": "#!/bin/sh\n# left by NVIDIA-Linux-x86_64-"
+                        "535.104.05.run (gpuprov lab)\nexit 0\n",
+                        "/var/log/nvidia-installer.log": "nvidia-installer log file "
+                        "'/var/log/nvidia-installer.log'\ncreation time: Tue Sep  5 10:12:01 2023"
+                        "\ninstaller version: 535.104.05\n"}
+DPKG_STATUS = "/var/lib/dpkg/status"
+# packages every lab image has whose configuration is harmless to interrupt
+DPKG_VICTIMS = ("less", "netbase", "hostname")
+DISK_FULL_PATH, DISK_FULL_SIZE = "/opt", "16m"
+
+
+def _secure_boot(access, hw, gpu):
+    access.write(kernel_view.SECURE_BOOT_STATE, "enabled\n")
+    return "Secure Boot enabled in the firmware, no key enrolled", {
+        "remove_files": [kernel_view.SECURE_BOOT_STATE]}
+
+
+def _no_headers(access, hw, gpu):
+    moved = kernel_view.HEADERS_DIR + ".gpuprov-fault"
+    docker.exec_in(access.container, "mv", kernel_view.HEADERS_DIR, moved)
+    return (f"the headers of the running kernel {kernel_view.KERNEL_RELEASE} removed",
+            {"rename": [[moved, kernel_view.HEADERS_DIR]]})
+
+
+def _run_installer(access, hw, gpu):
+    for path, text in RUN_INSTALLER_TRACES.items():
+        access.write(path, text)
+    return "a driver once installed from NVIDIA's .run file (its traces)", {
+        "remove_files": list(RUN_INSTALLER_TRACES)}
+
+
+def _dpkg_interrupted(access, hw, gpu):
+    status = access.read(DPKG_STATUS) or ""
+    victim = next((p for p in DPKG_VICTIMS if f"Package: {p}\nStatus: install ok installed\n"
+                   in status), None)
+    if victim is None:
+        raise InputError(f"{access.node}: none of {', '.join(DPKG_VICTIMS)} is installed")
+    access.write(DPKG_STATUS, status.replace(
+        f"Package: {victim}\nStatus: install ok installed\n",
+        f"Package: {victim}\nStatus: install ok half-configured\n"))
+    return f"dpkg interrupted while configuring {victim}", {"dpkg_half_configured": victim}
+
+
+def _disk_full(access, hw, gpu):
+    docker.exec_in(access.container, "mount", "-t", "tmpfs", "-o",
+                   f"size={DISK_FULL_SIZE}", "gpuprov-disk-full", DISK_FULL_PATH)
+    return f"{DISK_FULL_PATH} all but full ({DISK_FULL_SIZE})", {"unmount": DISK_FULL_PATH}
+
+
+def _gpu_busy(access, hw, gpu):
+    if not hw["gpus"]:
+        raise InputError(f"{access.node}: no GPU to be busy")
+    first = hw["gpus"][0]
+    hw.setdefault("processes", []).append(
+        {"pid": 4242, "name": "python3", "bus_id": first["bus_id"], "used_mib": 30512})
+    return f"a training process (pid 4242) holds GPU {first['index']}", {}
+
+
 FAULTS = {f.name: f for f in (
     FaultKind("missing-gpu", True, _missing_gpu, "a GPU no longer enumerates"),
     FaultKind("nvlink-down", True, _nvlink_down, "one NVLink of a GPU is inactive"),
@@ -307,6 +367,16 @@ FAULTS = {f.name: f for f in (
     FaultKind("fabric-down", False, _fabric_down, "the node's fabric interface down"),
     FaultKind("driver-mismatch", False, _driver_mismatch,
               "kernel module at another version than the userspace libraries"),
+    FaultKind("secure-boot", False, _secure_boot,
+              "Secure Boot on in the firmware, no signing key enrolled (doctor)"),
+    FaultKind("no-headers", False, _no_headers,
+              "no headers for the running kernel (doctor)"),
+    FaultKind("run-installer", False, _run_installer,
+              "a driver once installed from NVIDIA's .run file (doctor)"),
+    FaultKind("dpkg-interrupted", False, _dpkg_interrupted,
+              "an interrupted dpkg run: a package half-configured (doctor)"),
+    FaultKind("disk-full", False, _disk_full, f"{DISK_FULL_PATH} all but full (doctor)"),
+    FaultKind("gpu-busy", False, _gpu_busy, "a process holds a GPU (doctor)"),
 )}
 
 
@@ -357,6 +427,17 @@ def clear(node: str) -> list[str]:
             access.in_netns("ip", "link", "set", "dev", fabric.INTERFACE, "up")
         if "module_version" in undo:
             access.write(sim_node.MODULE_VERSION, undo["module_version"] + "\n")
+        for path in undo.get("remove_files", []):
+            docker.exec_in(access.container, "rm", "-f", path)
+        for moved, original in undo.get("rename", []):
+            docker.exec_in(access.container, "mv", moved, original, check=False)
+        if "dpkg_half_configured" in undo:
+            victim = undo["dpkg_half_configured"]
+            access.write(DPKG_STATUS, (access.read(DPKG_STATUS) or "").replace(
+                f"Package: {victim}\nStatus: install ok half-configured\n",
+                f"Package: {victim}\nStatus: install ok installed\n"))
+        if "unmount" in undo:   # a restarted node has lost the mount already
+            docker.exec_in(access.container, "umount", undo["unmount"], check=False)
         cleared.append(fault["kind"])
     access.save(kinds.describe(node, hw["kind"]))
     return cleared

@@ -11,6 +11,8 @@ points the driver role at the simulated sysfs:
   initramfs, so the blacklist takes effect at once);
 - lspci: `lspci -nn -d 10de:` lines for the simulated sysfs functions (a GPU that no
   longer enumerates to the driver stays on the bus, as one that fell off NVML does);
+- the kernel release (`uname -r`) and its headers, and mokutil answering from the
+  simulated firmware's Secure Boot state and enrolled keys;
 - the kernel log: /var/log/kern.log as rsyslog writes it, with a `Linux version` line
   appended at every boot (a unit the node's systemd runs), so the log spans boots as a
   real one does; the lab's kernel faults append the catalogs' example lines to it.
@@ -68,10 +70,44 @@ for p in hw.get("nic_ports") or []:
     print(f"\\t\\tLink layer: {{p['link_layer']}}")
 """
 
+# The simulated kernel's release, as `uname -r` would print it (the container's own
+# `uname -r` is the controller's); its headers, as linux-headers-<release> would leave them.
+KERNEL_RELEASE = "6.1.0-gpuprov-lab"
+KERNEL_RELEASE_COMMAND = "/usr/local/sbin/gpuprov-lab-uname-r"
+HEADERS_DIR = f"/lib/modules/{KERNEL_RELEASE}/build"
+_HEADERS_MAKEFILE = (f"# gpuprov lab: stands in for linux-headers-{KERNEL_RELEASE}\n"
+                     "# (gpuprov/lab/kernel_view.py)\n")
+
+# Secure Boot as the firmware reports it: the state in the node's lab directory, keys
+# enrolled by their certificate's sha256; answered in mokutil's own words.
+SECURE_BOOT_STATE = f"{NODE_LAB_DIR}/secure-boot"
+MOK_ENROLLED = f"{NODE_LAB_DIR}/mok-enrolled"
+MOKUTIL = "/usr/bin/mokutil"
+_MOKUTIL_SCRIPT = f"""#!/bin/sh
+# gpuprov lab: mokutil of the simulated firmware (see gpuprov/lab/kernel_view.py)
+case "$1" in
+  --sb-state)
+    if [ "$(cat {SECURE_BOOT_STATE} 2>/dev/null)" = enabled ]; then
+      echo "SecureBoot enabled"
+    else
+      echo "SecureBoot disabled"
+    fi ;;
+  --test-key)
+    [ -r "$2" ] || {{ echo "Failed to read $2"; exit 1; }}
+    sum=$(sha256sum "$2" | cut -d' ' -f1)
+    if grep -qsx "$sum" {MOK_ENROLLED}; then
+      echo "$2 is already enrolled"
+    else
+      echo "$2 is not enrolled"
+    fi ;;
+  *) echo "gpuprov lab: mokutil $1 is not simulated" >&2; exit 1 ;;
+esac
+"""
+
 BOOT_UNIT = "gpuprov-lab-boot.service"
 # as rsyslog writes the kernel's first line ($ and % doubled for systemd)
 _BOOT_LINE = ("$$(date -u +%%Y-%%m-%%dT%%H:%%M:%%S.%%6N+00:00) $$(hostname) kernel: "
-              "Linux version 6.1.0-gpuprov-lab (simulated boot)")
+              f"Linux version {KERNEL_RELEASE} (simulated boot)")
 _BOOT_UNIT = f"""[Unit]
 Description=gpuprov lab: the kernel's boot line in {sim_node.KERNEL_LOG}
 DefaultDependencies=no
@@ -91,6 +127,10 @@ def files(node: str) -> list[tuple[str, bytes, int]]:
     return [(LSMOD.lstrip("/"), _LSMOD_SCRIPT.encode(), 0o755),
             (LSPCI.lstrip("/"), _LSPCI_SCRIPT.encode(), 0o755),
             (IBSTAT.lstrip("/"), _IBSTAT_SCRIPT.encode(), 0o755),
+            (KERNEL_RELEASE_COMMAND.lstrip("/"), f"#!/bin/sh\necho {KERNEL_RELEASE}\n".encode(),
+             0o755),
+            (f"{HEADERS_DIR.lstrip('/')}/Makefile", _HEADERS_MAKEFILE.encode(), 0o644),
+            (MOKUTIL.lstrip("/"), _MOKUTIL_SCRIPT.encode(), 0o755),
             (f"etc/systemd/system/{BOOT_UNIT}", _BOOT_UNIT.encode(), 0o644)]
 
 
@@ -105,4 +145,7 @@ def inventory_vars() -> str:
     return (f"gpuprov_validate_lsmod_command: {LSMOD}\n"
             f"gpuprov_validate_lspci_command: {LSPCI}\n"
             f"gpuprov_validate_ibstat_command: {IBSTAT}\n"
-            f"gpuprov_validate_kernel_log: {sim_node.KERNEL_LOG}\n")
+            f"gpuprov_validate_kernel_log: {sim_node.KERNEL_LOG}\n"
+            f"gpuprov_doctor_kernel_release_command: {KERNEL_RELEASE_COMMAND}\n"
+            "# the lab's stand-in stack is small; a real one needs the doctor's defaults\n"
+            "gpuprov_doctor_min_free_gib: {/var: 0.5, /usr: 0.5, /opt: 0.5}\n")

@@ -4,6 +4,8 @@ host; a full provision from bare nodes converges; a second run and --check (from
 installed into a fresh virtualenv) change nothing; the collection, installed with
 ansible-galaxy, converges a node from a site's own playbook;
 `gpuprov drift` names what was changed by hand on one node and nothing on the others;
+`gpuprov doctor` finds each of the lab's doctor faults as a blocker, and provisioning
+refuses on them with no host changed;
 a node powered off mid-run is unreachable while the others finish, and --retry-failed
 converges only it; kill -9 of gpuprov mid-run leaves a ledger that opens cleanly.
 
@@ -263,6 +265,55 @@ def test_drift_names_what_changed_by_hand_and_nothing_else(rack):
     assert " in-sync " in nodes["node02"]
     again = gpuprov("drift", "-i", str(rack.inventory), env=rack.env(), timeout=120)
     assert again.returncode == 0, again.stdout      # put back: in sync again
+
+
+# two rounds of the lab's doctor faults, one per node: (node, fault, the blocker's check)
+DOCTOR_ROUNDS = [
+    [("node01", "secure-boot", "secure-boot"), ("node02", "no-headers", "kernel-headers"),
+     ("node03", "run-installer", "run-installer")],
+    [("node01", "dpkg-interrupted", "dpkg"), ("node02", "disk-full", "disk-space"),
+     ("node03", "gpu-busy", "gpu-busy")],
+]
+
+
+def test_doctor_blocks_on_each_fault_and_provision_refuses_without_changing_a_host(rack):
+    def doctor(*args):
+        return gpuprov("doctor", "-i", str(rack.inventory), *args, env=rack.env(), timeout=120)
+
+    def blockers(result) -> dict[str, list[dict]]:
+        return {h["host"]: [f for f in h["findings"] if f["severity"] == "blocker"]
+                for h in json.loads(result.stdout)["hosts"]}
+
+    clean = doctor("--json")
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    assert blockers(clean) == {node: [] for node in NODES}
+    for round_ in DOCTOR_ROUNDS:
+        for node, kind, _ in round_:
+            assert gpuprov("lab", "fault", node, kind).returncode == 0, (node, kind)
+        try:
+            found = doctor("--json")
+            text = doctor()
+            before = rack.snapshot()
+            refused = rack.provision()
+            after = rack.snapshot()
+        finally:
+            for node in NODES:
+                assert gpuprov("lab", "fault", node, "--clear").returncode == 0
+        assert found.returncode == text.returncode == 2, text.stdout
+        assert json.loads(found.stdout)["seconds"] <= 5
+        for node, kind, check in round_:
+            [blocker] = blockers(found)[node]
+            assert blocker["check"] == check and blocker["fix"], (kind, blocker)
+            assert any(line.startswith(f"{node}: blocker: {check}: ") and "; fix: " in line
+                       for line in text.stdout.splitlines()), (kind, text.stdout)
+        assert refused.returncode == 2, refused.stdout + refused.stderr
+        assert refused.stderr.splitlines()[-1] == (
+            "gpuprov: error: doctor: blockers on node01, node02, node03: nothing was changed; "
+            "fix them (`gpuprov doctor` lists them) and provision again")
+        assert not any(line.startswith("run ") for line in refused.stdout.splitlines())
+        assert after == before
+    again = doctor("--json")
+    assert again.returncode == 0 and blockers(again) == {node: [] for node in NODES}
 
 
 def test_node_powered_off_mid_run_then_retry_failed(rack):

@@ -178,3 +178,20 @@ def test_nvlink_down_on_one_gpu_shows_in_topo_and_status():
     assert topo.link("GPU0", "GPU1") == "NV18"
     status = parse_nvlink_status(render.nvlink_status(hw), "sim")
     assert status.gpus[3].inactive == [17] and status.gpus[2].inactive == []
+
+
+def test_compute_apps_parse_as_the_doctor_reads_them():
+    from gpuprov.doctor.probe import compute_apps
+    hw = kinds.describe("node01", "h100-sxm-8")
+    assert render.compute_apps(hw, ["pid", "process_name"], True, False) == ""
+    bus = hw["gpus"][3]["bus_id"]
+    hw["processes"] = [{"pid": 4242, "name": "python3", "bus_id": bus, "used_mib": 30512}]
+    text = render.compute_apps(hw, ["pid", "process_name", "gpu_bus_id", "used_gpu_memory"],
+                               True, False)
+    assert text == f"4242, python3, {bus}, 30512 MiB\n"
+    assert [(p.pid, p.bus_id, p.memory) for p in compute_apps(text.splitlines())] == [
+        ("4242", bus, "30512 MiB")]
+    header = render.compute_apps(hw, ["pid", "used_memory"], False, False).splitlines()[0]
+    assert header == "pid, used_gpu_memory [MiB]"
+    with pytest.raises(render.UnknownQueryField, match="sm_clock"):
+        render.compute_apps(hw, ["sm_clock"], True, False)

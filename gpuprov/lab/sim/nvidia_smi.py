@@ -71,7 +71,14 @@ def _render(args: list[str], hw: dict, driver: str, live: render.Live) -> str:
             return render.smi_xml(hw, driver, now, live)
         return render.smi_text(hw, driver, now, live)
     query = [a for a in rest if a.startswith("--query-gpu=")]
+    apps = [a for a in rest if a.startswith("--query-compute-apps=")]
     fmt = [a for a in rest if a.startswith("--format=")]
+    if apps and fmt and len(rest) == 2:
+        options = fmt[0].split("=", 1)[1].split(",")
+        if options[0] != "csv" or not set(options[1:]) <= {"noheader", "nounits"}:
+            raise Usage
+        names = [n.strip() for n in apps[0].split("=", 1)[1].split(",") if n.strip()]
+        return render.compute_apps(hw, names, "noheader" in options, "nounits" in options)
     if query and fmt and len(rest) == 2:
         options = fmt[0].split("=", 1)[1].split(",")
         if options[0] != "csv" or not set(options[1:]) <= {"noheader", "nounits"}:

@@ -338,6 +338,33 @@ def query_gpu(hw: dict, driver: str, names: list[str], noheader: bool, nounits: 
     return "".join(line + "\n" for line in out)
 
 
+COMPUTE_APPS_ALIASES = {"used_memory": "used_gpu_memory", "name": "process_name"}
+
+
+def compute_apps(hw: dict, names: list[str], noheader: bool, nounits: bool) -> str:
+    """`nvidia-smi --query-compute-apps=… --format=csv[,noheader][,nounits]`: one row per
+    process the description says holds a GPU (none: no output at all, as nvidia-smi)."""
+    canonical = [COMPUTE_APPS_ALIASES.get(n, n) for n in names]
+    by_bus = {g["bus_id"]: g for g in hw["gpus"]}
+    rows = []
+    for proc in hw.get("processes") or []:
+        gpu = by_bus.get(proc["bus_id"], {})
+        rows.append({"pid": (str(proc["pid"]), ""), "process_name": (proc["name"], ""),
+                     "gpu_bus_id": (proc["bus_id"], ""), "gpu_uuid": (gpu.get("uuid", ""), ""),
+                     "used_gpu_memory": (str(proc["used_mib"]), "MiB")})
+    for asked, name in zip(names, canonical, strict=True):
+        if name not in ("pid", "process_name", "gpu_bus_id", "gpu_uuid", "used_gpu_memory"):
+            raise UnknownQueryField(asked)
+    out = []
+    if not noheader:
+        out.append(", ".join(f"{n} [MiB]" if n == "used_gpu_memory" and not nounits else n
+                             for n in canonical))
+    for row in rows:
+        out.append(", ".join(row[n][0] if nounits or not row[n][1] else f"{row[n][0]} {row[n][1]}"
+                             for n in canonical))
+    return "".join(line + "\n" for line in out)
+
+
 LEGEND = """
 Legend:
 

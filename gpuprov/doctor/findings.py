@@ -1,0 +1,210 @@
+"""A host's facts judged: each finding a `blocker` (provisioning would fail or do harm:
+refused) or a `warning`, with what was seen and the fix an operator types."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from gpuprov.doctor.probe import DKMS_DEFAULT_CERT, HostFacts
+from gpuprov.lock import Lock
+from gpuprov.packages import (
+    CUDNN_HELD,
+    DRIVER_PACKAGE,
+    TOOLKIT_PACKAGES,
+    cuda_toolkit_package,
+    upstream,
+)
+
+BLOCKER, WARNING = "blocker", "warning"
+GIB = 1024 * 1024   # KiB
+
+# Free space the stack needs where it lands (GiB), overridable per host with
+# gpuprov_doctor_min_free_gib: apt's archives and DKMS builds in /var, the CUDA toolkit
+# (~6 GiB), cuDNN and the driver in /usr, conda and venv PyTorch environments in /opt.
+MIN_FREE_GIB = {"/var": 4, "/usr": 10, "/opt": 8}
+
+# Canonical's own driver packages (`nvidia-utils-550-server`, `linux-modules-nvidia-550-
+# server-generic`): apt mixes them with NVIDIA's repository packages into a broken set.
+UBUNTU_ARCHIVE_DRIVER = re.compile(r"^((lib)?nvidia-[a-z0-9-]+-\d+-server(-open)?|"
+                                   r"linux-(modules|objects|signatures)-nvidia-.*)$")
+
+
+@dataclass(frozen=True)
+class Finding:
+    severity: str
+    check: str
+    seen: str
+    fix: str
+
+    def line(self, host: str) -> str:
+        return f"{host}: {self.severity}: {self.check}: {self.seen}; fix: {self.fix}"
+
+    def as_dict(self) -> dict:
+        return {"severity": self.severity, "check": self.check, "seen": self.seen,
+                "fix": self.fix}
+
+
+def judge(facts: HostFacts, lock: Lock, min_free_gib: dict[str, float] | None = None
+          ) -> list[Finding]:
+    found: list[Finding] = []
+    for rule in (_secure_boot, _headers, _dkms, _run_installer, _archive_packages,
+                 _dpkg_audit, _dpkg_locks, _nouveau, _gpu_processes):
+        found += rule(facts)
+    found += _holds(facts, lock)
+    found += _space(facts, {**MIN_FREE_GIB, **(min_free_gib or {})})
+    return found
+
+
+def _secure_boot(facts: HostFacts) -> list[Finding]:
+    if facts.secure_boot != "enabled":
+        return []
+    if facts.mok_enrolled:
+        return [Finding(WARNING, "secure-boot", "Secure Boot is on; DKMS signs with an "
+                        f"enrolled key ({', '.join(facts.dkms_signing) or DKMS_DEFAULT_CERT})",
+                        "nothing, as long as that key stays enrolled")]
+    why = ("its DKMS signing certificate is not enrolled" if facts.mok_enrolled is False
+           else "no DKMS signing key is configured")
+    return [Finding(BLOCKER, "secure-boot", f"Secure Boot is on and {why}: the DKMS-built "
+                    "nvidia module would be refused (\"Key was rejected by service\")",
+                    f"enrol the key (mokutil --import {DKMS_DEFAULT_CERT}, confirmed at the "
+                    "console on the next boot), or turn Secure Boot off in the firmware")]
+
+
+def _headers(facts: HostFacts) -> list[Finding]:
+    if not facts.kernel:
+        return [Finding(BLOCKER, "kernel", "the running kernel's release could not be read",
+                        "check the host's `uname -r`")]
+    out = []
+    if not facts.kernels.get(facts.kernel):
+        out.append(Finding(BLOCKER, "kernel-headers", f"no headers for the running kernel "
+                           f"{facts.kernel}: DKMS cannot build the driver",
+                           f"apt-get install linux-headers-{facts.kernel}"))
+    if facts.dkms is not None:
+        for release, headers in sorted(facts.kernels.items()):
+            if release != facts.kernel and not headers:
+                out.append(Finding(WARNING, "kernel-headers", f"installed kernel {release} "
+                                   "has no headers: DKMS will not build the driver for it, "
+                                   "and booting it leaves the node without a driver",
+                                   f"apt-get install linux-headers-{release}, or remove "
+                                   "that kernel"))
+    return out
+
+
+def _dkms(facts: HostFacts) -> list[Finding]:
+    if facts.dkms is None:
+        return []
+    out = []
+    nvidia = [e for e in facts.dkms if e.module.startswith("nvidia")]
+    for entry in nvidia:
+        where = f"{entry.module}/{entry.version}" + (f" for {entry.kernel}" if entry.kernel
+                                                      else "")
+        if entry.state != "installed":
+            out.append(Finding(BLOCKER, "dkms", f"{where} is `{entry.state}`, not installed",
+                               f"dkms install {entry.module}/{entry.version}"
+                               + (f" -k {entry.kernel}" if entry.kernel else "")
+                               + ", or let provisioning replace the driver"))
+        elif entry.warning:
+            out.append(Finding(BLOCKER, "dkms", f"{where}: {entry.warning}",
+                               f"dkms remove {entry.module}/{entry.version} --all, then "
+                               "provision again"))
+    if nvidia and facts.kernel and not any(e.kernel == facts.kernel and e.state == "installed"
+                                           for e in nvidia):
+        out.append(Finding(BLOCKER, "dkms", f"no nvidia module built for the running kernel "
+                           f"{facts.kernel} (a kernel update DKMS did not follow)",
+                           f"apt-get install linux-headers-{facts.kernel}, then "
+                           f"dkms autoinstall -k {facts.kernel}"))
+    for line in facts.dkms_errors:
+        if line.lower().startswith(("error", "warning")):
+            out.append(Finding(WARNING, "dkms", f"dkms status: {line}",
+                               "see /var/lib/dkms/<module>/<version>/build/make.log"))
+    return out
+
+
+def _run_installer(facts: HostFacts) -> list[Finding]:
+    if not facts.run_installer:
+        return []
+    return [Finding(BLOCKER, "run-installer", "a driver installed from NVIDIA's .run file "
+                    f"({', '.join(facts.run_installer)}) would fight the packages",
+                    "nvidia-uninstall --silent (then reboot), before provisioning")]
+
+
+def _archive_packages(facts: HostFacts) -> list[Finding]:
+    found = sorted(p for p in facts.packages if UBUNTU_ARCHIVE_DRIVER.match(p))
+    if not found:
+        return []
+    return [Finding(BLOCKER, "archive-driver", "Ubuntu's own driver packages are installed "
+                    f"({', '.join(found)}) and conflict with the NVIDIA repository's",
+                    f"apt-get purge {' '.join(found)} (then reboot)")]
+
+
+def _dpkg_audit(facts: HostFacts) -> list[Finding]:
+    if not facts.audit:
+        return []
+    packages = list(dict.fromkeys(line.split()[0] for line in facts.audit
+                                  if line.startswith(" ")))
+    what = f" ({', '.join(packages)})" if packages else f": {facts.audit[0]}"
+    return [Finding(BLOCKER, "dpkg", f"dpkg --audit reports an interrupted or broken "
+                    f"install{what}", "dpkg --configure -a, then apt-get -f install")]
+
+
+def _dpkg_locks(facts: HostFacts) -> list[Finding]:
+    if not facts.locks:
+        return []
+    held = ", ".join(f"{path} (pid {pid})" for path, pid in facts.locks)
+    return [Finding(BLOCKER, "dpkg-lock", f"another package manager holds {held}",
+                    "wait for it (unattended-upgrades?) or stop it, then provision")]
+
+
+def _nouveau(facts: HostFacts) -> list[Finding]:
+    if "nouveau" not in facts.modules:
+        return []
+    return [Finding(WARNING, "nouveau", "nouveau is loaded",
+                    "nothing before provisioning: the nouveau role blacklists it; a reboot "
+                    "(allowed with --allow-reboot) unloads it")]
+
+
+def _gpu_processes(facts: HostFacts) -> list[Finding]:
+    if not facts.gpu_processes:
+        return []
+    procs = ", ".join(f"{p.name} (pid {p.pid}, {p.memory} on {p.bus_id})"
+                      for p in facts.gpu_processes)
+    return [Finding(BLOCKER, "gpu-busy", f"processes hold the GPUs: {procs}; provisioning "
+                    "restarts the daemons they use and may replace the driver under them",
+                    "drain the node (let the jobs finish or stop them), then provision")]
+
+
+def _holds(facts: HostFacts, lock: Lock) -> list[Finding]:
+    wanted: list[tuple[str, str]] = []     # (package, locked upstream version or prefix)
+    for name, (_, held) in facts.packages.items():
+        if not held:
+            continue
+        if DRIVER_PACKAGE.match(name):
+            wanted.append((name, lock.driver_version))
+        elif name in TOOLKIT_PACKAGES and lock.container_toolkit_version:
+            wanted.append((name, lock.container_toolkit_version))
+        elif CUDNN_HELD.match(name):
+            wanted.append((name, lock.cudnn_version))
+        elif name.startswith("cuda-toolkit-") and name != cuda_toolkit_package(
+                lock.cuda_version):
+            wanted.append((name, f"series {lock.cuda_version}"))
+    out = []
+    for name, locked in sorted(wanted):
+        found = upstream(facts.packages[name][0])
+        if locked.startswith("series ") or found != locked:
+            out.append(Finding(WARNING, "hold", f"{name} is held at {facts.packages[name][0]}"
+                               f", the lock says {locked}: provisioning will move a hold "
+                               "someone set", "confirm the lock is right (or change it); "
+                               "the roles release and re-set their own holds"))
+    return out
+
+
+def _space(facts: HostFacts, needs: dict[str, float]) -> list[Finding]:
+    out = []
+    for path, need in needs.items():
+        free = facts.free_kib.get(path)
+        if free is not None and free < need * GIB:
+            out.append(Finding(BLOCKER, "disk-space", f"{path} has {free / GIB:.1f} GiB free, "
+                               f"the stack needs {need:g} GiB there",
+                               f"free space in {path} (apt-get clean, old kernels, logs)"))
+    return out

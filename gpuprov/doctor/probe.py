@@ -1,0 +1,213 @@
+"""What a host shows before provisioning, in one SSH round trip: one read-only shell script,
+its output in sections. Nothing on the host changes: it reads files, `/proc/locks` (never
+takes a lock itself), and asks mokutil, dkms, dpkg and nvidia-smi questions.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from gpuprov.errors import InputError
+
+MARK = "### gpuprov-doctor "
+# where NVIDIA's .run installer leaves its traces
+RUN_INSTALLER_FILES = ("/usr/bin/nvidia-uninstall", "/usr/bin/nvidia-installer",
+                       "/var/log/nvidia-installer.log")
+DPKG_LOCKS = ("/var/lib/dpkg/lock-frontend", "/var/lib/dpkg/lock",
+              "/var/lib/apt/lists/lock", "/var/cache/apt/archives/lock")
+SPACE_PATHS = ("/var", "/usr", "/opt")
+DKMS_CONF = "/etc/dkms/framework.conf"
+DKMS_DEFAULT_CERT = "/var/lib/dkms/mok.pub"    # DKMS 3 creates and uses this key pair
+
+
+@dataclass(frozen=True)
+class Commands:
+    """The commands whose output differs on some hosts (the lab's inventory sets them)."""
+    kernel_release: str = "uname -r"
+    lsmod: str = "lsmod"
+
+
+def script(commands: Commands) -> str:
+    locks = " ".join(DPKG_LOCKS)
+    return "\n".join([
+        f"echo '{MARK}kernel'; {commands.kernel_release} 2>/dev/null",
+        f"echo '{MARK}kernels'",
+        "for d in /lib/modules/*/; do [ -d \"$d\" ] || continue; k=${d%/}; k=${k##*/}; "
+        "if [ -d \"$d/build\" ]; then echo \"$k headers\"; else echo \"$k no-headers\"; fi; done",
+        f"echo '{MARK}secureboot'",
+        "if command -v mokutil >/dev/null 2>&1; then mokutil --sb-state 2>&1; "
+        "elif [ -d /sys/firmware/efi ]; then echo 'gpuprov: no mokutil'; "
+        "else echo 'gpuprov: not EFI'; fi",
+        f"echo '{MARK}mok'",
+        f"cat {DKMS_CONF} /etc/dkms/framework.conf.d/*.conf 2>/dev/null "
+        "| grep -E '^[[:space:]]*mok_(signing_key|certificate)='; "
+        f"cert=$(sed -n 's/^[[:space:]]*mok_certificate=[\"]*\\([^\"]*\\)[\"]*$/\\1/p' "
+        f"{DKMS_CONF} 2>/dev/null | tail -1); cert=${{cert:-{DKMS_DEFAULT_CERT}}}; "
+        "if [ -f \"$cert\" ] && command -v mokutil >/dev/null 2>&1; then "
+        "mokutil --test-key \"$cert\" 2>&1; else echo \"gpuprov: no certificate $cert\"; fi",
+        f"echo '{MARK}dkms'",
+        "command -v dkms >/dev/null 2>&1 && dkms status 2>&1 || echo 'gpuprov: no dkms'",
+        f"echo '{MARK}run-installer'",
+        f"for f in {' '.join(RUN_INSTALLER_FILES)}; do [ -e \"$f\" ] && echo \"$f\"; done; true",
+        f"echo '{MARK}packages'",
+        "dpkg-query -W -f='${Package}\\t${Version}\\t${db:Status-Abbrev}\\n' 2>/dev/null",
+        f"echo '{MARK}audit'", "dpkg --audit 2>&1",
+        f"echo '{MARK}locks'",
+        f"for f in {locks}; do [ -e \"$f\" ] || continue; i=$(stat -c %i \"$f\"); "
+        "grep -E \":$i \" /proc/locks | awk -v f=\"$f\" '{print f, $5}'; done; true",
+        f"echo '{MARK}space'",
+        f"for p in {' '.join(SPACE_PATHS)}; do q=$p; while [ ! -e \"$q\" ]; do "
+        "q=$(dirname \"$q\"); done; df -Pk \"$q\" | awk -v p=\"$p\" 'NR==2 {print p, $4}'; done",
+        f"echo '{MARK}lsmod'", f"{commands.lsmod} 2>/dev/null",
+        f"echo '{MARK}gpu-processes'",
+        "command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi "
+        "--query-compute-apps=pid,process_name,gpu_bus_id,used_gpu_memory "
+        "--format=csv,noheader 2>/dev/null; true",
+        f"echo '{MARK}end'",
+    ])
+
+
+@dataclass(frozen=True)
+class DkmsEntry:
+    module: str
+    version: str
+    kernel: str
+    state: str            # installed, built, added, or what dkms printed
+    warning: str = ""     # e.g. "WARNING! Diff between built and installed module!"
+
+
+@dataclass(frozen=True)
+class GpuProcess:
+    pid: str
+    name: str
+    bus_id: str
+    memory: str
+
+
+@dataclass
+class HostFacts:
+    kernel: str = ""
+    kernels: dict[str, bool] = field(default_factory=dict)   # release -> headers present
+    secure_boot: str = "unknown"       # enabled | disabled | unsupported | unknown
+    secure_boot_text: str = ""
+    dkms_signing: list[str] = field(default_factory=list)    # framework.conf mok_* lines
+    mok_enrolled: bool | None = None   # None: no certificate to test
+    mok_text: str = ""
+    dkms: list[DkmsEntry] | None = None          # None: dkms not installed
+    dkms_errors: list[str] = field(default_factory=list)
+    run_installer: list[str] = field(default_factory=list)
+    packages: dict[str, tuple[str, bool]] = field(default_factory=dict)   # name -> (ver, held)
+    audit: list[str] = field(default_factory=list)
+    locks: list[tuple[str, str]] = field(default_factory=list)             # (file, pid)
+    free_kib: dict[str, int] = field(default_factory=dict)
+    modules: set[str] = field(default_factory=set)
+    gpu_processes: list[GpuProcess] = field(default_factory=list)
+
+
+def sections(text: str) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    current = None
+    for line in text.splitlines():
+        if line.startswith(MARK):
+            current = found.setdefault(line[len(MARK):].strip(), [])
+        elif current is not None:
+            current.append(line)
+    return found
+
+
+def parse(text: str, source: str) -> HostFacts:
+    found = sections(text)
+    if "end" not in found:
+        raise InputError(f"{source}: the doctor's probe output is incomplete")
+    facts = HostFacts(kernel="\n".join(found.get("kernel", [])).strip())
+    for line in found.get("kernels", []):
+        release, _, state = line.rpartition(" ")
+        if release:
+            facts.kernels[release] = state == "headers"
+    facts.secure_boot, facts.secure_boot_text = secure_boot_state(found.get("secureboot", []))
+    mok = found.get("mok", [])
+    facts.dkms_signing = [line.strip() for line in mok if line.strip().startswith("mok_")]
+    tested = [line for line in mok if not line.strip().startswith("mok_")]
+    facts.mok_text = "\n".join(tested).strip()
+    facts.mok_enrolled = mok_test_key(facts.mok_text)
+    dkms = found.get("dkms", [])
+    if dkms != ["gpuprov: no dkms"]:
+        facts.dkms, facts.dkms_errors = dkms_status(dkms)
+    facts.run_installer = [line for line in found.get("run-installer", []) if line]
+    for line in found.get("packages", []):
+        parts = line.split("\t")
+        if len(parts) == 3 and parts[2][1:2] == "i":
+            facts.packages[parts[0]] = (parts[1], parts[2].startswith("h"))
+    facts.audit = [line for line in found.get("audit", []) if line.strip()]
+    facts.locks = [tuple(line.split(" ", 1)) for line in found.get("locks", []) if " " in line]
+    for line in found.get("space", []):
+        path, _, kib = line.partition(" ")
+        if kib.isdigit():
+            facts.free_kib[path] = int(kib)
+    facts.modules = {line.split()[0] for line in found.get("lsmod", [])[1:] if line.split()}
+    facts.gpu_processes = compute_apps(found.get("gpu-processes", []))
+    return facts
+
+
+def secure_boot_state(lines: list[str]) -> tuple[str, str]:
+    """`mokutil --sb-state` ("SecureBoot enabled", "SecureBoot disabled", "EFI variables
+    are not supported on this system"), or the probe's own words when it had no mokutil."""
+    text = "\n".join(lines).strip()
+    if re.search(r"^SecureBoot enabled", text, re.M):
+        return "enabled", text
+    if re.search(r"^SecureBoot disabled", text, re.M):
+        return "disabled", text
+    if "not supported" in text or text == "gpuprov: not EFI":
+        return "unsupported", text
+    return "unknown", text
+
+
+def mok_test_key(text: str) -> bool | None:
+    """`mokutil --test-key CERT`: "CERT is already enrolled" / "CERT is not enrolled"."""
+    if "is already enrolled" in text:
+        return True
+    if "is not enrolled" in text:
+        return False
+    return None
+
+
+_DKMS3 = re.compile(r"^(?P<module>[^/,\s]+)/(?P<version>[^,\s]+), (?P<kernel>[^,\s]+), "
+                    r"(?P<arch>[^:\s]+): (?P<state>[a-z]+)(?: \((?P<warning>.*)\))?$")
+_DKMS2 = re.compile(r"^(?P<module>[^,\s]+), (?P<version>[^,\s]+), (?P<kernel>[^,\s]+), "
+                    r"(?P<arch>[^:\s]+): (?P<state>[a-z]+)(?: \((?P<warning>.*)\))?$")
+_DKMS_ADDED = re.compile(r"^(?P<module>[^/,\s]+)[/,] ?(?P<version>[^,\s]+): (?P<state>added)$")
+
+
+def dkms_status(lines: list[str]) -> tuple[list[DkmsEntry], list[str]]:
+    """`dkms status`, DKMS 3 (`nvidia/550.90.07, 6.8.0-45-generic, x86_64: installed`) and
+    DKMS 2 (`nvidia, 550.90.07, 5.15.0-112-generic, x86_64: installed`) forms; a module only
+    added (no kernel) reads `nvidia/550.90.07: added`. Lines of neither form (dkms's own
+    errors and warnings) are returned apart."""
+    entries, other = [], []
+    for raw in lines:
+        line = raw.strip()
+        if not line:
+            continue
+        match = _DKMS3.match(line) or _DKMS2.match(line)
+        if match:
+            entries.append(DkmsEntry(match["module"], match["version"], match["kernel"],
+                                     match["state"], match["warning"] or ""))
+        elif added := _DKMS_ADDED.match(line):
+            entries.append(DkmsEntry(added["module"], added["version"], "", "added"))
+        else:
+            other.append(line)
+    return entries, other
+
+
+def compute_apps(lines: list[str]) -> list[GpuProcess]:
+    """`nvidia-smi --query-compute-apps=pid,process_name,gpu_bus_id,used_gpu_memory
+    --format=csv,noheader`: `4321, python3, 00000000:18:00.0, 1024 MiB`."""
+    out = []
+    for line in lines:
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) == 4 and parts[0].isdigit():
+            out.append(GpuProcess(*parts))
+    return out
+
+

@@ -1,0 +1,77 @@
+"""Every host at once: the doctor's probe over SSH, its facts judged against the host's
+effective lock. Nothing on a host changes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpuprov import probing
+from gpuprov.doctor import findings, probe
+from gpuprov.errors import InputError
+from gpuprov.inventory import Inventory
+from gpuprov.lock import Lock
+
+# the inventory variables the doctor reads besides the lock
+HOST_VARIABLES = ("gpuprov_doctor_kernel_release_command", "gpuprov_validate_lsmod_command",
+                  "gpuprov_doctor_min_free_gib")
+
+
+@dataclass
+class HostReport:
+    host: str
+    reachable: bool
+    findings: list[findings.Finding] = field(default_factory=list)
+    why: str = ""          # why it could not be examined
+
+    @property
+    def blockers(self) -> list[findings.Finding]:
+        return [f for f in self.findings if f.severity == findings.BLOCKER]
+
+    def as_dict(self) -> dict:
+        return {"host": self.host, "reachable": self.reachable, "why": self.why,
+                "findings": [f.as_dict() for f in self.findings]}
+
+
+def _plan(inventory: Inventory, host: str) -> tuple[Lock, probe.Commands, dict]:
+    variables = inventory.variables(host, also=HOST_VARIABLES)
+    lock = Lock.of_host(variables, f"host {host}")
+    if lock is None:
+        raise InputError(f"host {host}: no versions lock (gpuprov_* variables) in "
+                         f"{inventory.path}")
+    commands = probe.Commands(
+        kernel_release=str(variables.get("gpuprov_doctor_kernel_release_command")
+                           or probe.Commands.kernel_release),
+        lsmod=str(variables.get("gpuprov_validate_lsmod_command") or probe.Commands.lsmod))
+    space = variables.get("gpuprov_doctor_min_free_gib") or {}
+    if not isinstance(space, dict) or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in space.values()):
+        raise InputError(f"host {host}: gpuprov_doctor_min_free_gib: expected a mapping of "
+                         f"path to GiB, got {space!r}")
+    unknown = set(space) - set(probe.SPACE_PATHS)
+    if unknown:
+        raise InputError(f"host {host}: gpuprov_doctor_min_free_gib: unknown path "
+                         f"{sorted(unknown)[0]!r} (known: {', '.join(probe.SPACE_PATHS)})")
+    return lock, commands, space
+
+
+def _examine(host: str, plan: tuple[Lock, probe.Commands, dict], inventory: Path,
+             control_dir: Path) -> HostReport:
+    lock, commands, space = plan
+    try:
+        output = probing.run_script(host, inventory, control_dir, probe.script(commands),
+                                    probe.MARK)
+        facts = probe.parse(output, f"host {host}")
+    except (probing.ProbeFailed, InputError) as exc:
+        return HostReport(host, False, why=str(exc))
+    return HostReport(host, True, findings.judge(facts, lock, space))
+
+
+def examine_hosts(inventory: Inventory, hosts: list[str], parallel: int = 32
+                  ) -> list[HostReport]:
+    """Every host's report; InputError before any connection on a host without a lock or
+    with a bad doctor variable."""
+    plans = {host: _plan(inventory, host) for host in hosts}
+    path = inventory.path.resolve()
+    return probing.on_hosts(hosts, lambda host, control: _examine(
+        host, plans[host], path, control), parallel)

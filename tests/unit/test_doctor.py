@@ -1,0 +1,185 @@
+"""`gpuprov doctor`'s probe and judgement: the probe script run for real on this machine, its
+parsers on real captures and real dpkg output, each rule's blocker or warning naming the
+fix; and the CLI's bad input."""
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from gpuprov.doctor import findings, probe
+from gpuprov.doctor.findings import BLOCKER, WARNING
+from gpuprov.lock import Lock
+from tests.conftest import gpuprov
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "doctor"
+LOCK = Lock("550.90.07", "auto", "12.4", "9.1.0.70", "1.16.2-1", "", "2.5.1", "cu124", "3.11")
+KERNEL = "6.8.0-45-generic"
+
+
+def capture(name: str) -> list[str]:
+    return (FIXTURES / name).read_text().split("\n\n", 1)[1].splitlines()
+
+
+def healthy(**changes) -> probe.HostFacts:
+    facts = probe.HostFacts(kernel=KERNEL, kernels={KERNEL: True}, secure_boot="disabled",
+                            free_kib={"/var": 50 * findings.GIB, "/usr": 50 * findings.GIB,
+                                      "/opt": 50 * findings.GIB})
+    for key, value in changes.items():
+        setattr(facts, key, value)
+    return facts
+
+
+def only(found: list[findings.Finding]) -> findings.Finding:
+    assert len(found) == 1, found
+    return found[0]
+
+
+def test_the_probe_runs_read_only_on_this_machine_and_parses():
+    status = Path("/var/lib/dpkg/status").stat()
+    result = subprocess.run(["sh", "-c", probe.script(probe.Commands())], capture_output=True,
+                            text=True, timeout=60, check=True)
+    facts = probe.parse(result.stdout, "this machine")
+    assert facts.kernel == os.uname().release
+    assert facts.packages["dpkg"][0] and not facts.packages["dpkg"][1]
+    assert set(facts.free_kib) == {"/var", "/usr", "/opt"} and all(facts.free_kib.values())
+    assert facts.secure_boot in ("enabled", "disabled", "unsupported", "unknown")
+    assert Path("/var/lib/dpkg/status").stat().st_mtime == status.st_mtime
+
+
+def test_a_held_dpkg_lock_is_seen_with_its_holder():
+    holder = subprocess.Popen(
+        ["python3", "-c", "import fcntl, sys, time; f = open(sys.argv[1], 'w'); "
+         "fcntl.lockf(f, fcntl.LOCK_EX); print('held', flush=True); time.sleep(30)",
+         "/var/lib/dpkg/lock-frontend"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        out = subprocess.run(["sh", "-c", probe.script(probe.Commands())],
+                             capture_output=True, text=True, timeout=60).stdout
+        facts = probe.parse(out, "this machine")
+    finally:
+        holder.kill()
+        holder.wait()
+    assert ("/var/lib/dpkg/lock-frontend", str(holder.pid)) in facts.locks
+    found = only([f for f in findings.judge(facts, LOCK) if f.check == "dpkg-lock"])
+    assert found.severity == BLOCKER and f"pid {holder.pid}" in found.seen
+
+
+def test_an_incomplete_probe_output_is_refused():
+    with pytest.raises(Exception, match="node07: the doctor's probe output is incomplete"):
+        probe.parse(f"{probe.MARK}kernel\n6.8.0\n", "node07")
+
+
+def test_dkms_status_of_dkms_3_and_2():
+    entries, other = probe.dkms_status(capture("dkms-status-3-diff-warning.txt"))
+    assert other == []
+    assert [(e.module, e.version, e.kernel, e.state, e.warning) for e in entries] == [
+        ("i915-sriov-dkms", "2025.03.26", "6.11.11-1-pve", "installed", ""),
+        ("i915-sriov-dkms", "2025.03.26", "6.11.11-2-pve", "installed",
+         "WARNING! Diff between built and installed module!")]
+    older, _ = probe.dkms_status(["nvidia, 535.161.08, 5.15.0-112-generic, x86_64: installed",
+                                  "nvidia/550.90.07: added"])
+    assert [(e.module, e.version, e.kernel, e.state) for e in older] == [
+        ("nvidia", "535.161.08", "5.15.0-112-generic", "installed"),
+        ("nvidia", "550.90.07", "", "added")]
+
+
+@pytest.mark.parametrize("text, state", [
+    ("SecureBoot enabled", "enabled"), ("SecureBoot disabled", "disabled"),
+    ("EFI variables are not supported on this system", "unsupported"),
+    ("gpuprov: not EFI", "unsupported"), ("gpuprov: no mokutil", "unknown")])
+def test_secure_boot_states_in_mokutil_words(text, state):
+    assert probe.secure_boot_state([text])[0] == state
+
+
+def test_dpkg_audit_of_an_interrupted_configure_is_a_blocker(tmp_path):
+    """Real dpkg, on a status file of the test's own (--admindir), never the machine's."""
+    (tmp_path / "updates").mkdir()
+    (tmp_path / "info").mkdir()
+    (tmp_path / "status").write_text(
+        "Package: nvidia-dkms-550\nStatus: install ok half-configured\nPriority: optional\n"
+        "Section: kernel\nMaintainer: NVIDIA <cudatools@nvidia.com>\nArchitecture: amd64\n"
+        "Version: 550.90.07-0ubuntu1\nDescription: NVIDIA DKMS package\n\n")
+    audit = subprocess.run(["dpkg", f"--admindir={tmp_path}", "--audit"], capture_output=True,
+                           text=True, timeout=60).stdout
+    assert "half configured" in audit
+    facts = healthy(audit=[line for line in audit.splitlines() if line.strip()])
+    found = only(findings.judge(facts, LOCK))
+    assert (found.severity, found.check) == (BLOCKER, "dpkg")
+    assert "(nvidia-dkms-550)" in found.seen and found.fix.startswith("dpkg --configure -a")
+
+
+def test_a_healthy_host_has_no_finding():
+    assert findings.judge(healthy(), LOCK) == []
+
+
+@pytest.mark.parametrize("changes, check, severity, seen, fix", [
+    ({"secure_boot": "enabled"}, "secure-boot", BLOCKER, "no DKMS signing key is configured",
+     "mokutil --import /var/lib/dkms/mok.pub"),
+    ({"secure_boot": "enabled", "mok_enrolled": False}, "secure-boot", BLOCKER,
+     "its DKMS signing certificate is not enrolled", "turn Secure Boot off in the firmware"),
+    ({"secure_boot": "enabled", "mok_enrolled": True}, "secure-boot", WARNING,
+     "DKMS signs with an enrolled key", "stays enrolled"),
+    ({"kernels": {}}, "kernel-headers", BLOCKER, f"no headers for the running kernel {KERNEL}",
+     f"apt-get install linux-headers-{KERNEL}"),
+    ({"run_installer": ["/usr/bin/nvidia-uninstall"]}, "run-installer", BLOCKER,
+     "/usr/bin/nvidia-uninstall", "nvidia-uninstall --silent"),
+    ({"packages": {"nvidia-utils-550-server": ("550.127.05-0ubuntu1", False),
+                   "linux-modules-nvidia-550-server-generic": ("6.8.0-45.45", False)}},
+     "archive-driver", BLOCKER, "linux-modules-nvidia-550-server-generic, nvidia-utils-550-"
+     "server", "apt-get purge linux-modules-nvidia-550-server-generic nvidia-utils-550-server"),
+    ({"free_kib": {"/var": 50 * findings.GIB, "/usr": 3 * findings.GIB,
+                   "/opt": 50 * findings.GIB}}, "disk-space", BLOCKER,
+     "/usr has 3.0 GiB free, the stack needs 10 GiB there", "free space in /usr"),
+    ({"modules": {"nouveau", "drm"}}, "nouveau", WARNING, "nouveau is loaded", "blacklists"),
+    ({"gpu_processes": [probe.GpuProcess("4242", "python3", "00000000:18:00.0", "30512 MiB")]},
+     "gpu-busy", BLOCKER, "python3 (pid 4242, 30512 MiB on 00000000:18:00.0)", "drain the node"),
+    ({"packages": {"nvidia-dkms-535": ("535.161.08-0ubuntu1", True)}}, "hold", WARNING,
+     "nvidia-dkms-535 is held at 535.161.08-0ubuntu1, the lock says 550.90.07", "the lock"),
+    ({"packages": {"cuda-toolkit-12-2": ("12.2.2-1", True)}}, "hold", WARNING,
+     "the lock says series 12.4", "the lock"),
+])
+def test_each_rule_names_what_it_saw_and_the_fix(changes, check, severity, seen, fix):
+    found = only(findings.judge(healthy(**changes), LOCK))
+    assert (found.check, found.severity) == (check, severity)
+    assert seen in found.seen and fix in found.fix
+    assert found.line("node07").startswith(f"node07: {severity}: {check}: ")
+
+
+def test_dkms_entries_for_the_driver():
+    stale = healthy(dkms=probe.dkms_status([
+        "nvidia/550.90.07, 6.8.0-40-generic, x86_64: installed",
+        "nvidia/550.90.07, 6.8.0-45-generic, x86_64: built"])[0],
+        kernels={KERNEL: True, "6.8.0-40-generic": True, "6.8.0-31-generic": False})
+    found = {(f.check, f.severity, f.seen) for f in findings.judge(stale, LOCK)}
+    assert found == {
+        ("dkms", BLOCKER, f"nvidia/550.90.07 for {KERNEL} is `built`, not installed"),
+        ("dkms", BLOCKER, f"no nvidia module built for the running kernel {KERNEL} (a kernel "
+                          "update DKMS did not follow)"),
+        ("kernel-headers", WARNING, "installed kernel 6.8.0-31-generic has no headers: DKMS "
+                                    "will not build the driver for it, and booting it leaves "
+                                    "the node without a driver")}
+    clean = healthy(dkms=probe.dkms_status([f"nvidia/550.90.07, {KERNEL}, x86_64: installed",
+                                            "i915-sriov-dkms/2025.03.26, 6.11.11-2-pve, "
+                                            "x86_64: installed"])[0])
+    assert findings.judge(clean, LOCK) == []
+
+
+@pytest.mark.parametrize("variables, message", [
+    ("gpuprov_doctor_min_free_gib: 4", "gpuprov_doctor_min_free_gib: expected a mapping of "
+                                       "path to GiB, got 4"),
+    ("gpuprov_doctor_min_free_gib: {/home: 4}", "gpuprov_doctor_min_free_gib: unknown path "
+                                                "'/home' (known: /var, /usr, /opt)"),
+])
+def test_bad_doctor_variables_are_one_line_exit_2_before_any_connection(tmp_path, variables,
+                                                                        message):
+    (tmp_path / "group_vars" / "all").mkdir(parents=True)
+    lock = "\n".join(f"gpuprov_{k}: '{v}'" for k, v in LOCK.as_dict().items())
+    (tmp_path / "group_vars" / "all" / "versions.yml").write_text(f"{lock}\n{variables}\n")
+    inventory = tmp_path / "rack.ini"
+    inventory.write_text("[rack]\nnode07 ansible_host=192.0.2.7\n")
+    result = gpuprov("doctor", "-i", str(inventory), timeout=60,
+                     env={**os.environ, "GPUPROV_STATE_DIR": str(tmp_path / "state")})
+    assert result.returncode == 2
+    assert result.stderr == f"gpuprov: error: host node07: {message}\n" and result.stdout == ""
