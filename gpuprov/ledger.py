@@ -1,30 +1,31 @@
 """The ledger: every provisioning and validation run, each host's outcome, each node's
 verdict with its check results, evidence path and GPU serials.
 
-SQLite, created on first use, schema versioned (`PRAGMA user_version`, migrations in
-order). WAL journal and a busy timeout, so concurrent gpuprov processes queue rather than
-fail, and a process killed at any moment leaves the last committed state: a run is
+An SQLite file by default, or a PostgreSQL database shared by several controllers
+(`GPUPROV_LEDGER=postgresql://…`; gpuprov/ledger_store.py), created on first use, schema
+versioned (migrations in order, one migrating process at a time). SQLite runs in WAL mode
+with a busy timeout, so concurrent gpuprov processes queue rather than fail; either
+store keeps the last committed state when a process is killed at any moment: a run is
 inserted as `running` before anything starts and is finished in one transaction at the
 end, so a kill leaves it `interrupted`. A validated node's results are written as soon
 as it is judged (nothing collected is lost), but its verdict only when the whole run
 finishes: a killed run leaves no node accepted. A run is refused while another live run
-holds one of its hosts. Only versions, host names, check results and paths are stored:
-never variables or secrets.
+holds one of its hosts (on PostgreSQL, a run of any controller: the database holds the
+claim and drops it when the run's connection ends). Only versions, host names, check
+results and paths are stored: never variables or secrets (nor a database password).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import time
-from collections.abc import Iterator
-from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from gpuprov.config import state_dir
 from gpuprov.errors import InputError
+from gpuprov.ledger_store import SqliteStore, open_store
 from gpuprov.model import (
     Action,
     CheckResult,
@@ -128,14 +129,20 @@ MIGRATIONS = [
     );
     CREATE INDEX drift_checks_by_host ON drift_checks(host, checked_at)
     """,
+    """
+    -- which controller runs it (PostgreSQL: its host name, and the database session that
+    -- holds the run's hosts), and each check's place in the evaluation order
+    -- (no semicolon in these comments: statements are split on it)
+    ALTER TABLE runs ADD COLUMN controller TEXT;
+    ALTER TABLE runs ADD COLUMN session INTEGER;
+    ALTER TABLE check_results ADD COLUMN seq INTEGER
+    """,
 ]
 
 
-def default_path() -> Path:
-    configured = os.environ.get(LEDGER_ENV)
-    if configured:
-        return Path(configured)
-    return state_dir() / "ledger.sqlite3"
+def default_location() -> str:
+    """$GPUPROV_LEDGER (a path, or a postgresql:// URL), else the state directory's file."""
+    return os.environ.get(LEDGER_ENV) or str(state_dir() / "ledger.sqlite3")
 
 
 @dataclass(frozen=True)
@@ -164,69 +171,54 @@ class RunRecord:
 
 
 class Ledger:
-    def __init__(self, path: Path | None = None) -> None:
-        self.path = path or default_path()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self._connect() as db:
-            self._migrate(db)
+    def __init__(self, location: Path | str | None = None) -> None:
+        self.store = open_store(str(location or default_location()))
+        self.path = self.store.location       # what messages name (never a password)
+        self.store.migrate(MIGRATIONS)
 
-    @contextmanager
-    def _connect(self) -> Iterator[sqlite3.Connection]:
-        with closing(sqlite3.connect(self.path, timeout=30, isolation_level=None)) as db:
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=FULL")
-            db.execute("PRAGMA foreign_keys=ON")
-            db.row_factory = sqlite3.Row
-            yield db
+    def _connect(self):
+        return self.store.connect()
 
-    @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        with self._connect() as db:
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                yield db
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            db.execute("COMMIT")
-
-    def _migrate(self, db: sqlite3.Connection) -> None:
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            version = db.execute("PRAGMA user_version").fetchone()[0]
-            for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
-                for statement in filter(str.strip, script.split(";")):
-                    db.execute(statement)
-                db.execute(f"PRAGMA user_version = {number}")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        db.execute("COMMIT")
+    def _transaction(self):
+        return self.store.transaction()
 
     @property
     def schema_version(self) -> int:
-        with self._connect() as db:
-            return db.execute("PRAGMA user_version").fetchone()[0]
+        return self.store.schema_version
 
     def start_run(self, run_id: str, kind: str, inventory: str, hosts: list[str],
                   options: dict, lock: dict, log_path: str | None) -> None:
         """Record the run, unless a live run holds one of its hosts (HostBusy names it).
-        Check and insert share one write transaction, so two starts cannot both pass."""
-        with self._transaction() as db:
-            for row in db.execute("SELECT * FROM runs WHERE status = 'running'"):
-                held = sorted(set(json.loads(row["hosts"])) & set(hosts))
-                if held and _alive(row["pid"]):
-                    verb = "validated" if row["kind"] == "validate" else "provisioned"
-                    raise HostBusy(
-                        f"{held[0]} is being {verb} by run {row['id']} (pid {row['pid']}, "
-                        f"started {time.strftime('%H:%M:%S', time.localtime(row['started_at']))}"
-                        "); wait for it or stop that process")
-            db.execute(
-                "INSERT INTO runs (id, kind, started_at, status, pid, inventory, hosts, options,"
-                " lock, log_path) VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, ?)",
-                (run_id, kind, time.time(), os.getpid(), inventory, json.dumps(hosts),
-                 json.dumps(options, sort_keys=True), json.dumps(lock, sort_keys=True),
-                 log_path))
+        The store's claim on the hosts, the check and the insert come before anything
+        runs, so two starts, on one controller or two, cannot both pass."""
+        claim = self.store.hold(hosts, self._busy)
+        try:
+            with self._transaction() as db:
+                for row in db.execute("SELECT * FROM runs WHERE status = 'running'"):
+                    held = sorted(set(json.loads(row["hosts"])) & set(hosts))
+                    if held and self.store.alive(row):
+                        raise _busy(row, held[0])
+                db.execute(
+                    "INSERT INTO runs (id, kind, started_at, status, pid, inventory, hosts,"
+                    " options, lock, log_path, controller, session)"
+                    " VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (run_id, kind, time.time(), claim["pid"], inventory, json.dumps(hosts),
+                     json.dumps(options, sort_keys=True), json.dumps(lock, sort_keys=True),
+                     log_path, claim.get("controller"), claim.get("session")))
+        except BaseException:
+            self.store.release()
+            raise
+
+    def _busy(self, host: str) -> None:
+        """Another session holds `host`: name the run that does (a run that has just taken
+        its hosts inserts its row a moment later: looked for again, briefly)."""
+        for _ in range(20):
+            with self._connect() as db:
+                for row in db.execute("SELECT * FROM runs WHERE status = 'running'"
+                                      " ORDER BY started_at DESC"):
+                    if host in json.loads(row["hosts"]):
+                        raise _busy(row, host)
+            time.sleep(0.1)
 
     def finish_run(self, run_id: str, outcomes: list[HostOutcome]) -> None:
         """All outcomes and the run's end in one transaction: all of it lands, or none."""
@@ -238,6 +230,7 @@ class Ledger:
                   int(o.reboot_pending), o.detail) for o in outcomes])
             db.execute("UPDATE runs SET status = 'finished', finished_at = ? WHERE id = ?",
                        (time.time(), run_id))
+        self.store.release()
 
     def record_node(self, run_id: str, result: NodeResult) -> None:
         """One judged node, its checks and GPUs, in one transaction (verdict left NULL)."""
@@ -259,6 +252,7 @@ class Ledger:
             db.execute("UPDATE node_results SET verdict = judged WHERE run_id = ?", (run_id,))
             db.execute("UPDATE runs SET status = 'finished', finished_at = ? WHERE id = ?",
                        (time.time(), run_id))
+        self.store.release()
 
     def node_results(self, run_id: str | None = None, node: str | None = None
                      ) -> list[NodeResult]:
@@ -274,15 +268,16 @@ class Ledger:
                               args).fetchall()
             return [self._node_result(db, row) for row in rows]
 
-    @staticmethod
-    def _node_result(db: sqlite3.Connection, row: sqlite3.Row) -> NodeResult:
+    def _node_result(self, db, row) -> NodeResult:
         key = (row["run_id"], row["node"])
+        # rows written before schema 5 have no seq; SQLite's rowid is their order
+        order = "rowid" if isinstance(self.store, SqliteStore) else "seq"
         checks = [CheckResult(c["check_id"], Status(c["status"]), c["summary"],
                               GpuRef(c["gpu_index"], c["gpu_bus_id"], c["gpu_serial"])
                               if c["gpu_bus_id"] or c["gpu_index"] is not None else None,
                               json.loads(c["measured"]), Action(c["action"]))
                   for c in db.execute("SELECT * FROM check_results WHERE run_id = ? AND node = ?"
-                                      " ORDER BY rowid", key)]
+                                      f" ORDER BY {order}", key)]
         gpus = [GpuRecord(g["gpu_index"], g["bus_id"], g["serial"], g["uuid"], g["name"])
                 for g in db.execute("SELECT * FROM node_gpus WHERE run_id = ? AND node = ?"
                                     " ORDER BY gpu_index", key)]
@@ -303,7 +298,7 @@ class Ledger:
     def run(self, run_id: str) -> RunRecord | None:
         with self._connect() as db:
             row = db.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
-        return _record(row) if row else None
+        return self._record(row) if row else None
 
     def last_run(self, kind: str, inventory: str | None = None) -> RunRecord | None:
         query, args = "SELECT * FROM runs WHERE kind = ?", [kind]
@@ -311,7 +306,7 @@ class Ledger:
             query, args = query + " AND inventory = ?", [*args, inventory]
         with self._connect() as db:
             row = db.execute(query + " ORDER BY started_at DESC LIMIT 1", args).fetchone()
-        return _record(row) if row else None
+        return self._record(row) if row else None
 
     def outcomes(self, run_id: str) -> dict[str, HostOutcome]:
         with self._connect() as db:
@@ -326,11 +321,11 @@ class Ledger:
             rows = db.execute(
                 "SELECT o.*, r.* FROM host_outcomes o JOIN runs r ON r.id = o.run_id"
                 " WHERE r.kind = 'provision' AND r.status = 'finished'"
-                " AND NOT COALESCE(json_extract(r.options, '$.check'), 0)"
+                f" AND NOT {self.store.json_true('r.options', 'check')}"
                 " ORDER BY r.started_at").fetchall()
         latest: dict[str, tuple[RunRecord, HostOutcome]] = {}
         for row in rows:
-            latest[row["host"]] = (_record(row), _outcome(row))
+            latest[row["host"]] = (self._record(row), _outcome(row))
         return latest
 
     def last_locks(self) -> dict[str, dict]:
@@ -364,16 +359,24 @@ class Ledger:
                                          json.loads(row["differences"]), row["checked_at"])
                 for row in rows if hosts is None or row["host"] in hosts}
 
+    def _record(self, row) -> RunRecord:
+        status = row["status"]
+        if status == "running" and not self.store.alive(row):
+            status = "interrupted"
+        return RunRecord(row["id"], row["kind"], row["started_at"], row["finished_at"], status,
+                         row["inventory"], json.loads(row["hosts"]),
+                         json.loads(row["options"]), row["log_path"])
+
     def runs(self, kind: str | None = None) -> list[RunRecord]:
         query, args = "SELECT * FROM runs", []
         if kind:
             query, args = query + " WHERE kind = ?", [kind]
         with self._connect() as db:
-            return [_record(r) for r in db.execute(query + " ORDER BY started_at", args)]
+            return [self._record(r) for r in db.execute(query + " ORDER BY started_at", args)]
 
 
 
-def _insert_node(db: sqlite3.Connection, run_id: str, result: NodeResult) -> None:
+def _insert_node(db, run_id: str, result: NodeResult) -> None:
     db.execute(
         "INSERT INTO node_results (run_id, node, judged, profile, reason, evidence_dir,"
         " started_at, judged_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -381,13 +384,13 @@ def _insert_node(db: sqlite3.Connection, run_id: str, result: NodeResult) -> Non
          result.evidence_dir, result.started_at, result.judged_at))
     db.executemany(
         "INSERT INTO check_results (run_id, node, check_id, status, summary, gpu_index,"
-        " gpu_bus_id, gpu_serial, measured, action)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " gpu_bus_id, gpu_serial, measured, action, seq)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [(run_id, result.node, c.id, str(c.status), c.summary,
           c.gpu.index if c.gpu else None, c.gpu.bus_id if c.gpu else None,
           c.gpu.serial if c.gpu else None,
-          json.dumps(c.values, sort_keys=True, default=str), str(c.action))
-         for c in result.checks])
+          json.dumps(c.values, sort_keys=True, default=str), str(c.action), seq)
+         for seq, c in enumerate(result.checks)])
     db.executemany(
         "INSERT INTO node_gpus (run_id, node, gpu_index, bus_id, serial, uuid, name)"
         " VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -395,26 +398,15 @@ def _insert_node(db: sqlite3.Connection, run_id: str, result: NodeResult) -> Non
          for g in result.gpus])
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+def _busy(row, host: str) -> HostBusy:
+    verb = "validated" if row["kind"] == "validate" else "provisioned"
+    where = f" on {row['controller']}" if row["controller"] else ""
+    return HostBusy(f"{host} is being {verb} by run {row['id']} (pid {row['pid']}{where}, "
+                    f"started {time.strftime('%H:%M:%S', time.localtime(row['started_at']))}"
+                    "); wait for it or stop that process")
 
 
-def _record(row: sqlite3.Row) -> RunRecord:
-    status = row["status"]
-    if status == "running" and not _alive(row["pid"]):
-        status = "interrupted"
-    return RunRecord(row["id"], row["kind"], row["started_at"], row["finished_at"], status,
-                     row["inventory"], json.loads(row["hosts"]), json.loads(row["options"]),
-                     row["log_path"])
-
-
-def _outcome(row: sqlite3.Row) -> HostOutcome:
+def _outcome(row) -> HostOutcome:
     return HostOutcome(row["host"], Outcome(row["outcome"]), row["ok"], row["changed"],
                        row["failed"], row["unreachable"], bool(row["reboot_pending"]),
                        row["detail"])

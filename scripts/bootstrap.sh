@@ -10,8 +10,8 @@ cd "$(dirname "$0")/.."
 export DEBIAN_FRONTEND=noninteractive
 pkgs=(ca-certificates git python3 python3-venv python3-pip docker.io debootstrap
       debian-archive-keyring openssh-client gnupg apt-utils iproute2 procps netcat-openbsd
-      # the fleet services the tests run for real: node_exporter, promtool
-      prometheus-node-exporter prometheus)
+      # the fleet services the tests run for real: node_exporter, promtool, PostgreSQL
+      prometheus-node-exporter prometheus postgresql)
 
 # gpuprov needs Python >= 3.11; Ubuntu 22.04's python3 is 3.10, so take its python3.11.
 PY=python3
@@ -28,8 +28,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "bootstrap: installing ${missing[*]}"
   apt-get update -q
   # The tests start the services they need on loopback; their packages must not start
-  # them system-wide (node_exporter on :9100, Prometheus on :9090). policy-rc.d is how
-  # Debian lets an installer say so; one that is there already is left as it is.
+  # them system-wide (node_exporter on :9100, Prometheus on :9090, PostgreSQL's cluster).
+  # policy-rc.d is how Debian lets an installer say so; one already there is left as it is.
   policy=/usr/sbin/policy-rc.d own_policy=""
   if [ ! -e "$policy" ]; then
     printf '#!/bin/sh\nexit 101\n' > "$policy" && chmod 755 "$policy" && own_policy=1

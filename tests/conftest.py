@@ -62,3 +62,13 @@ def lab() -> RunningLab:
 def pytest_collection_modifyitems(config, items):
     """Tests that tear the shared lab down run after every other test."""
     items.sort(key=lambda item: item.get_closest_marker("lab_teardown") is not None)
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """One real PostgreSQL server for the session (tests/postgres.py); each test that needs a
+    ledger there takes a fresh database with `postgres.new_database()`."""
+    from tests.postgres import Server
+    server = Server()
+    yield server
+    server.stop()

@@ -3,7 +3,8 @@ subprocess): three healthy nodes of different kinds are accepted; each fault kin
 lab is rejected with its check id and the failing GPU named; cleared nodes are accepted
 again; saved evidence re-judged by `gpuprov evaluate` gives the recorded verdict; kill -9
 mid-soak leaves a clean ledger and no accepted node; a never-provisioned node is rejected
-with reasons. Named to run right after test_provision.py, whose rack it provisions (a
+with reasons. The ledger here is PostgreSQL (a server the tests start), the shared ledger
+of sites with several controllers; test_provision.py runs on the SQLite default. Named to run right after test_provision.py, whose rack it provisions (a
 no-op there; a full provision when run alone).
 """
 
@@ -12,13 +13,13 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import jsonschema
+import psycopg
 import pytest
 from junitparser import JUnitXml
 from prometheus_client.parser import text_string_to_metric_families
@@ -36,11 +37,12 @@ SCHEMA = json.loads((REPO / "gpuprov/data/schemas/validation-report.schema.json"
 class Rack:
     inventory: Path
     state: Path
+    ledger: str          # a PostgreSQL database: these tests run on the shared ledger
 
     def env(self) -> dict:
         # metrics configured: every provision and validate here writes them too
         return {**os.environ, "GPUPROV_STATE_DIR": str(self.state), "NO_COLOR": "1",
-                "GPUPROV_METRICS_DIR": str(self.metrics_dir)}
+                "GPUPROV_METRICS_DIR": str(self.metrics_dir), "GPUPROV_LEDGER": self.ledger}
 
     @property
     def metrics_dir(self) -> Path:
@@ -67,8 +69,9 @@ class Rack:
 
 
 @pytest.fixture(scope="module")
-def rack(lab, tmp_path_factory) -> Rack:
-    rack = Rack(lab.inventory, tmp_path_factory.mktemp("validate-state"))
+def rack(lab, tmp_path_factory, postgres) -> Rack:
+    rack = Rack(lab.inventory, tmp_path_factory.mktemp("validate-state"),
+                postgres.new_database())
     rack.metrics_dir.mkdir()
     provisioned = gpuprov("provision", "--inventory", str(lab.inventory), env=rack.env(),
                           timeout=1500)
@@ -320,10 +323,13 @@ def test_kill_9_mid_soak_leaves_a_clean_ledger_and_no_accepted_node(rack):
     assert f"node03 is being validated by run {run_id} (pid {run.pid}" in second.stderr
     os.kill(run.pid, signal.SIGKILL)
     run.wait(timeout=30)
-    with sqlite3.connect(rack.state / "ledger.sqlite3") as db:
-        assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-        assert db.execute("SELECT COUNT(*) FROM node_results WHERE run_id = ? AND verdict IS "
+    with psycopg.connect(rack.ledger) as db:
+        assert db.execute("SELECT COUNT(*) FROM node_results WHERE run_id = %s AND verdict IS "
                           "NOT NULL", (run_id,)).fetchone()[0] == 0
+        # the killed run's connection is gone, and with it its claim on node03
+        assert db.execute("SELECT COUNT(*) FROM pg_locks WHERE locktype = 'advisory' AND "
+                          "database = (SELECT oid FROM pg_database WHERE datname = "
+                          "current_database())").fetchone()[0] == 0
     after = rack.cli("nodes").stdout
     assert f"validate run {run_id}" in after and "interrupted" in after
     row = next(line for line in after.splitlines() if line.startswith("node03 "))
