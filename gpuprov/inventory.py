@@ -67,13 +67,25 @@ class Inventory:
         try:
             raw = self._variables.get_vars(host=entry, include_hostvars=False)
             templar = Templar(loader=self._loader, variables=raw)
-            return {k: templar.template(v) for k, v in raw.items()
+            # templating every value is most of a 10,000-host lock check: only those
+            # that can hold a template go through it
+            return {k: templar.template(v) if _may_template(v) else v for k, v in raw.items()
                     if k.startswith("gpuprov_") or k in also}
         except AnsibleError as exc:
             # a group_vars or host_vars file that is not YAML: say which, and where
             found = _parse_error([self.path.parent / "group_vars", self.path.parent / "host_vars"],
                                  yaml_only=True)
             raise InputError(f"host {host}: {found or exc.message}") from exc
+
+
+def _may_template(value) -> bool:
+    if isinstance(value, str):
+        return "{" in value
+    if isinstance(value, dict):
+        return any(_may_template(k) or _may_template(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return any(_may_template(v) for v in value)
+    return False
 
 
 class _LineReportingIni(IniInventory):

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -268,32 +269,46 @@ class Ledger:
                               args).fetchall()
             return [self._node_result(db, row) for row in rows]
 
+    @property
+    def _order(self) -> str:
+        # rows written before schema 5 have no seq; SQLite's rowid is their order
+        return "rowid" if isinstance(self.store, SqliteStore) else "seq"
+
     def _node_result(self, db, row) -> NodeResult:
         key = (row["run_id"], row["node"])
-        # rows written before schema 5 have no seq; SQLite's rowid is their order
-        order = "rowid" if isinstance(self.store, SqliteStore) else "seq"
-        checks = [CheckResult(c["check_id"], Status(c["status"]), c["summary"],
-                              GpuRef(c["gpu_index"], c["gpu_bus_id"], c["gpu_serial"])
-                              if c["gpu_bus_id"] or c["gpu_index"] is not None else None,
-                              json.loads(c["measured"]), Action(c["action"]))
-                  for c in db.execute("SELECT * FROM check_results WHERE run_id = ? AND node = ?"
-                                      f" ORDER BY {order}", key)]
-        gpus = [GpuRecord(g["gpu_index"], g["bus_id"], g["serial"], g["uuid"], g["name"])
-                for g in db.execute("SELECT * FROM node_gpus WHERE run_id = ? AND node = ?"
-                                    " ORDER BY gpu_index", key)]
-        return NodeResult(row["run_id"], row["node"], Verdict(row["judged"]),
-                          Verdict(row["verdict"]) if row["verdict"] else None,
-                          row["profile"], row["reason"], row["evidence_dir"],
-                          row["started_at"], row["judged_at"], checks, gpus)
+        checks = db.execute("SELECT * FROM check_results WHERE run_id = ? AND node = ?"
+                            f" ORDER BY {self._order}", key).fetchall()
+        gpus = db.execute("SELECT * FROM node_gpus WHERE run_id = ? AND node = ?"
+                          " ORDER BY gpu_index", key).fetchall()
+        return _assemble(row, checks, gpus)
 
-    def current_verdicts(self) -> dict[str, NodeResult]:
-        """Each node's latest final verdict (finished runs only)."""
+    def current_verdicts(self, checks: bool = True, values_of: Collection[str] | None = None
+                         ) -> dict[str, NodeResult]:
+        """Each node's latest final verdict (finished runs only), in three queries whatever
+        the fleet's size. Without `checks`: no check results or GPUs (a fleet's states);
+        `values_of`: only those checks' measured values are decoded, the others' left {}
+        (decoding every value is most of the time on a large fleet)."""
+        latest = ("SELECT n.* FROM node_results n JOIN (SELECT node, MAX(started_at) AS latest"
+                  " FROM node_results WHERE verdict IS NOT NULL GROUP BY node) l"
+                  " ON l.node = n.node AND l.latest = n.started_at WHERE n.verdict IS NOT NULL")
         with self._connect() as db:
-            rows = db.execute(
-                "SELECT * FROM node_results n WHERE verdict IS NOT NULL AND started_at = ("
-                " SELECT MAX(started_at) FROM node_results m"
-                " WHERE m.node = n.node AND m.verdict IS NOT NULL)").fetchall()
-            return {row["node"]: self._node_result(db, row) for row in rows}
+            rows = db.execute(latest).fetchall()
+            if not checks:
+                return {row["node"]: _assemble(row, [], []) for row in rows}
+            check_rows = db.execute(
+                f"SELECT c.* FROM check_results c JOIN ({latest}) x ON x.run_id = c.run_id"
+                f" AND x.node = c.node ORDER BY c.{self._order}").fetchall()
+            gpu_rows = db.execute(
+                f"SELECT g.* FROM node_gpus g JOIN ({latest}) x ON x.run_id = g.run_id"
+                " AND x.node = g.node ORDER BY g.gpu_index").fetchall()
+        by_node: dict[tuple, tuple[list, list]] = {(r["run_id"], r["node"]): ([], [])
+                                                  for r in rows}
+        for c in check_rows:
+            by_node[(c["run_id"], c["node"])][0].append(c)
+        for g in gpu_rows:
+            by_node[(g["run_id"], g["node"])][1].append(g)
+        return {row["node"]: _assemble(row, *by_node[(row["run_id"], row["node"])],
+                                       values_of=values_of) for row in rows}
 
     def run(self, run_id: str) -> RunRecord | None:
         with self._connect() as db:
@@ -314,18 +329,27 @@ class Ledger:
                               (run_id,)).fetchall()
         return {r["host"]: _outcome(r) for r in rows}
 
+    def outcomes_of(self, host: str) -> dict[str, HostOutcome]:
+        """A host's outcome in every provisioning run, by run id (one query)."""
+        with self._connect() as db:
+            rows = db.execute("SELECT * FROM host_outcomes WHERE host = ?", (host,)).fetchall()
+        return {r["run_id"]: _outcome(r) for r in rows}
+
     def last_provisioning(self) -> dict[str, tuple[RunRecord, HostOutcome]]:
         """Each host's most recent provisioning outcome (finished runs only; a `--check`
-        run changed nothing, so it is no host's outcome)."""
+        run changed nothing, so it is no host's outcome). Each run is read once, not once
+        per host: a fleet's run lists thousands of hosts."""
+        finished = (" FROM runs r WHERE r.kind = 'provision' AND r.status = 'finished'"
+                    f" AND NOT {self.store.json_true('r.options', 'check')}")
         with self._connect() as db:
-            rows = db.execute(
-                "SELECT o.*, r.* FROM host_outcomes o JOIN runs r ON r.id = o.run_id"
-                " WHERE r.kind = 'provision' AND r.status = 'finished'"
-                f" AND NOT {self.store.json_true('r.options', 'check')}"
-                " ORDER BY r.started_at").fetchall()
+            runs = {row["id"]: self._record(row)
+                    for row in db.execute("SELECT r.*" + finished).fetchall()}
+            rows = db.execute("SELECT o.* FROM host_outcomes o JOIN (SELECT r.id, r.started_at"
+                              f"{finished}) r ON r.id = o.run_id ORDER BY r.started_at"
+                              ).fetchall()
         latest: dict[str, tuple[RunRecord, HostOutcome]] = {}
         for row in rows:
-            latest[row["host"]] = (self._record(row), _outcome(row))
+            latest[row["host"]] = (runs[row["run_id"]], _outcome(row))
         return latest
 
     def last_locks(self) -> dict[str, dict]:
@@ -396,6 +420,22 @@ def _insert_node(db, run_id: str, result: NodeResult) -> None:
         " VALUES (?, ?, ?, ?, ?, ?, ?)",
         [(run_id, result.node, g.index, g.bus_id, g.serial, g.uuid, g.name)
          for g in result.gpus])
+
+
+def _assemble(row, checks: list, gpus: list, values_of: Collection[str] | None = None
+              ) -> NodeResult:
+    return NodeResult(
+        row["run_id"], row["node"], Verdict(row["judged"]),
+        Verdict(row["verdict"]) if row["verdict"] else None, row["profile"], row["reason"],
+        row["evidence_dir"], row["started_at"], row["judged_at"],
+        [CheckResult(c["check_id"], Status(c["status"]), c["summary"],
+                     GpuRef(c["gpu_index"], c["gpu_bus_id"], c["gpu_serial"])
+                     if c["gpu_bus_id"] or c["gpu_index"] is not None else None,
+                     json.loads(c["measured"])
+                     if values_of is None or c["check_id"] in values_of else {},
+                     Action(c["action"])) for c in checks],
+        [GpuRecord(g["gpu_index"], g["bus_id"], g["serial"], g["uuid"], g["name"])
+         for g in gpus])
 
 
 def _busy(row, host: str) -> HostBusy:

@@ -23,6 +23,8 @@ TEXTFILE = "gpuprov.prom"
 NEVER = "never"
 STATES = (*(str(v) for v in Verdict), NEVER)
 GIGA = 1e9
+# the checks whose measured values become metrics (the others' are not decoded)
+FIGURES = ("gpu_burn", "ddp_smoke", "nccl_bandwidth")
 
 
 def fleet_registry(ledger: Ledger, hosts: Iterable[str] = ()) -> CollectorRegistry:
@@ -36,8 +38,8 @@ def fleet_registry(ledger: Ledger, hosts: Iterable[str] = ()) -> CollectorRegist
                       "When the node's latest final verdict was reached", ["node"],
                       registry=registry)
     failing = Gauge("gpuprov_node_check_failing",
-                    "1 when the check failed (or its evidence was missing) in the node's "
-                    "latest verdict, else 0; action: what an operator should do",
+                    "1 for each check that failed (or whose evidence was missing) in the "
+                    "node's latest verdict; action: what an operator should do",
                     ["node", "check", "action"], registry=registry)
     burn = Gauge("gpuprov_gpu_burn_flops", "gpu-burn's floating-point operations per second "
                  "per GPU in the node's latest validation", ["node", "gpu"], registry=registry)
@@ -56,7 +58,7 @@ def fleet_registry(ledger: Ledger, hosts: Iterable[str] = ()) -> CollectorRegist
     lock = Info("gpuprov_lock", "The versions lock the node's latest run was given", ["node"],
                 registry=registry)
 
-    verdicts = ledger.current_verdicts()
+    verdicts = ledger.current_verdicts(values_of=FIGURES)
     provisioning = ledger.last_provisioning()
     locks = ledger.last_locks()
     nodes = sorted({*hosts, *verdicts, *provisioning})
@@ -80,8 +82,10 @@ def fleet_registry(ledger: Ledger, hosts: Iterable[str] = ()) -> CollectorRegist
 
 def _checks(result: NodeResult, failing: Gauge, burn: Gauge, ddp: Gauge, nccl: Gauge) -> None:
     for check in result.checks:
-        failing.labels(result.node, check.id,
-                       str(check.action) if check.blocking else "none").set(int(check.blocking))
+        # failing checks only: a passing one is no series (28 per node would be most of a
+        # fleet's series, and alerts ask `== 1` either way)
+        if check.blocking:
+            failing.labels(result.node, check.id, str(check.action)).set(1)
         if check.id == "gpu_burn":
             for index, gpu in sorted((check.values.get("gpus") or {}).items()):
                 if gpu.get("gflops"):

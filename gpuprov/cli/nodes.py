@@ -6,10 +6,9 @@ import time
 
 import click
 
-from gpuprov.config import resolve_inventory
+from gpuprov.config import configured_inventory
 from gpuprov.console import text_table
 from gpuprov.errors import InputError
-from gpuprov.inventory import Inventory
 from gpuprov.ledger import Ledger
 
 
@@ -18,13 +17,13 @@ def _when(timestamp: float | None) -> str:
 
 
 def _inventory_hosts(option: str | None) -> list[str]:
-    """The inventory's hosts when one is given or configured; none otherwise."""
-    try:
-        return Inventory(resolve_inventory(option)).hosts()
-    except InputError:
-        if option:
-            raise
+    """The inventory's hosts when one is given or configured; none otherwise (and then no
+    Ansible import: most of this command's start-up)."""
+    path = configured_inventory(option)
+    if path is None:
         return []
+    from gpuprov.inventory import Inventory
+    return Inventory(path).hosts()
 
 
 @click.command()
@@ -39,7 +38,7 @@ def nodes(node: str | None, inventory_option: str | None) -> None:
         _history(ledger, node)
         return
     provisioned = ledger.last_provisioning()
-    verdicts = ledger.current_verdicts()
+    verdicts = ledger.current_verdicts(checks=False)
     drifts = ledger.last_drift()
     unfinished = [r for r in ledger.runs() if r.status != "finished"]
     known = sorted(set(provisioned) | set(verdicts) | set(drifts)
@@ -72,10 +71,12 @@ def _drift(report) -> str:
 
 
 def _history(ledger: Ledger, node: str) -> None:
+    # a fixed number of queries whatever the history's length
     events = []
+    outcomes = ledger.outcomes_of(node)
     for run in ledger.runs("provision"):
         if node in run.hosts:
-            outcome = ledger.outcomes(run.id).get(node)
+            outcome = outcomes.get(run.id)
             events.append((run.started_at, "provision", run.id,
                            outcome.outcome if outcome else run.status,
                            outcome.detail if outcome else ""))

@@ -4,8 +4,9 @@ lab is rejected with its check id and the failing GPU named; cleared nodes are a
 again; saved evidence re-judged by `gpuprov evaluate` gives the recorded verdict; kill -9
 mid-soak leaves a clean ledger and no accepted node; a never-provisioned node is rejected
 with reasons. The ledger here is PostgreSQL (a server the tests start), the shared ledger
-of sites with several controllers; test_provision.py runs on the SQLite default. Named to run right after test_provision.py, whose rack it provisions (a
-no-op there; a full provision when run alone).
+of sites with several controllers; test_provision.py runs on the SQLite default. Named to
+run right after test_provision.py, whose rack it provisions (a no-op there; a full
+provision when run alone).
 """
 
 from __future__ import annotations

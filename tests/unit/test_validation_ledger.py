@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from gpuprov.ledger import MIGRATIONS, HostBusy, Ledger
-from gpuprov.model import CheckResult, GpuRecord, GpuRef, NodeResult, Status
+from gpuprov.model import CheckResult, GpuRecord, GpuRef, HostOutcome, NodeResult, Status
 
 
 def result(node: str, judged: str = "accepted", run_id: str = "v1") -> NodeResult:
@@ -115,3 +115,43 @@ def test_schema_2_ledger_migrates_its_checks_to_action_none(tmp_path):
     ledger.start_run("v1", "validate", "/inv", ["n1"], {}, {}, "/ev")
     ledger.record_node("v1", result("n1", "rejected"))
     assert ledger.node_results("v1")[0].checks[0].action == "none"
+
+
+def test_the_fleet_s_verdicts_in_three_queries_read_as_each_node_s(recorded_ledger):
+    each = {r.node: r for r in recorded_ledger.node_results("v1")}
+    assert recorded_ledger.current_verdicts() == each
+    light = recorded_ledger.current_verdicts(checks=False)
+    assert {n: (r.verdict, r.reason, r.checks, r.gpus) for n, r in light.items()} == {
+        n: (r.verdict, r.reason, [], []) for n, r in each.items()}
+    some = recorded_ledger.current_verdicts(values_of=("gpu_burn",))["node08"]
+    assert [c.id for c in some.checks] == [c.id for c in each["node08"].checks]
+    assert {c.id for c in some.checks if c.values} == {"gpu_burn"}
+
+
+def _statements(monkeypatch) -> list[str]:
+    """Every SQL statement the ledger runs from here on."""
+    import gpuprov.ledger_store as store
+    seen, connect = [], store.sqlite3.connect
+
+    def traced(*args, **kwargs):
+        db = connect(*args, **kwargs)
+        db.set_trace_callback(seen.append)
+        return db
+    monkeypatch.setattr(store.sqlite3, "connect", traced)
+    return seen
+
+
+def test_a_node_s_history_takes_as_many_queries_for_one_run_as_for_many(
+        recorded_ledger, monkeypatch, capsys):
+    from gpuprov.cli.nodes import _history
+    counts = []
+    for extra in (0, 6):
+        for n in range(extra):
+            recorded_ledger.start_run(f"p{n}", "provision", "/inv", ["node07"], {}, {}, None)
+            recorded_ledger.finish_run(f"p{n}", [HostOutcome("node07", "converged")])
+        seen = _statements(monkeypatch)
+        _history(recorded_ledger, "node07")
+        counts.append(len([s for s in seen if s.lstrip().upper().startswith("SELECT")]))
+        monkeypatch.undo()
+    assert counts[0] == counts[1], counts
+    assert capsys.readouterr().out.count("provision") == 6
