@@ -13,6 +13,12 @@ ansible -i "$inventory" all -m ansible.builtin.ping
 gpuprov lab status
 # the versions lock against the compatibility matrix, then the whole stack on the rack
 gpuprov lock check --inventory "$inventory"
+# what would make provisioning fail (provision asks the same first): Secure Boot on
+# node01 without an enrolled key is a blocker, and provision refuses with nothing changed
+gpuprov lab fault node01 secure-boot
+gpuprov doctor --inventory "$inventory" || true
+gpuprov provision --inventory "$inventory" || true
+gpuprov lab fault node01 --clear
 gpuprov provision --inventory "$inventory"
 gpuprov nodes
 # validate the rack (short soak) and its fabric, then a fault: rejected naming the GPU,
@@ -26,3 +32,7 @@ gpuprov lab fault node03 fabric-slow
 gpuprov fabric --inventory "$inventory" --all || true
 gpuprov lab fault node03 --clear
 gpuprov nodes
+# the verdicts as Prometheus metrics (node_exporter's textfile format)
+gpuprov metrics | grep '^gpuprov_node_state.* 1.0$\|^gpuprov_node_check_failing'
+# every host against its lock, read-only, in one SSH round trip each
+gpuprov drift --inventory "$inventory"
