@@ -9,8 +9,17 @@ export PATH="$PWD/.venv/bin:$PATH"
 
 scripts/ensure-docker.sh
 
-echo "== ruff";         ruff check .
-echo "== yamllint";     yamllint --strict .
+# each stage prints its time when it ends (the suite's budget is watched stage by stage)
+stage() {
+  local name=$1 started=$SECONDS
+  shift
+  echo "== $name"
+  "$@"
+  echo "== $name: $((SECONDS - started)) s"
+}
+stage ruff ruff check .
+stage yamllint yamllint --strict .
 # the roles call each other by their full names: ansible-lint finds them in the collection
-echo "== ansible-lint"; ANSIBLE_COLLECTIONS_PATH="$PWD/gpuprov" ansible-lint --offline --profile production
-echo "== pytest";       pytest "$@"
+stage ansible-lint env ANSIBLE_COLLECTIONS_PATH="$PWD/gpuprov" \
+  ansible-lint --offline --profile production
+stage pytest pytest "$@"
