@@ -324,13 +324,17 @@ def test_kill_9_mid_soak_leaves_a_clean_ledger_and_no_accepted_node(rack):
     assert f"node03 is being validated by run {run_id} (pid {run.pid}" in second.stderr
     os.kill(run.pid, signal.SIGKILL)
     run.wait(timeout=30)
-    with psycopg.connect(rack.ledger) as db:
+    with psycopg.connect(rack.ledger, autocommit=True) as db:
         assert db.execute("SELECT COUNT(*) FROM node_results WHERE run_id = %s AND verdict IS "
                           "NOT NULL", (run_id,)).fetchone()[0] == 0
-        # the killed run's connection is gone, and with it its claim on node03
-        assert db.execute("SELECT COUNT(*) FROM pg_locks WHERE locktype = 'advisory' AND "
-                          "database = (SELECT oid FROM pg_database WHERE datname = "
-                          "current_database())").fetchone()[0] == 0
+        # the killed run's connection is gone (the server sees it within moments), and
+        # with it its claim on node03
+        deadline = time.monotonic() + 10
+        while db.execute("SELECT COUNT(*) FROM pg_locks WHERE locktype = 'advisory' AND "
+                         "database = (SELECT oid FROM pg_database WHERE datname = "
+                         "current_database())").fetchone()[0]:
+            assert time.monotonic() < deadline, "the killed run's claim outlived it"
+            time.sleep(0.1)
     after = rack.cli("nodes").stdout
     assert f"validate run {run_id}" in after and "interrupted" in after
     row = next(line for line in after.splitlines() if line.startswith("node03 "))
