@@ -9,9 +9,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
-import yaml
-
 from gpuprov.errors import InputError
+from gpuprov.yaml_file import read_yaml
 
 PREFIX = "gpuprov_"
 
@@ -54,14 +53,17 @@ class Lock:
         return cls.from_vars(variables, source)
 
     @classmethod
+    def of_inventory_host(cls, variables: dict, host: str, inventory: Path) -> Lock:
+        """A host's lock, which it must have (drift and doctor judge against it)."""
+        lock = cls.of_host(variables, f"host {host}")
+        if lock is None:
+            raise InputError(f"host {host}: no versions lock (gpuprov_* variables) in "
+                             f"{inventory}")
+        return lock
+
+    @classmethod
     def load(cls, path: Path) -> Lock:
-        try:
-            data = yaml.safe_load(path.read_text())
-        except OSError as exc:
-            raise InputError(f"{path}: cannot read: {exc.strerror}") from exc
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            raise InputError(f"{path}:{mark.line + 1 if mark else '?'}: not valid YAML") from exc
+        data = read_yaml(path)
         if not isinstance(data, dict):
             raise InputError(f"{path}: expected a mapping of {PREFIX}* variables")
         return cls.from_vars(data, str(path))

@@ -36,6 +36,18 @@ def run_script(host: str, inventory: Path, control_dir: Path, script: str, marke
     return result.stdout
 
 
+def sections(text: str, marker: str) -> dict[str, list[str]]:
+    """A probe's output split at its `marker NAME` lines: NAME -> the lines under it."""
+    found: dict[str, list[str]] = {}
+    current = None
+    for line in text.splitlines():
+        if line.startswith(marker):
+            current = found.setdefault(line[len(marker):].strip(), [])
+        elif current is not None:
+            current.append(line)
+    return found
+
+
 def on_hosts(hosts: list[str], work: Callable[[str, Path], T], parallel: int = 32) -> list[T]:
     """work(host, control_dir) for every host at once (at most `parallel`), in host order;
     the SSH control sockets live in a directory of this call's own."""

@@ -16,9 +16,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import yaml
-
 from gpuprov.errors import InputError
+from gpuprov.yaml_file import read_yaml
 
 CONFIG_ENV = "GPUPROV_CONFIG"
 METRICS_DIR_ENV = "GPUPROV_METRICS_DIR"
@@ -42,13 +41,7 @@ def load(path: Path | None = None) -> dict[str, dict]:
         if os.environ.get(CONFIG_ENV) and path == Path(os.environ[CONFIG_ENV]):
             raise InputError(f"{path} (from {CONFIG_ENV}) does not exist")
         return {}
-    try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read: {exc.strerror}") from exc
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise InputError(f"{path}:{mark.line + 1 if mark else '?'}: not valid YAML") from exc
+    data = read_yaml(path)
     if data is None:
         return {}
     if not isinstance(data, dict):

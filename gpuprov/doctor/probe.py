@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from gpuprov import probing
 from gpuprov.errors import InputError
 
 MARK = "### gpuprov-doctor "
@@ -105,19 +106,8 @@ class HostFacts:
     gpu_processes: list[GpuProcess] = field(default_factory=list)
 
 
-def sections(text: str) -> dict[str, list[str]]:
-    found: dict[str, list[str]] = {}
-    current = None
-    for line in text.splitlines():
-        if line.startswith(MARK):
-            current = found.setdefault(line[len(MARK):].strip(), [])
-        elif current is not None:
-            current.append(line)
-    return found
-
-
 def parse(text: str, source: str) -> HostFacts:
-    found = sections(text)
+    found = probing.sections(text, MARK)
     if "end" not in found:
         raise InputError(f"{source}: the doctor's probe output is incomplete")
     facts = HostFacts(kernel="\n".join(found.get("kernel", [])).strip())

@@ -35,10 +35,7 @@ class HostReport:
 
 def _plan(inventory: Inventory, host: str) -> tuple[Lock, probe.Commands, dict]:
     variables = inventory.variables(host, also=HOST_VARIABLES)
-    lock = Lock.of_host(variables, f"host {host}")
-    if lock is None:
-        raise InputError(f"host {host}: no versions lock (gpuprov_* variables) in "
-                         f"{inventory.path}")
+    lock = Lock.of_inventory_host(variables, host, inventory.path)
     commands = probe.Commands(
         kernel_release=str(variables.get("gpuprov_doctor_kernel_release_command")
                            or probe.Commands.kernel_release),

@@ -12,6 +12,7 @@ import json
 import shlex
 from dataclasses import dataclass, field
 
+from gpuprov import probing
 from gpuprov.errors import InputError
 
 MARK = "### gpuprov-drift "
@@ -51,13 +52,7 @@ class HostState:
 
 
 def parse(text: str, source: str) -> HostState:
-    sections: dict[str, list[str]] = {}
-    current = None
-    for line in text.splitlines():
-        if line.startswith(MARK):
-            current = sections.setdefault(line[len(MARK):].strip(), [])
-        elif current is not None:
-            current.append(line)
+    sections = probing.sections(text, MARK)
     if "packages" not in sections or "torch" not in sections:
         raise InputError(f"{source}: the drift probe's output is incomplete")
     state = HostState()

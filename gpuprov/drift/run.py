@@ -30,10 +30,7 @@ def host_plans(inventory: Inventory, hosts: list[str]) -> dict[str, tuple[Lock, 
     plans = {}
     for host in hosts:
         variables = inventory.variables(host, also=ROLE_VARIABLES)
-        lock = Lock.of_host(variables, f"host {host}")
-        if lock is None:
-            raise InputError(f"host {host}: no versions lock (gpuprov_* variables) in "
-                             f"{inventory.path}")
+        lock = Lock.of_inventory_host(variables, host, inventory.path)
         plans[host] = (lock, variables)
     return plans
 
