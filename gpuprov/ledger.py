@@ -138,6 +138,23 @@ MIGRATIONS = [
     ALTER TABLE runs ADD COLUMN session INTEGER;
     ALTER TABLE check_results ADD COLUMN seq INTEGER
     """,
+    """
+    -- what a run did to Slurm (validate/provision --slurm), in order, and how it went
+    CREATE TABLE slurm_actions (
+        run_id  TEXT NOT NULL REFERENCES runs(id),
+        seq     INTEGER NOT NULL,
+        host    TEXT NOT NULL,
+        node    TEXT NOT NULL,          -- its Slurm node name
+        at      REAL NOT NULL,
+        action  TEXT NOT NULL
+                CHECK (action IN ('drain', 'resume', 'restore', 'keep', 'hold-back', 'refuse')),
+        reason  TEXT NOT NULL,          -- the drain reason set, or why
+        result  TEXT NOT NULL CHECK (result IN ('done', 'failed', 'shadow', 'none')),
+        detail  TEXT NOT NULL,          -- the error, the jobs still running, or empty
+        PRIMARY KEY (run_id, seq)
+    );
+    CREATE INDEX slurm_actions_by_host ON slurm_actions(host, at)
+    """,
 ]
 
 
@@ -152,6 +169,18 @@ class DriftReport:
     state: str            # in-sync | drifted | unreachable
     details: list         # [{what, expected, found}], or [why unreachable]
     checked_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class SlurmAction:
+    host: str
+    node: str             # its Slurm node name
+    action: str           # drain | resume | restore | keep | hold-back | refuse
+    reason: str
+    result: str           # done | failed | shadow | none (nothing to do)
+    detail: str = ""
+    run_id: str = ""
+    at: float = 0.0
 
 
 class HostBusy(InputError):
@@ -382,6 +411,27 @@ class Ledger:
         return {row["host"]: DriftReport(row["host"], row["state"],
                                          json.loads(row["differences"]), row["checked_at"])
                 for row in rows if hosts is None or row["host"] in hosts}
+
+    def record_slurm(self, run_id: str, action: SlurmAction) -> None:
+        with self._transaction() as db:
+            [row] = db.execute("SELECT COUNT(*) AS n FROM slurm_actions WHERE run_id = ?",
+                               (run_id,)).fetchall()
+            seq = row["n"]
+            db.execute(
+                "INSERT INTO slurm_actions (run_id, seq, host, node, at, action, reason,"
+                " result, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (run_id, seq, action.host, action.node, action.at or time.time(),
+                 action.action, action.reason, action.result, action.detail))
+
+    def slurm_actions(self, run_id: str | None = None, host: str | None = None,
+                      limit: int = 50) -> list[SlurmAction]:
+        """A run's Slurm actions in order, or a host's latest `limit` (oldest first)."""
+        where, args = ("run_id = ?", [run_id]) if run_id else ("host = ?", [host])
+        with self._connect() as db:
+            rows = db.execute(f"SELECT * FROM slurm_actions WHERE {where}"
+                              " ORDER BY at DESC, seq DESC LIMIT ?", [*args, limit]).fetchall()
+        return [SlurmAction(r["host"], r["node"], r["action"], r["reason"], r["result"],
+                            r["detail"], r["run_id"], r["at"]) for r in reversed(rows)]
 
     def _record(self, row) -> RunRecord:
         status = row["status"]

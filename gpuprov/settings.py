@@ -5,6 +5,11 @@ no file means no settings. Sections:
 
     metrics:
       textfile_dir: /var/lib/prometheus/node-exporter   # gpuprov.prom after every run
+    slurm:                      # used by `validate --slurm` and `provision --slurm`
+      ssh_host: slurm-head      # run Slurm's commands there (default: on this machine)
+      ssh_config: ~/.ssh/config # the SSH client configuration for it (default: ssh's own)
+      drain_timeout_s: 600      # how long to wait for a drained node's jobs to end
+      max_drain_share: 0.2      # circuit breaker: most of a partition one run may drain
 
 An environment variable overrides one setting (`GPUPROV_METRICS_DIR`). An unknown section or
 key is an error naming the file and the key: a misspelt setting silently ignored is a
@@ -14,6 +19,7 @@ setting that never took effect.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from gpuprov.errors import InputError
@@ -23,7 +29,8 @@ CONFIG_ENV = "GPUPROV_CONFIG"
 METRICS_DIR_ENV = "GPUPROV_METRICS_DIR"
 
 # section -> its keys
-KNOWN = {"metrics": {"textfile_dir"}}
+KNOWN = {"metrics": {"textfile_dir"},
+         "slurm": {"ssh_host", "ssh_config", "drain_timeout_s", "max_drain_share"}}
 
 
 def config_path() -> Path:
@@ -71,3 +78,40 @@ def metrics_dir() -> tuple[Path, str] | None:
     if not isinstance(value, str):
         raise InputError(f"{path}: metrics.textfile_dir: expected a directory path, got {value!r}")
     return Path(os.path.expanduser(value)), f"{path} metrics.textfile_dir"
+
+
+@dataclass(frozen=True)
+class SlurmSettings:
+    ssh_host: str | None = None
+    ssh_config: str | None = None
+    drain_timeout_s: float = 600
+    max_drain_share: float = 0.2
+
+
+def slurm() -> SlurmSettings:
+    """The `slurm` section, each value checked (a bad one names the file and the key)."""
+    path = config_path()
+    section = load(path).get("slurm", {})
+    defaults = SlurmSettings()
+
+    def text(key: str) -> str | None:
+        value = section.get(key)
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            raise InputError(f"{path}: slurm.{key}: expected a name, got {value!r}")
+        return value
+
+    def number(key: str, low: float, high: float) -> float:
+        value = section.get(key, getattr(defaults, key))
+        if isinstance(value, bool) or not isinstance(value, int | float) \
+                or not low < value <= high:
+            raise InputError(f"{path}: slurm.{key}: expected a number in ({low:g}, {high:g}],"
+                             f" got {value!r}")
+        return float(value)
+
+    ssh_config = text("ssh_config")
+    return SlurmSettings(
+        ssh_host=text("ssh_host"),
+        ssh_config=os.path.expanduser(ssh_config) if ssh_config else None,
+        drain_timeout_s=number("drain_timeout_s", 0, 7 * 86400),
+        max_drain_share=number("max_drain_share", 0, 1),
+    )

@@ -6,7 +6,7 @@ import os
 
 import click
 
-from gpuprov.lab import faults, kinds
+from gpuprov.lab import faults, kinds, slurm
 from gpuprov.lab.lab import Lab
 from gpuprov.lab.paths import LabPaths
 
@@ -27,13 +27,18 @@ def lab() -> None:
               help="Hardware kind of one node (NODE=KIND) or of all (KIND); repeatable. "
                    f"Kinds: {', '.join(kinds.names())}. Default: a mix, in that order: "
                    f"{', '.join(kinds.DEFAULT_CYCLE)}.")
-def up(count: int, kind_choices: tuple[str, ...]) -> None:
+@click.option("--slurm", "with_slurm", is_flag=True,
+              help="Also a Slurm cluster: slurmctld on a head node (slurmctl), slurmd on every "
+                   "node, over the lab fabric; kept by later `up`s until `lab down`.")
+def up(count: int, kind_choices: tuple[str, ...], with_slurm: bool) -> None:
     """Start the lab (build the node image and mirror the first time). Idempotent."""
     lab_ = _lab()
-    plan = lab_.up(count, list(kind_choices))
+    plan = lab_.up(count, list(kind_choices), with_slurm)
     for node, kind in plan.items():
         click.echo(f"{node}\t{kind}\tup")
     click.echo(f"inventory: {lab_.paths.inventory}")
+    if lab_.has_slurm():
+        click.echo(f"slurm: GPUPROV_CONFIG={slurm.config_file(lab_.paths)}")
 
 
 @lab.command()

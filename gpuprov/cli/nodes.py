@@ -87,6 +87,9 @@ def _history(ledger: Ledger, node: str) -> None:
             state = (r.verdict or f"{run.status} (judged {r.judged})") if r else run.status
             events.append((run.started_at, "validate", run.id, state,
                            f"{r.reason} [{r.evidence_dir}]" if r else ""))
+    for action in ledger.slurm_actions(host=node):
+        events.append((action.at, "slurm", action.run_id, f"{action.action} {action.result}",
+                       f"{action.reason}{': ' + action.detail if action.detail else ''}"))
     if not events:
         raise InputError(f"node {node}: no runs recorded ({ledger.path})")
     click.echo(text_table(("WHEN", "KIND", "RUN", "RESULT", "DETAIL"),

@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from gpuprov import report
+from gpuprov import settings as site_settings
 from gpuprov.cli.metrics import publish_after_run
 from gpuprov.config import resolve_inventory, state_dir
 from gpuprov.errors import InputError
@@ -24,6 +25,8 @@ from gpuprov.model import Verdict
 from gpuprov.preflight import host_profile
 from gpuprov.profiles import Profile, load_profile
 from gpuprov.runs import new_run_id
+from gpuprov.slurm.gate import SlurmGate
+from gpuprov.slurm.policy import slurm_names
 from gpuprov.validation.collect import NodeSettings
 from gpuprov.validation.connect import prime_inventory
 from gpuprov.validation.pipeline import NodeJob, rejudge, validate_all
@@ -101,6 +104,13 @@ def _fabric_stage(ledger: Ledger, run_id: str, inventory: Path, jobs: list[NodeJ
 @click.option("--fabric-floor", type=click.FloatRange(min=0), metavar="GB/S",
               help="Inter-node all-reduce bus bandwidth floor (default: the inventory's "
                    "gpuprov_fabric_busbw_min_gbps, else the profiles').")
+@click.option("--slurm", "with_slurm", is_flag=True,
+              help="Act in Slurm (the config file's `slurm` section): drain the nodes in "
+                   "service and wait for their jobs before, then drain the rejected and "
+                   "unreachable, resume the accepted that gpuprov drained.")
+@click.option("--shadow", is_flag=True,
+              help="With --slurm: print and record what would be done in Slurm; change "
+                   "nothing there (busy nodes are not validated).")
 @click.option("--evidence-dir", "evidence_root", type=click.Path(path_type=Path), metavar="DIR",
               help="Where evidence goes: DIR/<run>/<node>/ (default: the state directory's "
                    "evidence/).")
@@ -108,7 +118,7 @@ def validate(nodes: tuple[str, ...], all_nodes: bool, inventory_option: str | No
              profile_name: str | None, soak_seconds: int | None,
              soak_after_identity_failure: bool, parallel: int, as_json: bool,
              junit_path: Path | None, dcgm_level: int | None, with_fabric: bool,
-             fabric_floor: float | None,
+             fabric_floor: float | None, with_slurm: bool, shadow: bool,
              evidence_root: Path | None) -> None:
     """Validate NODEs: exit 0 all accepted, 1 any rejected or unreachable, 2 bad input."""
     if junit_path and not junit_path.parent.resolve().is_dir():
@@ -119,6 +129,9 @@ def validate(nodes: tuple[str, ...], all_nodes: bool, inventory_option: str | No
     override = load_profile(profile_name) if profile_name else None
 
     metrics_dir = configured_textfile_dir()
+    if shadow and not with_slurm:
+        raise InputError("--shadow: only with --slurm")
+    slurm_settings = site_settings.slurm() if with_slurm else None
 
     places = check_members(inventory, hosts) if with_fabric else {}
     run_id = new_run_id("validate")
@@ -137,16 +150,26 @@ def validate(nodes: tuple[str, ...], all_nodes: bool, inventory_option: str | No
         jobs.append(NodeJob(settings, path, evidence_base / host,
                             state_dir() / "ssh-control"))
 
+    out = sys.stderr if as_json else sys.stdout
     ledger = Ledger()
+    gate = None
+    if slurm_settings:
+        gate = SlurmGate(slurm_settings, ledger, run_id,
+                         slurm_names(hosts, {h: inventory.variables(h) for h in hosts}), shadow,
+                         lambda line: print(line, file=out, flush=True))
+        gate.check()    # slurmctld answers and knows every node, before the run starts
     ledger.start_run(run_id, "validate", str(path.resolve()), hosts,
                      {"profile": profile_name, "soak": soak_seconds,
-                      "soak_after_identity_failure": soak_after_identity_failure},
+                      "soak_after_identity_failure": soak_after_identity_failure,
+                      "slurm": "shadow" if shadow else with_slurm},
                      locks, str(evidence_base))
     prime_inventory(path)
-    out = sys.stderr if as_json else sys.stdout
     print(f"run {run_id}: validating {len(hosts)} node(s); evidence in {evidence_base}",
           file=out, flush=True)
-    with view_for(hosts, as_json) as view:
+    if gate:
+        cleared = gate.hold("validating")
+        jobs = [job for job in jobs if job.settings.node in cleared]
+    with view_for([job.settings.node for job in jobs], as_json) as view:
         validate_all(jobs, view, parallel, lambda result: ledger.record_node(
             run_id, escalate(result, ledger.node_results(node=result.node))))
     if with_fabric:
@@ -154,6 +177,11 @@ def validate(nodes: tuple[str, ...], all_nodes: bool, inventory_option: str | No
                           fabric_floor)
         _fabric_stage(ledger, run_id, path, jobs, places, floor, evidence_base, out)
     ledger.finish_validation(run_id)
+    tripped = None
+    if gate:
+        judged = {r.node: r for r in ledger.node_results(run_id)}
+        tripped = gate.act_on(judged)
+        gate.release_unjudged(set(judged))
     publish_after_run(ledger, metrics_dir, inventory.hosts())
 
     run = ledger.run(run_id)
@@ -165,4 +193,4 @@ def validate(nodes: tuple[str, ...], all_nodes: bool, inventory_option: str | No
     else:
         click.echo(report.as_table(run, results))
     sys.exit(0 if all(r.verdict == "accepted" for r in results) and len(results) == len(hosts)
-             else 1)
+             and not tripped else 1)

@@ -28,6 +28,8 @@ SUBNET = ipaddress.ip_network("198.18.0.0/24")
 GATEWAY = "198.18.0.254"
 INTERFACE = "eth0"              # the name Docker gives a container's first network
 FIRST_HOST = 11                 # node01 -> 198.18.0.11
+# the lab's Slurm head node (`gpuprov lab up --slurm`), just below the nodes
+HEAD_ADDRESS = "198.18.0.10"
 # fabric-slow: the node's egress shaped to this rate, a link trained far below its peers
 SLOW_RATE = "200mbit"
 
@@ -61,9 +63,9 @@ def description(node: str) -> dict:
     return {"interface": INTERFACE, "address": address(node), "prefix": SUBNET.prefixlen}
 
 
-def container_args(node: str) -> list[str]:
-    """`docker create` arguments that put a node on the fabric."""
-    return ["--network", NETWORK, "--ip", address(node),
+def container_args(node: str, fixed: str | None = None) -> list[str]:
+    """`docker create` arguments that put a node (at its address, or `fixed`) on the fabric."""
+    return ["--network", NETWORK, "--ip", fixed or address(node),
             # the engine's resolver would forward lookups for other names outside: it
             # forwards them to loopback instead, where nothing answers, and gives up fast
             "--dns", "127.0.0.1", "--dns-opt", "timeout:1", "--dns-opt", "attempts:1"]

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from gpuprov.errors import InputError
-from gpuprov.lab import docker, fabric, image, kinds, mirror, nodes, sshkeys
+from gpuprov.lab import docker, fabric, image, kinds, mirror, nodes, slurm, sshkeys
 from gpuprov.lab.inventory import write_inventory
 from gpuprov.lab.paths import LabPaths
 from gpuprov.proc import run
@@ -61,6 +61,12 @@ class Lab:
         except FileNotFoundError:
             return {}
 
+    def has_slurm(self) -> bool:
+        try:
+            return bool(json.loads(self.paths.state_file.read_text()).get("slurm"))
+        except FileNotFoundError:
+            return False
+
     def require_node(self, node: str) -> None:
         known = self.recorded_nodes()
         if not known:
@@ -68,8 +74,11 @@ class Lab:
         if node not in known:
             raise InputError(f"unknown node {node!r} (lab nodes: {', '.join(known)})")
 
-    def up(self, count: int = 3, kind_choices: list[str] | None = None) -> dict[str, str]:
+    def up(self, count: int = 3, kind_choices: list[str] | None = None,
+           with_slurm: bool = False) -> dict[str, str]:
+        """The lab as asked; a lab that has Slurm keeps it (`lab down` ends it)."""
         plan = plan_kinds(count, kind_choices or [])
+        with_slurm = with_slurm or self.has_slurm()
         docker.ensure_engine()
         with self._locked():
             recipe = image.ImageRecipe.load()
@@ -82,7 +91,7 @@ class Lab:
                 docker.remove(docker.container_name(node))
 
             fabric.ensure_network()
-            sshkeys.write_client_config(self.paths, list(plan))
+            sshkeys.write_client_config(self.paths, [*plan, *([slurm.HEAD] if with_slurm else [])])
             client_pub = sshkeys.client_key(self.paths).with_suffix(".pub")
             keyring = mirror_dir / "keys" / mirror.KEYRING_NAME
             to_wait, created = [], []
@@ -108,8 +117,12 @@ class Lab:
             with ThreadPoolExecutor(max_workers=8) as pool:
                 list(pool.map(nodes.wait_ready, to_wait))
                 list(pool.map(nodes.fetch_package_lists, created))
+            if with_slurm:
+                slurm.ensure_head(self.paths, tag, mirror_dir, keyring, recipe.suite, self.log)
+                slurm.ensure(self.paths, list(plan), self.log)
 
-            self.paths.state_file.write_text(json.dumps({"nodes": plan, "image": tag}, indent=2))
+            self.paths.state_file.write_text(json.dumps(
+                {"nodes": plan, "image": tag, "slurm": with_slurm}, indent=2))
             write_inventory(self.paths, plan)
             _stop_gpg_agent(self.paths)
         return plan

@@ -57,36 +57,48 @@ PIP_CONF = (
 )
 
 
-def config_tar(spec: NodeSpec, host_key: Path, client_pub: Path, keyring: Path,
-                suite: str) -> bytes:
-    """What the OS installer would have left on this server, as a tar for `docker cp`."""
-    files: list[tuple[str, bytes, int]] = [
+def server_files(host_key: Path, client_pub: Path, keyring: Path,
+                 suite: str) -> list[tuple[str, bytes, int]]:
+    """What the OS installer leaves on any lab server: SSH identity, the mirror, the fabric."""
+    return [
         ("etc/ssh/ssh_host_ed25519_key", host_key.read_bytes(), 0o600),
         ("etc/ssh/ssh_host_ed25519_key.pub", host_key.with_suffix(".pub").read_bytes(), 0o644),
         ("root/.ssh/authorized_keys", client_pub.read_bytes(), 0o600),
         (f"usr/share/keyrings/{KEYRING_NAME}", keyring.read_bytes(), 0o644),
         ("etc/apt/sources.list.d/debian.sources", _apt_sources(suite).encode(), 0o644),
         ("etc/pip.conf", PIP_CONF.encode(), 0o644),
+        *fabric.unit_files(),
+    ]
+
+
+def config_tar(spec: NodeSpec, host_key: Path, client_pub: Path, keyring: Path,
+                suite: str) -> bytes:
+    """What the OS installer would have left on this GPU server, as a tar for `docker cp`."""
+    files = [
+        *server_files(host_key, client_pub, keyring, suite),
         (f"{NODE_LAB_DIR.lstrip('/')}/hardware.yml",
          yaml.safe_dump(spec.hardware, sort_keys=False).encode(), 0o644),
         *pci.sysfs_files(spec.hardware),
         *kernel_view.files(spec.name),
-        *fabric.unit_files(),
     ]
+    return tar_of(files, [*kernel_view.symlinks(), *fabric.unit_links()])
+
+
+def tar_of(files: list[tuple[str, bytes, int]], links: list[tuple[str, str]]) -> bytes:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         for name, data, mode in files:
             info = tarfile.TarInfo(name)
             info.size, info.mode, info.mtime = len(data), mode, int(time.time())
             tar.addfile(info, io.BytesIO(data))
-        for name, target in [*kernel_view.symlinks(), *fabric.unit_links()]:
+        for name, target in links:
             info = tarfile.TarInfo(name)
             info.type, info.linkname, info.mtime = tarfile.SYMTYPE, target, int(time.time())
             tar.addfile(info)
     return buf.getvalue()
 
 
-def create(spec: NodeSpec, mirror: Path, config_tar: bytes) -> None:
+def create(spec: NodeSpec, mirror: Path, config_tar: bytes, address: str | None = None) -> None:
     name = docker.container_name(spec.name)
     run([
         "docker", "create",
@@ -95,7 +107,7 @@ def create(spec: NodeSpec, mirror: Path, config_tar: bytes) -> None:
         "--add-host", f"{spec.name}:127.0.1.1",
         "--label", f"{LABEL}=1", "--label", f"{KIND_LABEL}={spec.kind}",
         "--label", f"{IMAGE_LABEL}={spec.image}",
-        *fabric.container_args(spec.name),
+        *fabric.container_args(spec.name, address),
         "--cap-add", "ALL", "--cap-drop", "SYS_RESOURCE",
         "--security-opt", "seccomp=unconfined", "--security-opt", "apparmor=unconfined",
         "--cgroupns", "host", "--volume", "/sys/fs/cgroup:/sys/fs/cgroup:rw",

@@ -1,0 +1,132 @@
+"""Carry out policy.py's steps around a run: hold the nodes before, act on the verdicts
+after; print each step, record it and its result in the ledger. `--shadow` prints and
+records what would be done and changes nothing in Slurm.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from gpuprov.ledger import Ledger, SlurmAction
+from gpuprov.model import NodeResult
+from gpuprov.settings import SlurmSettings
+from gpuprov.slurm import policy
+from gpuprov.slurm.cluster import Slurm, SlurmError, SlurmNode, connect
+from gpuprov.slurm.policy import Step
+
+POLL_S = 2.0
+
+
+@dataclass
+class SlurmGate:
+    settings: SlurmSettings
+    ledger: Ledger
+    run_id: str
+    names: dict[str, str]            # inventory host -> Slurm node name
+    shadow: bool
+    say: object                      # one line to the operator
+    slurm: Slurm = field(init=False)
+    before: dict[str, SlurmNode] = field(init=False)
+    held: set[str] = field(default_factory=set)   # Slurm nodes this run drained to run
+
+    def __post_init__(self) -> None:
+        self.slurm = Slurm(self.settings.ssh_host, self.settings.ssh_config)
+
+    def check(self) -> None:
+        """Before the run starts: slurmctld answers and knows every node (else exit 2)."""
+        self.before = connect(self.slurm)
+        policy.check_known(self.names, self.before)
+
+    def hold(self, purpose: str) -> list[str]:
+        """Drain the nodes in service, wait (bounded) until none runs a job; the hosts
+        cleared to run. A node whose jobs outlast the wait is refused and put back."""
+        refused: set[str] = set()
+        for step in policy.to_hold(self.names, self.before, purpose, self.run_id):
+            if self.shadow:
+                self._record(step, "shadow")
+            elif self._carry_out(step):
+                self.held.add(step.node)
+            else:
+                refused.add(step.host)
+        watched = {h: n for h, n in self.names.items() if h not in refused}
+        busy = self._wait_idle(watched)
+        for host in busy:
+            name = self.names[host]
+            jobs = "; ".join(str(j) for j in busy[host]) or "jobs"
+            waited = "not waited for (shadow)" if self.shadow else \
+                f"still running after {self.settings.drain_timeout_s:g}s"
+            self._record(Step(host, name, "refuse", f"{jobs}: {waited}"),
+                         "shadow" if self.shadow else "done")
+            if name in self.held:
+                self._carry_out(Step(host, name, "restore", "its jobs did not end in time"))
+                self.held.discard(name)
+            refused.add(host)
+        return [h for h in self.names if h not in refused]
+
+    def _wait_idle(self, watched: dict[str, str]) -> dict[str, list]:
+        """Host -> what still runs on it once the wait is over ({} when all are idle)."""
+        deadline = time.monotonic() + (0 if self.shadow else self.settings.drain_timeout_s)
+        try:
+            while True:
+                states = self.slurm.nodes()
+                busy = {h: n for h, n in watched.items() if states[n].busy}
+                if not busy or time.monotonic() >= deadline:
+                    # the jobs, node by node: only for the few that outlast the wait
+                    return {h: self.slurm.jobs_on([n]) or [f"state {states[n].state}"]
+                            for h, n in busy.items()}
+                time.sleep(POLL_S)
+        except SlurmError as exc:
+            return {h: [f"Slurm did not answer: {exc}"] for h in watched}
+
+    def act_on(self, results: dict[str, NodeResult]) -> str | None:
+        """The verdicts' steps; the circuit breaker's message when it tripped."""
+        try:
+            now = self.slurm.nodes()
+        except SlurmError as exc:
+            for host, result in results.items():
+                self._record(Step(host, self.names[host], "drain" if result.judged != "accepted"
+                                  else "resume", "slurmctld not reachable after the run"),
+                             "failed", str(exc))
+            return f"slurmctld not reachable after the run: {exc}"
+        steps, tripped = policy.after_verdicts(self.names, self.before, now, results,
+                                               self.held, self.settings.max_drain_share)
+        if tripped:
+            self.say(f"slurm: {tripped}")
+        for step in steps:
+            if self.shadow and step.changes:
+                self._record(step, "shadow")
+            elif step.changes:
+                self._carry_out(step)
+            else:
+                self._record(step, "none")
+        return tripped
+
+    def release_unjudged(self, judged: set[str]) -> None:
+        """Nodes drained to run that got no verdict (the run stopped early): put back."""
+        for host, name in self.names.items():
+            if name in self.held and host not in judged:
+                self._carry_out(Step(host, name, "restore", "no verdict in this run"))
+
+    def _carry_out(self, step: Step) -> bool:
+        try:
+            if step.action == "drain":
+                self.slurm.drain(step.node, step.reason)
+            else:
+                self.slurm.resume(step.node)
+        except SlurmError as exc:
+            self._record(step, "failed", str(exc))
+            return False
+        self._record(step, "done")
+        return True
+
+    def _record(self, step: Step, result: str, detail: str = "") -> None:
+        words = {"done": "", "shadow": " (shadow: not done)", "none": "",
+                 "failed": f" FAILED: {detail}"}[result]
+        verb = {"drain": "drained", "resume": "resumed", "restore": "put back in service",
+                "keep": "left as it is", "hold-back": "not drained (circuit breaker)",
+                "refuse": "not run"}[step.action]
+        self.say(f"slurm: {step.host}: {verb}{words}: {step.reason}")
+        self.ledger.record_slurm(self.run_id, SlurmAction(
+            step.host, step.node, step.action, step.reason, result, detail))
+

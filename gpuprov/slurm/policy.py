@@ -1,0 +1,130 @@
+"""What gpuprov does to Slurm around a run, decided from Slurm's state and the verdicts.
+
+Pure functions (gate.py carries them out), so every rule is tested without a cluster:
+
+- before a run, a node in service is drained with gpuprov's reason (`gpuprov: …`), so no
+  new job lands on it while it is provisioned or soaked;
+- after the verdicts, a rejected or unreachable node is drained with the failing check and
+  its summary; an accepted node is resumed only when its drain reason is gpuprov's own —
+  a reason someone else set is never cleared, nor replaced;
+- a circuit breaker: when the run would take more than `max_share` of a partition out of
+  service (counting only nodes that were in service before the run), it drains none and
+  puts back those it drained to run: a wide rejection is far likelier a fault of the
+  validator, the profile or the site than of that many machines at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpuprov.errors import InputError
+from gpuprov.model import NodeResult, Verdict
+from gpuprov.slurm.cluster import SlurmNode
+
+PREFIX = "gpuprov:"
+SUMMARY_MAX = 160           # Slurm shows the reason in sinfo/scontrol: keep it one short line
+
+
+@dataclass(frozen=True)
+class Step:
+    host: str               # the inventory host
+    node: str               # its Slurm node name
+    action: str             # drain | resume | restore | keep | hold-back
+    reason: str             # the drain reason set, or why nothing is done
+
+    @property
+    def changes(self) -> bool:
+        return self.action in ("drain", "resume", "restore")
+
+
+def ours(node: SlurmNode) -> bool:
+    return node.reason.startswith(PREFIX)
+
+
+def holding_reason(purpose: str, run_id: str) -> str:
+    return f"{PREFIX} {purpose} (run {run_id})"
+
+
+def verdict_reason(result: NodeResult) -> str:
+    """`gpuprov: <check>: <summary> (run <id>)`, from the first failing check."""
+    if result.judged == Verdict.UNREACHABLE or not result.failing:
+        check, summary = str(result.judged), result.reason
+    else:
+        first = result.failing[0]
+        check, summary = first.id, first.summary
+    summary = " ".join(summary.split())
+    if len(summary) > SUMMARY_MAX:
+        summary = summary[:SUMMARY_MAX - 1] + "…"
+    return f"{PREFIX} {check}: {summary} (run {result.run_id})"
+
+
+def slurm_names(hosts: list[str], variables: dict[str, dict]) -> dict[str, str]:
+    """Inventory host -> Slurm node name (`gpuprov_slurm_node`, else the host's name)."""
+    return {h: str(variables[h].get("gpuprov_slurm_node") or h) for h in hosts}
+
+
+def check_known(names: dict[str, str], cluster: dict[str, SlurmNode]) -> None:
+    unknown = [f"{host} (Slurm node {name})" if host != name else host
+               for host, name in names.items() if name not in cluster]
+    if unknown:
+        raise InputError(f"slurm: not a node of the cluster: {', '.join(unknown)} "
+                         "(set gpuprov_slurm_node where the names differ)")
+
+
+def to_hold(names: dict[str, str], cluster: dict[str, SlurmNode], purpose: str,
+            run_id: str) -> list[Step]:
+    """Drain every node in service before the run; the others are already out of it."""
+    return [Step(host, name, "drain", holding_reason(purpose, run_id))
+            for host, name in names.items() if cluster[name].in_service]
+
+
+def after_verdicts(names: dict[str, str], before: dict[str, SlurmNode],
+                   now: dict[str, SlurmNode], results: dict[str, NodeResult],
+                   held: set[str], max_share: float) -> tuple[list[Step], str | None]:
+    """The steps after the verdicts, and the circuit breaker's message when it trips.
+    `before`: Slurm's state before the run; `held`: the nodes this run drained to run."""
+    steps: list[Step] = []
+    out_of_service: list[str] = []
+    for host, result in results.items():
+        name = names[host]
+        node = now[name]
+        if result.judged == Verdict.ACCEPTED:
+            if not node.in_service and ours(node):
+                steps.append(Step(host, name, "resume", "accepted"))
+            elif not node.in_service:
+                steps.append(Step(host, name, "keep",
+                                  f"accepted, left drained for its own reason: {node.reason}"))
+        elif not node.in_service and node.reason and not ours(node):
+            steps.append(Step(host, name, "keep",
+                              f"{result.judged}, already drained for its own reason: "
+                              f"{node.reason}"))
+        else:
+            steps.append(Step(host, name, "drain", verdict_reason(result)))
+            if before[name].in_service:
+                out_of_service.append(name)
+
+    tripped = _breaker(out_of_service, now, max_share)
+    if tripped is None:
+        return steps, None
+    held_back = []
+    for step in steps:
+        if step.action != "drain":
+            held_back.append(step)
+        elif step.node in held:       # drained to run: back in service as it was
+            held_back.append(Step(step.host, step.node, "restore", "circuit breaker"))
+        else:
+            held_back.append(Step(step.host, step.node, "hold-back", step.reason))
+    return held_back, tripped
+
+
+def _breaker(out_of_service: list[str], cluster: dict[str, SlurmNode],
+             max_share: float) -> str | None:
+    for partition in sorted({p for n in out_of_service for p in cluster[n].partitions}):
+        members = [n for n, node in cluster.items() if partition in node.partitions]
+        drained = [n for n in out_of_service if partition in cluster[n].partitions]
+        share = len(drained) / len(members)
+        if share > max_share:
+            return (f"circuit breaker: this run would drain {len(drained)} of {len(members)} "
+                    f"nodes of partition {partition} ({share:.0%} > max_drain_share "
+                    f"{max_share:.0%}): drained none")
+    return None
