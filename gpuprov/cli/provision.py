@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import re
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import click
 
+from gpuprov import settings as site_settings
 from gpuprov.cli.doctor import refuse_on_blockers
 from gpuprov.cli.lock import preflight_or_exit
 from gpuprov.cli.metrics import publish_after_run
@@ -23,6 +24,8 @@ from gpuprov.model import HostOutcome
 from gpuprov.provision.progress import view_for
 from gpuprov.provision.runner import Options, run_playbook
 from gpuprov.runs import new_run_id
+from gpuprov.slurm.gate import SlurmGate
+from gpuprov.slurm.policy import slurm_names
 
 BATCH = re.compile(r"^[1-9]\d*%?$")
 
@@ -81,9 +84,13 @@ def _summary(outcomes: list[HostOutcome]) -> str:
 @click.option("--retry-failed", is_flag=True,
               help="Only the hosts that failed, were unreachable or were interrupted in the "
                    "last run of this inventory.")
+@click.option("--slurm", "with_slurm", is_flag=True,
+              help="Drain the hosts in service in Slurm (the config file's `slurm` section) "
+                   "and wait for their jobs first; they stay drained until `validate "
+                   "--slurm` accepts them.")
 def provision(inventory_option: str | None, limit: str | None, tags: str | None, check: bool,
               diff: bool, forks: int, serial: str | None, allow_reboot: bool,
-              reboot_serial: str, retry_failed: bool) -> None:
+              reboot_serial: str, retry_failed: bool, with_slurm: bool) -> None:
     """Provision the inventory's hosts: exit 0 all converged, 1 any not, 2 bad input."""
     if retry_failed and limit:
         raise InputError("--retry-failed and --limit: give one (the retry picks its hosts)")
@@ -97,8 +104,16 @@ def provision(inventory_option: str | None, limit: str | None, tags: str | None,
     plans = preflight_or_exit(inventory, hosts)
     refuse_on_blockers(inventory, hosts)
     metrics_dir = None if check else configured_textfile_dir()
+    if with_slurm and check:
+        raise InputError("--slurm and --check: a check run changes nothing, no drain needed")
 
     run_id = new_run_id("provision")
+    gate = None
+    if with_slurm:
+        gate = SlurmGate(site_settings.slurm(), ledger, run_id,
+                         slurm_names(hosts, {h: inventory.variables(h) for h in hosts}),
+                         shadow=False, say=click.echo)
+        gate.check()    # slurmctld answers and knows every host, before anything changes
     run_dir = state_dir() / "runs" / run_id
     log_path = run_dir / "artifacts" / run_id / "stdout"
     options = Options(inventory=path, hosts=hosts, check=check, diff=diff, tags=tags,
@@ -110,14 +125,24 @@ def provision(inventory_option: str | None, limit: str | None, tags: str | None,
                       "retry_failed": retry_failed},
                      {h: asdict(plans[h].lock) for h in hosts}, str(log_path))
     click.echo(f"run {run_id}: {len(hosts)} host(s){' (check mode)' if check else ''}")
-    with view_for(hosts) as view:
-        outcomes, log_path = run_playbook(run_dir, run_id, options, view)
+    if gate:
+        options = replace(options, hosts=gate.hold("provisioning"))
+    outcomes: list = []
+    if options.hosts:
+        with view_for(options.hosts) as view:
+            outcomes, log_path = run_playbook(run_dir, run_id, options, view)
     ledger.finish_run(run_id, outcomes)
+    if gate:
+        gate.after_provisioning({o.host: o for o in outcomes})
     publish_after_run(ledger, metrics_dir, inventory.hosts())
 
     click.echo(_summary(outcomes))
     click.echo(f"log: {log_path}")
     bad = [o for o in outcomes if o.outcome != "converged"]
+    if len(outcomes) < len(hosts):
+        click.echo(f"{len(hosts) - len(outcomes)} host(s) not provisioned: their jobs did not "
+                   "end in time", err=True)
+        sys.exit(1)
     if bad:
         click.echo(f"{len(bad)} of {len(outcomes)} host(s) did not converge; "
                    "`gpuprov provision --retry-failed` runs only those", err=True)

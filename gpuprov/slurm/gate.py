@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass, field
 
 from gpuprov.ledger import Ledger, SlurmAction
-from gpuprov.model import NodeResult
+from gpuprov.model import HostOutcome, NodeResult
 from gpuprov.settings import SlurmSettings
 from gpuprov.slurm import policy
 from gpuprov.slurm.cluster import Slurm, SlurmError, SlurmNode, connect
@@ -101,6 +101,19 @@ class SlurmGate:
             else:
                 self._record(step, "none")
         return tripped
+
+    def after_provisioning(self, outcomes: dict[str, HostOutcome]) -> None:
+        """Nodes drained to be provisioned stay drained until a validation accepts them
+        (`validate --slurm` resumes them): the reason says what they wait for."""
+        for host, name in self.names.items():
+            if name not in self.held:
+                continue
+            outcome = outcomes.get(host)
+            what = ("provisioned, awaiting validation" if outcome and outcome.outcome ==
+                    "converged" else f"provisioning {outcome.outcome if outcome else 'not run'}"
+                    f"{': ' + outcome.detail if outcome and outcome.detail else ''}")
+            self._carry_out(Step(host, name, "drain",
+                                 policy.holding_reason(policy.shorten(what), self.run_id)))
 
     def release_unjudged(self, judged: set[str]) -> None:
         """Nodes drained to run that got no verdict (the run stopped early): put back."""

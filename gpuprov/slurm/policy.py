@@ -52,10 +52,13 @@ def verdict_reason(result: NodeResult) -> str:
     else:
         first = result.failing[0]
         check, summary = first.id, first.summary
-    summary = " ".join(summary.split())
-    if len(summary) > SUMMARY_MAX:
-        summary = summary[:SUMMARY_MAX - 1] + "…"
-    return f"{PREFIX} {check}: {summary} (run {result.run_id})"
+    return f"{PREFIX} {check}: {shorten(summary)} (run {result.run_id})"
+
+
+def shorten(text: str) -> str:
+    """One line of at most SUMMARY_MAX characters."""
+    text = " ".join(text.split())
+    return text if len(text) <= SUMMARY_MAX else text[:SUMMARY_MAX - 1] + "…"
 
 
 def slurm_names(hosts: list[str], variables: dict[str, dict]) -> dict[str, str]:

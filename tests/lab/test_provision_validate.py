@@ -311,6 +311,126 @@ def test_the_testinfra_modules_validate_a_node_as_gpuprov_validate_does(rack, tm
     assert json.loads(judged.stdout)["verdict"] == "accepted"
 
 
+@dataclass
+class SlurmLab:
+    rack: Rack
+    ssh_config: Path
+    config: Path           # gpuprov's config: the lab's `slurm` section, short waits
+
+    def env(self) -> dict:
+        return {**self.rack.env(), "GPUPROV_CONFIG": str(self.config)}
+
+    def validate(self, *args: str):
+        return gpuprov("validate", "--inventory", str(self.rack.inventory), "--soak", SOAK,
+                       "--slurm", *args, timeout=600, env=self.env())
+
+    def head(self, command: str) -> str:
+        """A command on the Slurm head node, as an administrator types it there."""
+        result = subprocess.run(["ssh", "-F", str(self.ssh_config), "slurmctl", command],
+                                capture_output=True, text=True, timeout=60, check=False)
+        assert result.returncode == 0, result.stderr
+        return result.stdout
+
+    def states(self) -> dict[str, tuple[str, str]]:
+        """Node -> (state without sinfo's not-responding mark, reason) as sinfo prints them."""
+        out = self.head("sinfo --noheader --Node --format '%N|%T|%E'")
+        return {n: (state.rstrip("*"), reason) for n, state, reason in
+                (line.split("|", 2) for line in out.splitlines())}
+
+
+@pytest.fixture(scope="module")
+def slurm(rack, lab, tmp_path_factory) -> SlurmLab:
+    """The lab's Slurm cluster (`gpuprov lab up --slurm`) on the provisioned rack, every
+    node idle before the tests start."""
+    up = gpuprov("lab", "up", "--slurm", timeout=600)
+    assert up.returncode == 0, up.stderr
+    lab_config = Path(up.stdout.split("GPUPROV_CONFIG=")[1].split()[0])
+    config = tmp_path_factory.mktemp("slurm") / "config.yml"
+    # three nodes: a breaker at the default 20 % would refuse to drain even one
+    config.write_text(lab_config.read_text() + "  drain_timeout_s: 5\n  max_drain_share: 0.5\n")
+    slurm = SlurmLab(rack, lab.ssh_config, config)
+    assert slurm.states() == dict.fromkeys(NODES, ("idle", "none"))
+    return slurm
+
+
+def test_slurm_drains_the_rejected_resumes_the_accepted_and_keeps_another_reason(slurm):
+    slurm.head("scontrol update NodeName=node03 State=DRAIN Reason='bios update (ops)'")
+    fault("node02", "ecc-uncorrectable", 5)
+    try:
+        result = slurm.validate("--all", "--json")
+        nodes = report_of(result)
+    finally:
+        clear("node02")
+    assert result.returncode == 1
+    assert [nodes[n]["verdict"] for n in NODES] == ["accepted", "rejected", "accepted"]
+    run_id = json.loads(result.stdout)["run"]["id"]
+    states = slurm.states()
+    assert states["node01"] == ("idle", "none")                 # drained to run, resumed
+    assert states["node02"][0] == "drained"
+    first = blocking(nodes["node02"])        # the first failing check names the reason
+    check, summary = next(iter(first.items()))
+    assert states["node02"][1] == f"gpuprov: {check}: {summary['summary']} (run {run_id})"
+    assert "GPU 5" in states["node02"][1]
+    assert states["node03"] == ("drained", "bios update (ops)")  # not gpuprov's: kept
+    assert "slurm: node03: left as it is: accepted, left drained for its own reason: " \
+           "bios update (ops)" in result.stderr
+    history = slurm.rack.cli("nodes", "node02").stdout
+    assert f"slurm     {run_id}  drain done" in history
+
+    again = slurm.validate("node02")                            # fixed: accepted, resumed
+    assert again.returncode == 0, again.stdout[-2000:]
+    assert slurm.states()["node02"] == ("idle", "none")
+    slurm.head("scontrol update NodeName=node03 State=RESUME")
+
+
+def test_slurm_waits_for_jobs_trips_the_breaker_and_shadow_changes_nothing(slurm):
+    job = slurm.head("sbatch --parsable -w node01 -o /dev/null --wrap 'sleep 300'").strip()
+    try:
+        busy = slurm.validate("node01")
+        assert busy.returncode == 1
+        assert f"slurm: node01: not run: {job} (root, wrap, on node01): still running " \
+               "after 5s" in busy.stdout
+        assert slurm.states()["node01"] == ("mixed", "none")     # put back as it was
+        assert "node01  ACCEPTED" not in busy.stdout and "node01  REJECTED" not in busy.stdout
+    finally:
+        slurm.head(f"scancel {job}")
+
+    for node in ("node01", "node02"):
+        fault(node, "ecc-uncorrectable", 5)
+    try:
+        tripped = slurm.validate("node01", "node02")
+        shadow = slurm.validate("node02", "--shadow")
+    finally:
+        clear("node01", "node02")
+    assert tripped.returncode == 1
+    assert "slurm: circuit breaker: this run would drain 2 of 3 nodes of partition gpu " \
+           "(67% > max_drain_share 50%): drained none" in tripped.stdout
+    assert shadow.returncode == 1
+    assert "slurm: node02: drained (shadow: not done): gpuprov: " in shadow.stdout
+    deadline = time.monotonic() + 30                             # scancel: the job ends
+    while slurm.states()["node01"][0] != "idle" and time.monotonic() < deadline:
+        time.sleep(1)
+    assert slurm.states() == dict.fromkeys(NODES, ("idle", "none"))
+
+
+def test_slurm_unreachable_slurmctld_is_one_line_and_nothing_runs(slurm):
+    before = len(slurm.rack.cli("nodes", "node01").stdout.splitlines())
+    slurm.head("systemctl stop slurmctld")
+    try:
+        result = slurm.validate("node01")
+    finally:
+        slurm.head("systemctl start slurmctld")
+        deadline = time.monotonic() + 60       # the nodes register again
+        while slurm.states() != dict.fromkeys(NODES, ("idle", "none")):
+            assert time.monotonic() < deadline, slurm.states()
+            time.sleep(1)
+    assert result.returncode == 2
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("gpuprov: error: slurm: slurmctld not reachable: `sinfo --noheader`"
+                           " on slurmctl: ")
+    assert len(slurm.rack.cli("nodes", "node01").stdout.splitlines()) == before
+
+
 def test_kill_9_mid_soak_leaves_a_clean_ledger_and_no_accepted_node(rack):
     before = rack.cli("nodes").stdout
     run = rack.spawn("node03", "--soak", "60")

@@ -17,8 +17,8 @@ from gpuprov.model import HostOutcome
 def test_created_on_first_use_with_schema_version(tmp_path):
     path = tmp_path / "deep" / "ledger.sqlite3"
     ledger = Ledger(path)
-    assert path.exists() and ledger.schema_version == len(MIGRATIONS) == 5
-    assert Ledger(path).schema_version == 5   # reopening migrates nothing
+    assert path.exists() and ledger.schema_version == len(MIGRATIONS) == 6
+    assert Ledger(path).schema_version == 6   # reopening migrates nothing
     assert ledger.last_run("provision") is None and ledger.last_provisioning() == {}
 
 
