@@ -34,6 +34,11 @@ SIM_SOURCES = Path(sim.__file__).parent
 SIM_MODULES = ("__init__", "node", "render", "nvidia_smi", "gpu_burn", "daemons", "dcgmi",
                "nccl_tests")
 MODULE_UNIT = "gpuprov-lab-nvidia-module.service"
+FIRST_UNSUFFIXED_BRANCH = 590
+# What a 590+ pinning package pins: the driver packages under their unsuffixed names.
+PINNED_NAMES = ("nvidia-headless", "nvidia-headless-open", "nvidia-dkms", "nvidia-dkms-open",
+                "nvidia-kernel-common", "libnvidia-compute", "nvidia-compute-utils",
+                "nvidia-utils", "nvidia-fabricmanager", "libnvidia-nscq", "cuda-drivers")
 
 
 @functools.cache
@@ -74,8 +79,10 @@ def _standalone_tool(module: str, **config: str) -> str:
             "if __name__ == \"__main__\":\n    sys.exit(main(sys.argv[1:], **CONFIG))\n")
 
 
-def _exclusive(deb: Deb, virtual: str) -> Deb:
-    """One branch at a time, as the real branch-named packages are."""
+def _exclusive(deb: Deb, role: str) -> Deb:
+    """One branch at a time, as the real branch-named packages are (the virtual package is
+    not the 590+ name itself: a package cannot conflict with its own name)."""
+    virtual = f"{role}-driver-branch"
     deb.provides.append(virtual)
     deb.conflicts.append(virtual)
     deb.replaces.append(virtual)
@@ -87,11 +94,18 @@ def _unit(description: str, exec_start: str, extra: str = "") -> str:
             f"ExecStart={exec_start}\n\n[Install]\nWantedBy=multi-user.target\n")
 
 
+def names_branch(branch: str) -> str:
+    """What a driver package's name carries of its branch: `-550` up to 580, nothing from
+    590 (the CUDA repository's renames: see data/lab/standins.yml)."""
+    return "" if int(branch) >= FIRST_UNSUFFIXED_BRANCH else f"-{branch}"
+
+
 def driver_packages(branch: str, version: str, revision: str) -> Iterator[Deb]:
     dv = f"{version}-{revision}"
     exact = f"(= {dv})"
+    b = names_branch(branch)
 
-    compute = _exclusive(Deb(f"libnvidia-compute-{branch}", dv,
+    compute = _exclusive(Deb(f"libnvidia-compute{b}", dv,
                              f"NVIDIA libcompute package (stand-in)\n"
                              f"libcuda and libnvidia-ml {version}; in the gpuprov lab they "
                              "drive the simulated GPUs of the node's hardware description.",
@@ -103,14 +117,14 @@ def driver_packages(branch: str, version: str, revision: str) -> Iterator[Deb]:
         compute.add(f"{SIM_DIR}/gpuprov_sim/{name}.py", (SIM_SOURCES / f"{name}.py").read_text())
     yield compute
 
-    yield _exclusive(Deb(f"nvidia-utils-{branch}", dv, "NVIDIA driver support binaries "
-                         "(stand-in)\nnvidia-smi.", depends=[f"libnvidia-compute-{branch} {exact}"])
+    yield _exclusive(Deb(f"nvidia-utils{b}", dv, "NVIDIA driver support binaries "
+                         "(stand-in)\nnvidia-smi.", depends=[f"libnvidia-compute{b} {exact}"])
                      .add("/usr/bin/nvidia-smi", _python_tool("nvidia_smi", "main()"), 0o755),
                      "nvidia-utils")
 
     yield _exclusive(
-        Deb(f"nvidia-compute-utils-{branch}", dv, "NVIDIA compute utilities (stand-in)\n"
-            "nvidia-persistenced and its unit.", depends=[f"libnvidia-compute-{branch} {exact}"])
+        Deb(f"nvidia-compute-utils{b}", dv, "NVIDIA compute utilities (stand-in)\n"
+            "nvidia-persistenced and its unit.", depends=[f"libnvidia-compute{b} {exact}"])
         .add("/usr/bin/nvidia-persistenced",
              _python_tool("daemons", "persistenced(sys.argv[1:])"), 0o755)
         .add(f"{UNIT_DIR}/nvidia-persistenced.service",
@@ -119,18 +133,18 @@ def driver_packages(branch: str, version: str, revision: str) -> Iterator[Deb]:
                    "Wants=syslog.target\n")),
         "nvidia-compute-utils")
 
-    yield _exclusive(Deb(f"nvidia-kernel-common-{branch}", dv, "Shared files used by the "
+    yield _exclusive(Deb(f"nvidia-kernel-common{b}", dv, "Shared files used by the "
                          "NVIDIA kernel module (stand-in)\nGSP firmware.")
                      .add(f"/usr/lib/firmware/nvidia/{version}/gsp_ga10x.bin", b"\0" * 64),
                      "nvidia-kernel-common")
 
     for suffix, flavour in (("", "proprietary"), ("-open", "open")):
-        dkms = Deb(f"nvidia-dkms-{branch}{suffix}", dv,
+        dkms = Deb(f"nvidia-dkms{b}{suffix}", dv,
                    f"NVIDIA DKMS package ({flavour} kernel module, stand-in)\n"
                    "A container has no kernel to build for: installing it loads the module "
                    "when none is loaded, as modprobe would on a fresh server; an upgrade "
                    "leaves the old module loaded until the node reboots.",
-                   depends=[f"nvidia-kernel-common-{branch} {exact}"])
+                   depends=[f"nvidia-kernel-common{b} {exact}"])
         _exclusive(dkms, "nvidia-dkms-kernel")
         dkms.add(f"/usr/src/nvidia-{version}/dkms.conf",
                  f'PACKAGE_NAME="nvidia"\nPACKAGE_VERSION="{version}"\n')
@@ -148,23 +162,23 @@ def driver_packages(branch: str, version: str, revision: str) -> Iterator[Deb]:
             f"[ -s {node.MODULE_VERSION} ] || echo {version} > {node.MODULE_VERSION}\n")
         yield dkms
 
-        yield Deb(f"nvidia-headless-{branch}{suffix}", dv,
+        yield Deb(f"nvidia-headless{b}{suffix}", dv,
                   f"NVIDIA headless metapackage ({flavour} kernel module, stand-in)",
-                  depends=[f"nvidia-dkms-{branch}{suffix} {exact}",
-                           f"nvidia-kernel-common-{branch} {exact}",
-                           f"libnvidia-compute-{branch} {exact}",
-                           f"nvidia-compute-utils-{branch} {exact}"])
+                  depends=[f"nvidia-dkms{b}{suffix} {exact}",
+                           f"nvidia-kernel-common{b} {exact}",
+                           f"libnvidia-compute{b} {exact}",
+                           f"nvidia-compute-utils{b} {exact}"])
 
     # What the roles must never install: it follows the newest driver (>=), not the lock.
-    yield Deb(f"cuda-drivers-{branch}", f"{version}-1", "CUDA Driver meta-package, branch "
-              "specific (stand-in)", depends=[f"nvidia-headless-{branch} (>= {dv})",
-                                               f"nvidia-utils-{branch} (>= {dv})"])
+    yield Deb(f"cuda-drivers{b}", f"{version}-1", "CUDA Driver meta-package, branch "
+              "specific (stand-in)", depends=[f"nvidia-headless{b} (>= {dv})",
+                                               f"nvidia-utils{b} (>= {dv})"])
 
-    yield (Deb(f"nvidia-fabricmanager-{branch}", f"{version}-1", "Fabric Manager for NVSwitch "
+    yield _exclusive(Deb(f"nvidia-fabricmanager{b}", f"{version}-1", "Fabric Manager for NVSwitch "
                "based systems (stand-in)\nRefuses to start when the loaded driver is at "
                "another version, as the real one does.",
-               depends=[f"nvidia-kernel-common-{branch} {exact}",
-                        f"libnvidia-compute-{branch} {exact}"])
+               depends=[f"nvidia-kernel-common{b} {exact}",
+                        f"libnvidia-compute{b} {exact}"])
            .add("/usr/bin/nv-fabricmanager",
                 _python_tool("daemons", f"fabricmanager(sys.argv[1:], version={version!r})"),
                 0o755)
@@ -173,9 +187,22 @@ def driver_packages(branch: str, version: str, revision: str) -> Iterator[Deb]:
            .add(f"{UNIT_DIR}/nvidia-fabricmanager.service",
                 _unit("NVIDIA fabric manager service",
                       "/usr/bin/nv-fabricmanager -c /usr/share/nvidia/nvswitch/fabricmanager.cfg",
-                      "After=network-online.target\n")))
-    yield Deb(f"libnvidia-nscq-{branch}", f"{version}-1", "NVSwitch Configuration and Query "
-              "library (stand-in)").add(f"{LIB}/libnvidia-nscq.so.{version}", "stand-in\n")
+                      "After=network-online.target\n")), "nvidia-fabricmanager")
+    yield _exclusive(Deb(f"libnvidia-nscq{b}", f"{version}-1", "NVSwitch Configuration and "
+                         "Query library (stand-in)").add(f"{LIB}/libnvidia-nscq.so.{version}",
+                                                         "stand-in\n"), "libnvidia-nscq")
+    if not b:
+        yield pinning_package(version)
+
+
+def pinning_package(version: str) -> Deb:
+    """`nvidia-driver-pinning-<version>`: apt preferences that hold every driver package
+    at that version (the 590+ way to lock a driver)."""
+    names = " ".join(PINNED_NAMES)
+    return Deb(f"nvidia-driver-pinning-{version}", f"{version}-1",
+               f"Pins the NVIDIA driver packages at {version} (stand-in)").add(
+        f"/etc/apt/preferences.d/nvidia-driver-pinning-{version}",
+        f"Package: {names}\nPin: version {version}-*\nPin-Priority: 1000\n")
 
 
 def toolkit_package(cuda: str, rel: dict) -> Deb:

@@ -349,6 +349,11 @@ def slurm(rack, lab, tmp_path_factory) -> SlurmLab:
     # three nodes: a breaker at the default 20 % would refuse to drain even one
     config.write_text(lab_config.read_text() + "  drain_timeout_s: 5\n  max_drain_share: 0.5\n")
     slurm = SlurmLab(rack, lab.ssh_config, config)
+    # a head node left from an earlier session remembers its drains: an administrator's
+    # clean start
+    drained = [n for n, (state, _) in slurm.states().items() if state != "idle"]
+    if drained:
+        slurm.head(f"scontrol update NodeName={','.join(drained)} State=RESUME")
     assert slurm.states() == dict.fromkeys(NODES, ("idle", "none"))
     return slurm
 

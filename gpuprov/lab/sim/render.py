@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from xml.sax.saxutils import escape
 
 CUDA_BY_BRANCH = {"535": "12.2", "550": "12.4", "560": "12.6", "565": "12.7", "570": "12.8",
-                  "580": "13.0"}
+                  "580": "13.0", "590": "13.1", "595": "13.2"}
 
 
 def cuda_for(driver: str) -> str:
