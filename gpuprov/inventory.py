@@ -8,6 +8,7 @@ or YAML, the line, and nothing runs.
 from __future__ import annotations
 
 import contextlib
+import difflib
 import io
 from pathlib import Path
 
@@ -121,3 +122,17 @@ def _parse_error(paths: list[Path], yaml_only: bool = False) -> str | None:
                 return f"{source}:{line}: {message}"
             return f"{source}: {cause}"
     return None
+
+
+def pick_nodes(inventory: Inventory, nodes: tuple[str, ...], all_nodes: bool) -> list[str]:
+    if bool(nodes) == all_nodes:
+        raise InputError("name the nodes to validate (NODE…) or pass --all, not both")
+    known = inventory.hosts()
+    if all_nodes:
+        return known
+    for node in nodes:
+        if node not in known:
+            close = difflib.get_close_matches(node, known, n=1)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            raise InputError(f"unknown node {node!r}: not in {inventory.path}{hint}")
+    return list(dict.fromkeys(nodes))

@@ -381,6 +381,18 @@ class Ledger:
             latest[row["host"]] = (runs[row["run_id"]], _outcome(row))
         return latest
 
+    def converged_locks(self, host: str) -> list[tuple[RunRecord, dict]]:
+        """The host's converged provisioning runs (not `--check`), newest first, each with
+        the versions lock it was given for the host."""
+        with self._connect() as db:
+            rows = db.execute(
+                "SELECT r.* FROM runs r JOIN host_outcomes o ON o.run_id = r.id"
+                " WHERE r.kind = 'provision' AND r.status = 'finished'"
+                f" AND NOT {self.store.json_true('r.options', 'check')}"
+                " AND o.host = ? AND o.outcome = 'converged' ORDER BY r.started_at DESC",
+                (host,)).fetchall()
+        return [(self._record(row), json.loads(row["lock"]).get(host) or {}) for row in rows]
+
     def last_locks(self) -> dict[str, dict]:
         """Each host's versions lock as its latest run (either kind) recorded it."""
         latest: dict[str, dict] = {}

@@ -79,12 +79,6 @@ def judge(plan: Plan) -> tuple[tuple[str, str, str], ...]:
         rule("torch_python", compat.torch_supports_python(lock.torch_version,
                                                           lock.python_version))
     branch = int(lock.driver_version.split(".")[0])
-    last_branch = int(m["driver_role_last_branch"])
-    if branch > last_branch:
-        problems.append(("driver_packaging", f"driver {lock.driver_version}: the nvidia_driver "
-                         f"role installs branches up to {last_branch}; from R590 the "
-                         "repository names packages without the branch suffix",
-                         m["sources"]["driver_packaging"]))
     if lock.driver_flavour == "open" and branch < 515:
         problems.append(("driver_flavour", f"open kernel modules exist from R515; the lock has "
                          f"{lock.driver_version}", m["sources"]["kernel_modules"]))

@@ -10,6 +10,7 @@ from gpuprov.config import configured_inventory
 from gpuprov.console import text_table
 from gpuprov.errors import InputError
 from gpuprov.ledger import Ledger
+from gpuprov.lifecycle import node_state
 
 
 def _when(timestamp: float | None) -> str:
@@ -31,8 +32,9 @@ def _inventory_hosts(option: str | None) -> list[str]:
 @click.option("--inventory", "-i", "inventory_option", metavar="FILE",
               help="Also list this inventory's hosts that the ledger has never seen.")
 def nodes(node: str | None, inventory_option: str | None) -> None:
-    """Each node's state: never validated, accepted, rejected or unreachable, since when,
-    why and by which run, and its last provisioning outcome. With NODE: its history."""
+    """Each node's state: never validated, accepted, rejected, unreachable, or
+    needs-validation (changed by a provisioning run since its verdict), since when, why and
+    by which run, and its last provisioning outcome. With NODE: its history."""
     ledger = Ledger()
     if node:
         _history(ledger, node)
@@ -50,7 +52,7 @@ def nodes(node: str | None, inventory_option: str | None) -> None:
     for host in known:
         result = verdicts.get(host)
         outcome = provisioned.get(host)
-        rows.append((host, result.verdict if result else "never-validated",
+        rows.append((host, node_state(result, outcome),
                      _when(result.judged_at if result else None),
                      result.run_id if result else "-", outcome[1].outcome if outcome else "-",
                      _drift(drifts.get(host)), result.reason if result else "-"))

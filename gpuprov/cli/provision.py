@@ -3,6 +3,7 @@ the rack, a live view, a per-host summary, and a record in the ledger."""
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from dataclasses import asdict, replace
@@ -17,8 +18,10 @@ from gpuprov.cli.metrics import publish_after_run
 from gpuprov.config import resolve_inventory, state_dir
 from gpuprov.console import text_table
 from gpuprov.errors import InputError
-from gpuprov.inventory import Inventory
+from gpuprov.inventory import Inventory, pick_nodes
 from gpuprov.ledger import Ledger
+from gpuprov.lifecycle import rollback_target
+from gpuprov.lock import PREFIX as LOCK_PREFIX
 from gpuprov.metrics import configured_textfile_dir
 from gpuprov.model import HostOutcome
 from gpuprov.provision.progress import view_for
@@ -65,7 +68,19 @@ def _summary(outcomes: list[HostOutcome]) -> str:
         right=("OK", "CHANGED", "FAILED", "UNREACH"))
 
 
+def _rollback_lock(ledger: Ledger, hosts: list[str]) -> tuple:
+    """The one lock the named nodes go back to (and the run that had it)."""
+    targets = {h: rollback_target(ledger, h) for h in hosts}
+    distinct = {json.dumps(lock, sort_keys=True) for _, lock in targets.values()}
+    if len(distinct) > 1:
+        raise InputError("--rollback: the nodes go back to different locks ("
+                         + "; ".join(f"{h}: run {run.id}" for h, (run, _) in targets.items())
+                         + "): roll back each group on its own")
+    return next(iter(targets.values()))
+
+
 @click.command()
+@click.argument("rollback_nodes", nargs=-1, metavar="[--rollback NODE…]")
 @click.option("--inventory", "-i", "inventory_option", metavar="FILE",
               help="Ansible inventory (default: $GPUPROV_INVENTORY or ./ansible.cfg's).")
 @click.option("--limit", "-l", metavar="PATTERN", help="Only hosts matching this pattern.")
@@ -88,19 +103,33 @@ def _summary(outcomes: list[HostOutcome]) -> str:
               help="Drain the hosts in service in Slurm (the config file's `slurm` section) "
                    "and wait for their jobs first; they stay drained until `validate "
                    "--slurm` accepts them.")
-def provision(inventory_option: str | None, limit: str | None, tags: str | None, check: bool,
-              diff: bool, forks: int, serial: str | None, allow_reboot: bool,
-              reboot_serial: str, retry_failed: bool, with_slurm: bool) -> None:
+@click.option("--rollback", is_flag=True,
+              help="Bring NODEs back to their versions lock before the last change: that of "
+                   "their last converged run after a failed one, else of the converged run "
+                   "before the last, from the ledger. The inventory's lock is not changed.")
+def provision(rollback_nodes: tuple[str, ...], inventory_option: str | None, limit: str | None,
+              tags: str | None, check: bool, diff: bool, forks: int, serial: str | None,
+              allow_reboot: bool, reboot_serial: str, retry_failed: bool, with_slurm: bool,
+              rollback: bool) -> None:
     """Provision the inventory's hosts: exit 0 all converged, 1 any not, 2 bad input."""
     if retry_failed and limit:
         raise InputError("--retry-failed and --limit: give one (the retry picks its hosts)")
+    if bool(rollback_nodes) != rollback:
+        raise InputError("--rollback NODE…: name the nodes to roll back (and NODEs only "
+                         "with --rollback)")
+    if rollback and (limit or retry_failed):
+        raise InputError("--rollback picks its hosts: no --limit or --retry-failed with it")
     _batch(serial, "--serial")
     _batch(reboot_serial, "--reboot-serial")
     path = resolve_inventory(inventory_option)
     inventory = Inventory(path)
     ledger = Ledger()
-    hosts = (_retry_hosts(ledger, path, inventory.hosts()) if retry_failed
-             else inventory.hosts(limit))
+    if rollback:
+        hosts = pick_nodes(inventory, rollback_nodes, False)
+    else:
+        hosts = (_retry_hosts(ledger, path, inventory.hosts()) if retry_failed
+                 else inventory.hosts(limit))
+    target = _rollback_lock(ledger, hosts) if rollback else None
     plans = preflight_or_exit(inventory, hosts)
     refuse_on_blockers(inventory, hosts)
     metrics_dir = None if check else configured_textfile_dir()
@@ -118,13 +147,20 @@ def provision(inventory_option: str | None, limit: str | None, tags: str | None,
     log_path = run_dir / "artifacts" / run_id / "stdout"
     options = Options(inventory=path, hosts=hosts, check=check, diff=diff, tags=tags,
                       forks=forks, serial=serial, allow_reboot=allow_reboot,
-                      reboot_serial=reboot_serial)
+                      reboot_serial=reboot_serial,
+                      lock_overrides={f"{LOCK_PREFIX}{k}": v for k, v in target[1].items()}
+                      if target else {})
     ledger.start_run(run_id, "provision", str(path.resolve()), hosts,
                      {"check": check, "diff": diff, "tags": tags, "limit": limit,
                       "forks": forks, "serial": serial, "allow_reboot": allow_reboot,
-                      "retry_failed": retry_failed},
-                     {h: asdict(plans[h].lock) for h in hosts}, str(log_path))
+                      "retry_failed": retry_failed, "rollback_to": target[0].id if target
+                      else None},
+                     {h: target[1] if target else asdict(plans[h].lock) for h in hosts},
+                     str(log_path))
     click.echo(f"run {run_id}: {len(hosts)} host(s){' (check mode)' if check else ''}")
+    if target:
+        click.echo(f"rollback to the lock of run {target[0].id}: " + ", ".join(
+            f"{k} {v}" for k, v in target[1].items() if v not in ("", None)))
     if gate:
         options = replace(options, hosts=gate.hold("provisioning"))
     outcomes: list = []

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import json
 import sys
 from pathlib import Path
@@ -17,7 +16,7 @@ from gpuprov.errors import InputError
 from gpuprov.escalation import escalate
 from gpuprov.fabric.rack import MIN_MEMBERS, check_members, floor_for, run_fabric_test
 from gpuprov.fabric.stage import FabricSettings
-from gpuprov.inventory import Inventory
+from gpuprov.inventory import Inventory, pick_nodes
 from gpuprov.ledger import Ledger
 from gpuprov.lock import Lock
 from gpuprov.metrics import configured_textfile_dir
@@ -31,20 +30,6 @@ from gpuprov.validation.collect import NodeSettings
 from gpuprov.validation.connect import prime_inventory
 from gpuprov.validation.pipeline import NodeJob, rejudge, validate_all
 from gpuprov.validation.progress import view_for
-
-
-def pick_nodes(inventory: Inventory, nodes: tuple[str, ...], all_nodes: bool) -> list[str]:
-    if bool(nodes) == all_nodes:
-        raise InputError("name the nodes to validate (NODE…) or pass --all, not both")
-    known = inventory.hosts()
-    if all_nodes:
-        return known
-    for node in nodes:
-        if node not in known:
-            close = difflib.get_close_matches(node, known, n=1)
-            hint = f"; did you mean {close[0]}?" if close else ""
-            raise InputError(f"unknown node {node!r}: not in {inventory.path}{hint}")
-    return list(dict.fromkeys(nodes))
 
 
 def node_profile(node: str, variables: dict, override: Profile | None) -> Profile:

@@ -49,6 +49,7 @@ class Options:
     serial: str | None = None
     allow_reboot: bool = False
     reboot_serial: str = "1"
+    lock_overrides: dict = field(default_factory=dict)   # a rollback's lock, over the inventory's
 
 
 @dataclass
@@ -159,6 +160,7 @@ def run_playbook(run_dir: Path, run_id: str, options: Options, listener: Listene
                                     "gpuprov_reboot_serial": options.reboot_serial}
     if options.serial:
         extravars["gpuprov_serial"] = options.serial
+    extravars.update(options.lock_overrides)
     cmdline = " ".join(flag for flag, wanted in (("--check", options.check),
                                                   ("--diff", options.diff)) if wanted)
     sink = EventSink(options.hosts, listener)

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import signal
 import subprocess
 import time
@@ -435,6 +437,68 @@ def test_slurm_unreachable_slurmctld_is_one_line_and_nothing_runs(slurm):
     assert line.startswith("gpuprov: error: slurm: slurmctld not reachable: `sinfo --noheader`"
                            " on slurmctl: ")
     assert len(slurm.rack.cli("nodes", "node01").stdout.splitlines()) == before
+
+
+def _lock_copy(rack: Rack, directory: Path, driver: str) -> Path:
+    """The lab inventory with another driver in its versions lock (an operator's edit)."""
+    shutil.copytree(rack.inventory.parent, directory)
+    versions = directory / "group_vars/all/versions.yml"
+    versions.write_text(re.sub(r"(?m)^gpuprov_driver_version: .*$",
+                               f"gpuprov_driver_version: {driver}", versions.read_text()))
+    return directory / rack.inventory.name
+
+
+def _driver_packages(node: str) -> dict[str, str]:
+    out = gpuprov("lab", "ssh", node, "--",
+                  "dpkg-query -W -f='${Package} ${Version} ${db:Status-Abbrev}\\n'",
+                  check=True).stdout
+    return {name: version for name, version, status in (line.split() for line in
+            out.splitlines()) if status in ("ii", "hi") and re.match(
+            r"^(lib)?nvidia-(?!container)", name)}
+
+
+def _state(rack: Rack, node: str) -> str:
+    row = next(line for line in rack.cli("nodes").stdout.splitlines()
+               if line.startswith(f"{node} "))
+    return row.split()[1]
+
+
+def test_driver_upgrade_to_r590_and_rollback_each_validated(rack, tmp_path):
+    """550 -> 590 (the repository's new packaging: unsuffixed names, a pinning package) on a
+    converged NVSwitch node, idempotent, accepted; then `--rollback` to 550, accepted."""
+    node = "node02"
+    before = _driver_packages(node)
+    assert before["nvidia-fabricmanager-550"].startswith("550.90.07")
+    upgrade_inventory = _lock_copy(rack, tmp_path / "r590", "590.48.01")
+
+    upgraded = rack.cli("provision", "-i", str(upgrade_inventory), "-l", node,
+                        "--allow-reboot", timeout=900)
+    assert upgraded.returncode == 0, upgraded.stdout[-3000:]
+    assert _state(rack, node) == "needs-validation"
+    after = _driver_packages(node)
+    assert not [p for p in after if re.search(r"-5[0-9]{2}(-open)?$", p)], after
+    for package in ("nvidia-driver-pinning-590.48.01", "nvidia-dkms-open", "libnvidia-compute",
+                    "nvidia-utils", "nvidia-fabricmanager", "libnvidia-nscq"):
+        assert after[package].startswith("590.48.01-"), (package, after)
+    again = rack.cli("provision", "-i", str(upgrade_inventory), "-l", node, "-t", "driver",
+                     timeout=900)
+    assert again.returncode == 0, again.stdout[-3000:]
+    assert re.search(rf"(?m)^{node}\s+converged\s+\d+\s+0\s", again.stdout), again.stdout
+    validated = report_of(gpuprov("validate", "-i", str(upgrade_inventory), node, "--soak",
+                                  SOAK, "--json", env=rack.env(), timeout=600))
+    assert validated[node]["verdict"] == "accepted", blocking(validated[node])
+    assert _state(rack, node) == "accepted"
+
+    rolled = rack.cli("provision", "-i", str(upgrade_inventory), "--rollback", node,
+                      "--allow-reboot", timeout=900)
+    assert rolled.returncode == 0, rolled.stdout[-3000:]
+    assert "rollback to the lock of run p" in rolled.stdout
+    assert "driver_version 550.90.07" in rolled.stdout
+    assert _driver_packages(node) == before
+    assert _state(rack, node) == "needs-validation"
+    back = report_of(rack.validate(node, "--json"))
+    assert back[node]["verdict"] == "accepted", blocking(back[node])
+    assert _state(rack, node) == "accepted"
 
 
 def test_kill_9_mid_soak_leaves_a_clean_ledger_and_no_accepted_node(rack):

@@ -1,0 +1,76 @@
+"""After acceptance: a node changed by provisioning since its verdict needs validation, and
+`provision --rollback` finds the lock of the node's state before its last change."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from gpuprov.errors import InputError
+from gpuprov.ledger import Ledger
+from gpuprov.lifecycle import node_state, rollback_target
+from gpuprov.model import HostOutcome, NodeResult, Verdict
+
+R550 = {"driver_version": "550.90.07", "cuda_version": "12.4"}
+R590 = {"driver_version": "590.48.01", "cuda_version": "12.4"}
+
+
+def provisioned(ledger: Ledger, run_id: str, lock: dict, outcome: str = "converged",
+                changed: int = 3, check: bool = False) -> None:
+    ledger.start_run(run_id, "provision", "inv", ["node02"], {"check": check},
+                     {"node02": lock}, None)
+    ledger.finish_run(run_id, [HostOutcome("node02", outcome, ok=10, changed=changed,
+                                           failed=int(outcome == "failed"))])
+    time.sleep(0.01)     # runs are ordered by their start time
+
+
+def verdict(judged_at: float) -> NodeResult:
+    return NodeResult("v1", "node02", Verdict.ACCEPTED, Verdict.ACCEPTED, "a100-sxm-8", "",
+                      "/e", judged_at - 1, judged_at, [], [])
+
+
+def test_a_change_after_the_verdict_needs_validation(tmp_path):
+    ledger = Ledger(tmp_path / "l.sqlite3")
+    accepted = verdict(time.time())
+    time.sleep(0.01)
+    provisioned(ledger, "p1", R590)
+    last = ledger.last_provisioning()["node02"]
+    assert node_state(accepted, last) == "needs-validation"
+    assert node_state(verdict(time.time() + 1), last) == "accepted"     # validated since
+    assert node_state(None, last) == "never-validated"
+
+
+def test_a_no_op_run_after_the_verdict_leaves_it_standing(tmp_path):
+    ledger = Ledger(tmp_path / "l.sqlite3")
+    accepted = verdict(time.time())
+    provisioned(ledger, "p1", R550, changed=0)
+    assert node_state(accepted, ledger.last_provisioning()["node02"]) == "accepted"
+
+
+def test_rollback_after_a_converged_upgrade_goes_to_the_lock_before_it(tmp_path):
+    ledger = Ledger(tmp_path / "l.sqlite3")
+    provisioned(ledger, "p1", R550)
+    provisioned(ledger, "p2", R550, changed=0)
+    provisioned(ledger, "p3", R590)
+    provisioned(ledger, "p4", R590, changed=0)
+    provisioned(ledger, "p5", R550, check=True)           # a --check run changes nothing
+    run, lock = rollback_target(ledger, "node02")
+    assert (run.id, lock) == ("p2", R550)
+
+
+def test_rollback_after_a_failed_upgrade_goes_to_the_last_converged_lock(tmp_path):
+    ledger = Ledger(tmp_path / "l.sqlite3")
+    provisioned(ledger, "p1", R550)
+    provisioned(ledger, "p2", R590, outcome="failed")
+    run, lock = rollback_target(ledger, "node02")
+    assert (run.id, lock) == ("p1", R550)
+
+
+def test_no_earlier_lock_is_one_line(tmp_path):
+    ledger = Ledger(tmp_path / "l.sqlite3")
+    provisioned(ledger, "p1", R550)
+    with pytest.raises(InputError, match=r"^--rollback node02: the ledger has no earlier "
+                                         r"converged provisioning of it with another versions "
+                                         r"lock$"):
+        rollback_target(ledger, "node02")
