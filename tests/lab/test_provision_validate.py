@@ -67,8 +67,8 @@ class Rack:
             [str(BIN / "gpuprov"), "validate", "--inventory", str(self.inventory), *args],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=self.env())
 
-    def cli(self, *args: str, **kwargs):
-        return gpuprov(*args, env=self.env(), timeout=300, **kwargs)
+    def cli(self, *args: str, timeout: float = 300, **kwargs):
+        return gpuprov(*args, env=self.env(), timeout=timeout, **kwargs)
 
 
 @pytest.fixture(scope="module")
@@ -419,6 +419,19 @@ def test_slurm_waits_for_jobs_trips_the_breaker_and_shadow_changes_nothing(slurm
     while slurm.states()["node01"][0] != "idle" and time.monotonic() < deadline:
         time.sleep(1)
     assert slurm.states() == dict.fromkeys(NODES, ("idle", "none"))
+
+
+def test_slurm_provisioning_leaves_the_node_drained_until_a_validation_accepts_it(slurm):
+    provisioned = gpuprov("provision", "--inventory", str(slurm.rack.inventory), "-l", "node03",
+                          "--slurm", timeout=900, env=slurm.env())
+    assert provisioned.returncode == 0, provisioned.stdout[-3000:]
+    run_id = re.search(r"(?m)^run (p\S+):", provisioned.stdout).group(1)
+    assert f"slurm: node03: drained: gpuprov: provisioning (run {run_id})" in provisioned.stdout
+    assert slurm.states()["node03"] == (
+        "drained", f"gpuprov: provisioned, awaiting validation (run {run_id})")
+    validated = slurm.validate("node03")
+    assert validated.returncode == 0, validated.stdout[-2000:]
+    assert slurm.states()["node03"] == ("idle", "none")
 
 
 def test_slurm_unreachable_slurmctld_is_one_line_and_nothing_runs(slurm):
