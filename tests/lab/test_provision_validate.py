@@ -480,6 +480,8 @@ def test_driver_upgrade_to_r590_and_rollback_each_validated(rack, tmp_path):
     """550 -> 590 (the repository's new packaging: unsuffixed names, a pinning package) on a
     converged NVSwitch node, idempotent, accepted; then `--rollback` to 550, accepted."""
     node = "node02"
+    if _state(rack, node) == "never-validated":     # run alone: the rack has no verdict yet
+        assert report_of(rack.validate(node, "--json"))[node]["verdict"] == "accepted"
     before = _driver_packages(node)
     assert before["nvidia-fabricmanager-550"].startswith("550.90.07")
     upgrade_inventory = _lock_copy(rack, tmp_path / "r590", "590.48.01")
