@@ -6,6 +6,7 @@ records what would be done and changes nothing in Slurm.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gpuprov.ledger import Ledger, SlurmAction
@@ -25,7 +26,7 @@ class SlurmGate:
     run_id: str
     names: dict[str, str]            # inventory host -> Slurm node name
     shadow: bool
-    say: object                      # one line to the operator
+    say: Callable[[str], None]       # one line to the operator
     slurm: Slurm = field(init=False)
     before: dict[str, SlurmNode] = field(init=False)
     held: set[str] = field(default_factory=set)   # Slurm nodes this run drained to run
