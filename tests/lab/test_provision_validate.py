@@ -394,6 +394,10 @@ def test_slurm_drains_the_rejected_resumes_the_accepted_and_keeps_another_reason
 def test_slurm_waits_for_jobs_trips_the_breaker_and_shadow_changes_nothing(slurm):
     job = slurm.head("sbatch --parsable -w node01 -o /dev/null --wrap 'sleep 300'").strip()
     try:
+        deadline = time.monotonic() + 60       # running on node01, not just queued
+        while slurm.head(f"squeue --noheader --jobs {job} --format %T").strip() != "RUNNING":
+            assert time.monotonic() < deadline, "the job never started"
+            time.sleep(0.5)
         busy = slurm.validate("node01")
         assert busy.returncode == 1
         assert f"slurm: node01: not run: {job} (root, wrap, on node01): still running " \
