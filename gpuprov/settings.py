@@ -10,6 +10,8 @@ no file means no settings. Sections:
       ssh_config: ~/.ssh/config # the SSH client configuration for it (default: ssh's own)
       drain_timeout_s: 600      # how long to wait for a drained node's jobs to end
       max_drain_share: 0.2      # circuit breaker: most of a partition one run may drain
+    ansible:
+      strategy: mitogen         # mitogen (default) or linear: Ansible's own, without Mitogen
 
 An environment variable overrides one setting (`GPUPROV_METRICS_DIR`). An unknown section or
 key is an error naming the file and the key: a misspelt setting silently ignored is a
@@ -29,7 +31,8 @@ CONFIG_ENV = "GPUPROV_CONFIG"
 METRICS_DIR_ENV = "GPUPROV_METRICS_DIR"
 
 # section -> its keys
-KNOWN = {"metrics": {"textfile_dir"},
+KNOWN = {"ansible": {"strategy"},
+         "metrics": {"textfile_dir"},
          "slurm": {"ssh_host", "ssh_config", "drain_timeout_s", "max_drain_share"}}
 
 
@@ -115,3 +118,18 @@ def slurm() -> SlurmSettings:
         drain_timeout_s=number("drain_timeout_s", 0, 7 * 86400),
         max_drain_share=number("max_drain_share", 0, 1),
     )
+
+
+STRATEGIES = ("mitogen", "linear")
+
+
+def ansible_strategy() -> str:
+    """How provisioning runs tasks on hosts: `mitogen` (Mitogen for Ansible's linear
+    strategy, the default: a no-op run in about half the time) or `linear` (Ansible's own),
+    for a site that meets a module Mitogen cannot run."""
+    path = config_path()
+    value = load(path).get("ansible", {}).get("strategy", "mitogen")
+    if value not in STRATEGIES:
+        raise InputError(f"{path}: ansible.strategy: expected one of {', '.join(STRATEGIES)},"
+                         f" got {value!r}")
+    return value

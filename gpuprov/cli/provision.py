@@ -121,6 +121,7 @@ def provision(rollback_nodes: tuple[str, ...], inventory_option: str | None, lim
         raise InputError("--rollback picks its hosts: no --limit or --retry-failed with it")
     _batch(serial, "--serial")
     _batch(reboot_serial, "--reboot-serial")
+    strategy = site_settings.ansible_strategy()
     path = resolve_inventory(inventory_option)
     inventory = Inventory(path)
     ledger = Ledger()
@@ -147,14 +148,14 @@ def provision(rollback_nodes: tuple[str, ...], inventory_option: str | None, lim
     log_path = run_dir / "artifacts" / run_id / "stdout"
     options = Options(inventory=path, hosts=hosts, check=check, diff=diff, tags=tags,
                       forks=forks, serial=serial, allow_reboot=allow_reboot,
-                      reboot_serial=reboot_serial,
+                      reboot_serial=reboot_serial, strategy=strategy,
                       lock_overrides={f"{LOCK_PREFIX}{k}": v for k, v in target[1].items()}
                       if target else {})
     ledger.start_run(run_id, "provision", str(path.resolve()), hosts,
                      {"check": check, "diff": diff, "tags": tags, "limit": limit,
                       "forks": forks, "serial": serial, "allow_reboot": allow_reboot,
-                      "retry_failed": retry_failed, "rollback_to": target[0].id if target
-                      else None},
+                      "retry_failed": retry_failed, "strategy": strategy,
+                      "rollback_to": target[0].id if target else None},
                      {h: target[1] if target else asdict(plans[h].lock) for h in hosts},
                      str(log_path))
     click.echo(f"run {run_id}: {len(hosts)} host(s){' (check mode)' if check else ''}")

@@ -4,11 +4,13 @@ the real playbooks/report_state.yml under ansible-runner, on local connections."
 import sys
 
 import ansible_runner
+import pytest
 
-from gpuprov.provision.runner import ANSIBLE_SETTINGS, PLAYBOOK, EventSink
+from gpuprov.provision.runner import ANSIBLE_SETTINGS, PLAYBOOK, EventSink, strategy_settings
 
 
-def test_reboot_pending_comes_from_set_stats(tmp_path):
+@pytest.mark.parametrize("strategy", ["mitogen", "linear"])
+def test_reboot_pending_comes_from_set_stats(tmp_path, strategy):
     inventory = tmp_path / "hosts.ini"
     inventory.write_text(
         "[all]\n"
@@ -20,7 +22,8 @@ def test_reboot_pending_comes_from_set_stats(tmp_path):
     result = ansible_runner.run(
         private_data_dir=str(tmp_path / "run"), project_dir=str(PLAYBOOK.parent),
         playbook="report_state.yml", inventory=str(inventory), event_handler=sink,
-        envvars={k: v for k, v in ANSIBLE_SETTINGS.items() if k != "ANSIBLE_COLLECTIONS_PATH"},
+        envvars={**{k: v for k, v in ANSIBLE_SETTINGS.items()
+                    if k != "ANSIBLE_COLLECTIONS_PATH"}, **strategy_settings(strategy)},
         quiet=True)
     assert result.rc == 0
     outcomes = {o.host: o for o in sink.outcomes()}
