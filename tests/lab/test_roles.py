@@ -1,5 +1,6 @@
 """Every molecule scenario of every role on the shared lab: prepare (bare), --check,
-converge, idempotence (changed=0), --check on the converged node, verify (testinfra)."""
+converge, idempotence (changed=0), --check on the converged node, verify (testinfra).
+Under Mitogen's strategy, as `gpuprov provision` runs the roles by default."""
 
 import os
 import subprocess
@@ -7,6 +8,7 @@ import subprocess
 import pytest
 
 from gpuprov import collection
+from gpuprov.provision.runner import strategy_settings
 from tests.conftest import BIN
 
 pytestmark = pytest.mark.lab
@@ -21,7 +23,8 @@ def test_molecule_scenario(lab, role, scenario, tmp_path):
     # runs (and checkouts) and skips the prepare that makes the node bare.
     env = {**os.environ, "GPUPROV_LAB_INVENTORY": str(lab.inventory),
            "MOLECULE_EPHEMERAL_DIRECTORY": str(tmp_path / "molecule"),
-           "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "NO_COLOR": "1"}
+           "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "NO_COLOR": "1",
+           **strategy_settings("mitogen")}
     result = subprocess.run([str(BIN / "molecule"), "test", "-s", scenario],
                             cwd=collection.ROLES / role, env=env, capture_output=True,
                             text=True, timeout=1200, check=False)
