@@ -85,10 +85,9 @@ class SlurmGate:
         try:
             now = self.slurm.nodes()
         except SlurmError as exc:
-            for host, result in results.items():
-                self._record(Step(host, self.names[host], "drain" if result.judged != "accepted"
-                                  else "resume", "slurmctld not reachable after the run"),
-                             "failed", str(exc))
+            for step in policy.unanswered(self.names, self.before, results, self.held):
+                self._record(step, "shadow" if self.shadow else "failed",
+                             f"slurmctld not reachable after the run: {exc}")
             return f"slurmctld not reachable after the run: {exc}"
         steps, tripped = policy.after_verdicts(self.names, self.before, now, results,
                                                self.held, self.settings.max_drain_share)

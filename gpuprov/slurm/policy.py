@@ -120,6 +120,23 @@ def after_verdicts(names: dict[str, str], before: dict[str, SlurmNode],
     return held_back, tripped
 
 
+def unanswered(names: dict[str, str], before: dict[str, SlurmNode],
+               results: dict[str, NodeResult], held: set[str]) -> list[Step]:
+    """When slurmctld stops answering after the run: the steps the verdicts needed, judged
+    from Slurm's state before the run (none for an accepted node left in service, nor for a
+    node drained for a reason of its own)."""
+    steps = []
+    for host, result in results.items():
+        name = names[host]
+        node = before[name]
+        if result.judged == Verdict.ACCEPTED:
+            if name in held or (not node.in_service and ours(node)):
+                steps.append(Step(host, name, "resume", "accepted"))
+        elif name in held or node.in_service or not node.reason or ours(node):
+            steps.append(Step(host, name, "drain", verdict_reason(result)))
+    return steps
+
+
 def _breaker(out_of_service: list[str], cluster: dict[str, SlurmNode],
              max_share: float) -> str | None:
     for partition in sorted({p for n in out_of_service for p in cluster[n].partitions}):

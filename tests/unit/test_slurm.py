@@ -259,3 +259,17 @@ def test_validate_slurm_without_a_slurm_client_is_exit_2_and_records_no_run(tmp_
     shadow = gpuprov("validate", "-i", str(inventory), "node01", "--shadow", env=env)
     assert shadow.returncode == 2 and "--shadow: only with --slurm" in shadow.stderr
 
+
+
+def test_slurmctld_gone_after_the_run_needs_steps_only_where_verdicts_change_slurm():
+    before = cluster(node01=("idle", ""), node02=("idle", ""), node03=("drained", "RMA 7781"),
+                     node04=("drained", "gpuprov: ecc: … (run v0)"), node05=("idle", ""))
+    results = {"node01": result("node01", Verdict.ACCEPTED),     # held: needs its resume
+               "node02": result("node02", Verdict.REJECTED),     # held: needs its drain
+               "node03": result("node03", Verdict.REJECTED),     # another reason: kept
+               "node04": result("node04", Verdict.ACCEPTED),     # gpuprov's drain: resume
+               "node05": result("node05", Verdict.ACCEPTED)}     # in service, not held: none
+    steps = policy.unanswered(NAMES, before, results, held={"node01", "node02"})
+    assert [(s.node, s.action) for s in steps] == [
+        ("node01", "resume"), ("node02", "drain"), ("node04", "resume")]
+    assert steps[1].reason.startswith("gpuprov: ecc: GPU 5")
