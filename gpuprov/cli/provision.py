@@ -28,7 +28,6 @@ from gpuprov.provision.progress import view_for
 from gpuprov.provision.runner import Options, run_playbook
 from gpuprov.runs import new_run_id
 from gpuprov.slurm.gate import SlurmGate
-from gpuprov.slurm.policy import slurm_names
 
 BATCH = re.compile(r"^[1-9]\d*%?$")
 
@@ -140,10 +139,10 @@ def provision(rollback_nodes: tuple[str, ...], inventory_option: str | None, lim
     run_id = new_run_id("provision")
     gate = None
     if with_slurm:
-        gate = SlurmGate(site_settings.slurm(), ledger, run_id,
-                         slurm_names(hosts, {h: inventory.variables(h) for h in hosts}),
-                         shadow=False, say=click.echo)
-        gate.check()    # slurmctld answers and knows every host, before anything changes
+        # slurmctld answers and knows every host, before anything changes
+        gate = SlurmGate.opened(site_settings.slurm(), ledger, run_id,
+                                {h: inventory.variables(h) for h in hosts},
+                                shadow=False, say=click.echo)
     run_dir = state_dir() / "runs" / run_id
     log_path = run_dir / "artifacts" / run_id / "stdout"
     options = Options(inventory=path, hosts=hosts, check=check, diff=diff, tags=tags,

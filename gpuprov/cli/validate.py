@@ -25,7 +25,6 @@ from gpuprov.preflight import host_profile
 from gpuprov.profiles import Profile, load_profile
 from gpuprov.runs import new_run_id
 from gpuprov.slurm.gate import SlurmGate
-from gpuprov.slurm.policy import slurm_names
 from gpuprov.validation.collect import NodeSettings
 from gpuprov.validation.connect import prime_inventory
 from gpuprov.validation.pipeline import NodeJob, rejudge, validate_all
@@ -121,9 +120,9 @@ def validate(nodes: tuple[str, ...], all_nodes: bool, inventory_option: str | No
     places = check_members(inventory, hosts) if with_fabric else {}
     run_id = new_run_id("validate")
     evidence_base = (evidence_root or state_dir() / "evidence") / run_id
-    jobs, locks, profiles = [], {}, {}
+    jobs, locks, profiles, variables_of = [], {}, {}, {}
     for host in hosts:
-        variables = inventory.variables(host)
+        variables = variables_of[host] = inventory.variables(host)
         profile = profiles[host] = node_profile(host, variables, override)
         lock = Lock.of_host(variables, f"host {host}")
         locks[host] = lock.as_dict() if lock else None
@@ -139,10 +138,9 @@ def validate(nodes: tuple[str, ...], all_nodes: bool, inventory_option: str | No
     ledger = Ledger()
     gate = None
     if slurm_settings:
-        gate = SlurmGate(slurm_settings, ledger, run_id,
-                         slurm_names(hosts, {h: inventory.variables(h) for h in hosts}), shadow,
-                         lambda line: print(line, file=out, flush=True))
-        gate.check()    # slurmctld answers and knows every node, before the run starts
+        # slurmctld answers and knows every node, before the run starts
+        gate = SlurmGate.opened(slurm_settings, ledger, run_id, variables_of, shadow,
+                                lambda line: print(line, file=out, flush=True))
     ledger.start_run(run_id, "validate", str(path.resolve()), hosts,
                      {"profile": profile_name, "soak": soak_seconds,
                       "soak_after_identity_failure": soak_after_identity_failure,

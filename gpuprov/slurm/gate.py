@@ -34,6 +34,17 @@ class SlurmGate:
     def __post_init__(self) -> None:
         self.slurm = Slurm(self.settings.ssh_host, self.settings.ssh_config)
 
+    @classmethod
+    def opened(cls, settings: SlurmSettings, ledger: Ledger, run_id: str,
+               variables: dict[str, dict], shadow: bool, say: Callable[[str], None]
+               ) -> SlurmGate:
+        """The gate for the hosts of `variables` (host -> its inventory variables, which
+        may name its Slurm node), once slurmctld answered and knows every one of them."""
+        gate = cls(settings, ledger, run_id, policy.slurm_names(list(variables), variables),
+                   shadow, say)
+        gate.check()
+        return gate
+
     def check(self) -> None:
         """Before the run starts: slurmctld answers and knows every node (else exit 2)."""
         self.before = connect(self.slurm)
