@@ -10,12 +10,13 @@ roles="$repo/gpuprov/ansible_collections/gpuprov/gpu/roles"
 export PATH="$repo/.venv/bin:$PATH" NO_COLOR=1
 GPUPROV_LAB_INVENTORY="$(gpuprov lab inventory)" || exit 2
 export GPUPROV_LAB_INVENTORY
-# Under Mitogen's strategy, as `gpuprov provision` runs the roles (GPUPROV_STRATEGY=linear:
-# Ansible's own)
-if [ "${GPUPROV_STRATEGY:-mitogen}" = mitogen ]; then
-  ANSIBLE_STRATEGY_PLUGINS="$(python -c 'from gpuprov.provision.runner import MITOGEN_STRATEGIES as d; print(d)')" || exit 2
-  export ANSIBLE_STRATEGY_PLUGINS ANSIBLE_STRATEGY=mitogen_linear
-fi
+# Under the strategy `gpuprov provision` uses (the config file's ansible.strategy)
+strategy_env="$(python -c 'import shlex
+from gpuprov import settings
+from gpuprov.provision.runner import strategy_settings
+for key, value in strategy_settings(settings.ansible_strategy()).items():
+    print(f"export {key}={shlex.quote(value)}")')" || exit 2
+eval "$strategy_env"
 # A fresh ephemeral directory, so molecule never skips prepare as "already prepared".
 MOLECULE_EPHEMERAL_DIRECTORY="$(mktemp -d)"
 export MOLECULE_EPHEMERAL_DIRECTORY

@@ -40,8 +40,8 @@ ANSIBLE_SETTINGS = {
 }
 
 # Mitogen runs each host's modules in one persistent Python interpreter it keeps on the
-# host, instead of a new one per task: a no-op run of the lab's three nodes takes 38 s
-# instead of 64 s (bench/provision.py). Same tasks, same results; `linear` is the way back.
+# host, instead of a new one per task: a no-op run of the lab's three nodes takes 36 s
+# instead of 62 s (bench/provision.py). Same tasks, same results; `linear` is the way back.
 MITOGEN_STRATEGIES = str(Path(ansible_mitogen.__file__).parent / "plugins" / "strategy")
 
 

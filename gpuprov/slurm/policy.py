@@ -15,7 +15,7 @@ Pure functions (gate.py carries them out), so every rule is tested without a clu
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gpuprov.errors import InputError
 from gpuprov.model import NodeResult, Verdict
@@ -122,19 +122,12 @@ def after_verdicts(names: dict[str, str], before: dict[str, SlurmNode],
 
 def unanswered(names: dict[str, str], before: dict[str, SlurmNode],
                results: dict[str, NodeResult], held: set[str]) -> list[Step]:
-    """When slurmctld stops answering after the run: the steps the verdicts needed, judged
-    from Slurm's state before the run (none for an accepted node left in service, nor for a
-    node drained for a reason of its own)."""
-    steps = []
-    for host, result in results.items():
-        name = names[host]
-        node = before[name]
-        if result.judged == Verdict.ACCEPTED:
-            if name in held or (not node.in_service and ours(node)):
-                steps.append(Step(host, name, "resume", "accepted"))
-        elif name in held or node.in_service or not node.reason or ours(node):
-            steps.append(Step(host, name, "drain", verdict_reason(result)))
-    return steps
+    """When slurmctld stops answering after the run: the steps after_verdicts would take on
+    Slurm as this run left it (the nodes it held drained by gpuprov, the others as before)."""
+    left = {name: replace(node, state="drained", reason=PREFIX) if name in held else node
+            for name, node in before.items()}
+    steps, _ = after_verdicts(names, before, left, results, held, max_share=1.0)
+    return [step for step in steps if step.changes]
 
 
 def _breaker(out_of_service: list[str], cluster: dict[str, SlurmNode],

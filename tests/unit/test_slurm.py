@@ -260,7 +260,6 @@ def test_validate_slurm_without_a_slurm_client_is_exit_2_and_records_no_run(tmp_
     assert shadow.returncode == 2 and "--shadow: only with --slurm" in shadow.stderr
 
 
-
 def test_slurmctld_gone_after_the_run_needs_steps_only_where_verdicts_change_slurm():
     before = cluster(node01=("idle", ""), node02=("idle", ""), node03=("drained", "RMA 7781"),
                      node04=("drained", "gpuprov: ecc: … (run v0)"), node05=("idle", ""))
