@@ -36,6 +36,8 @@ class Outcome(StrEnum):
     FAILED = "failed"
     UNREACHABLE = "unreachable"
     REBOOT_PENDING = "reboot-pending"
+    # the module signing key waits for enrollment at the console (Secure Boot)
+    MOK_ENROLLMENT_PENDING = "mok-enrollment-pending"
 
 
 class Action(StrEnum):

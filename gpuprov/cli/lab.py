@@ -64,6 +64,15 @@ def power_off(nodes: tuple[str, ...]) -> None:
         click.echo(f"{node}\toff")
 
 
+@lab.command("mok-enroll")
+@click.argument("node")
+def mok_enroll(node: str) -> None:
+    """At NODE's console, enrol the keys waiting for MokManager (`mokutil --import`), as an
+    operator does at the next boot; the node reboots."""
+    count = _lab().enroll_mok(node)
+    click.echo(f"{node}\t{count} key(s) enrolled, booted")
+
+
 @lab.command()
 def status() -> None:
     """Show each node: kind, container state, systemd state."""

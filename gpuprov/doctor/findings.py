@@ -45,10 +45,17 @@ class Finding:
                 "fix": self.fix}
 
 
-def judge(facts: HostFacts, lock: Lock, min_free_gib: dict[str, float] | None = None
-          ) -> list[Finding]:
-    found: list[Finding] = []
-    for rule in (_secure_boot, _headers, _dkms, _run_installer, _archive_packages,
+@dataclass(frozen=True)
+class ModuleSigning:
+    """How the host's inventory has the driver module signed (gpuprov_module_signing)."""
+    mode: str = "none"       # none: as the node's DKMS is configured; site-mok: the site's key
+    signer: str = ""         # site-mok: its certificate's subject CN
+
+
+def judge(facts: HostFacts, lock: Lock, min_free_gib: dict[str, float] | None = None,
+          signing: ModuleSigning = ModuleSigning()) -> list[Finding]:
+    found: list[Finding] = _secure_boot(facts, signing)
+    for rule in (_headers, _dkms, _run_installer, _archive_packages,
                  _dpkg_audit, _dpkg_locks, _nouveau, _gpu_processes):
         found += rule(facts)
     found += _holds(facts, lock)
@@ -56,9 +63,16 @@ def judge(facts: HostFacts, lock: Lock, min_free_gib: dict[str, float] | None = 
     return found
 
 
-def _secure_boot(facts: HostFacts) -> list[Finding]:
+def _secure_boot(facts: HostFacts, signing: ModuleSigning) -> list[Finding]:
     if facts.secure_boot != "enabled":
         return []
+    if signing.mode == "site-mok":
+        return [Finding(WARNING, "secure-boot", "Secure Boot is on; provisioning has DKMS sign "
+                        f"the module with the site's key ({signing.signer}) and, unless its "
+                        "certificate is enrolled already, queues it for MokManager: the host "
+                        "then ends mok-enrollment-pending",
+                        "enrol it at the console on the next boot (the one-time password), "
+                        "then provision again")]
     if facts.mok_enrolled:
         return [Finding(WARNING, "secure-boot", "Secure Boot is on; DKMS signs with an "
                         f"enrolled key ({', '.join(facts.dkms_signing) or DKMS_DEFAULT_CERT})",
@@ -67,8 +81,10 @@ def _secure_boot(facts: HostFacts) -> list[Finding]:
            else "no DKMS signing key is configured")
     return [Finding(BLOCKER, "secure-boot", f"Secure Boot is on and {why}: the DKMS-built "
                     "nvidia module would be refused (\"Key was rejected by service\")",
-                    f"enrol the key (mokutil --import {DKMS_DEFAULT_CERT}, confirmed at the "
-                    "console on the next boot), or turn Secure Boot off in the firmware")]
+                    "set gpuprov_module_signing: site-mok with the site's key (provisioning "
+                    f"signs and enrols it), or enrol this one (mokutil --import "
+                    f"{DKMS_DEFAULT_CERT}, confirmed at the console on the next boot), or turn "
+                    "Secure Boot off in the firmware")]
 
 
 def _headers(facts: HostFacts) -> list[Finding]:
@@ -76,10 +92,18 @@ def _headers(facts: HostFacts) -> list[Finding]:
         return [Finding(BLOCKER, "kernel", "the running kernel's release could not be read",
                         "check the host's `uname -r`")]
     out = []
-    if not facts.kernels.get(facts.kernel):
+    if not facts.kernels.get(facts.kernel) and facts.headers_candidate:
+        out.append(Finding(WARNING, "kernel-headers", f"no headers for the running kernel "
+                           f"{facts.kernel}; the repositories carry them "
+                           f"({facts.headers_candidate})",
+                           f"nothing: provisioning installs linux-headers-{facts.kernel} "
+                           "before the driver"))
+    elif not facts.kernels.get(facts.kernel):
         out.append(Finding(BLOCKER, "kernel-headers", f"no headers for the running kernel "
-                           f"{facts.kernel}: DKMS cannot build the driver",
-                           f"apt-get install linux-headers-{facts.kernel}"))
+                           f"{facts.kernel}, and no repository carries "
+                           f"linux-headers-{facts.kernel}: DKMS cannot build the driver",
+                           f"boot a kernel whose headers the site's mirror carries, or add "
+                           f"linux-headers-{facts.kernel} to it"))
     if facts.dkms is not None:
         for release, headers in sorted(facts.kernels.items()):
             if release != facts.kernel and not headers:

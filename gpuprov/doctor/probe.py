@@ -36,6 +36,9 @@ def script(commands: Commands) -> str:
         f"echo '{MARK}kernels'",
         "for d in /lib/modules/*/; do [ -d \"$d\" ] || continue; k=${d%/}; k=${k##*/}; "
         "if [ -d \"$d/build\" ]; then echo \"$k headers\"; else echo \"$k no-headers\"; fi; done",
+        f"echo '{MARK}headers-candidate'",
+        f"apt-cache policy \"linux-headers-$({commands.kernel_release} 2>/dev/null)\" 2>/dev/null "
+        "| sed -n 's/^ *Candidate: //p'",
         f"echo '{MARK}secureboot'",
         "if command -v mokutil >/dev/null 2>&1; then mokutil --sb-state 2>&1; "
         "elif [ -d /sys/firmware/efi ]; then echo 'gpuprov: no mokutil'; "
@@ -43,8 +46,9 @@ def script(commands: Commands) -> str:
         f"echo '{MARK}mok'",
         f"cat {DKMS_CONF} /etc/dkms/framework.conf.d/*.conf 2>/dev/null "
         "| grep -E '^[[:space:]]*mok_(signing_key|certificate)='; "
-        f"cert=$(sed -n 's/^[[:space:]]*mok_certificate=[\"]*\\([^\"]*\\)[\"]*$/\\1/p' "
-        f"{DKMS_CONF} 2>/dev/null | tail -1); cert=${{cert:-{DKMS_DEFAULT_CERT}}}; "
+        f"cert=$(cat {DKMS_CONF} /etc/dkms/framework.conf.d/*.conf 2>/dev/null | "
+        "sed -n 's/^[[:space:]]*mok_certificate=[\"]*\\([^\"]*\\)[\"]*$/\\1/p' "
+        f"| tail -1); cert=${{cert:-{DKMS_DEFAULT_CERT}}}; "
         "if [ -f \"$cert\" ] && command -v mokutil >/dev/null 2>&1; then "
         "mokutil --test-key \"$cert\" 2>&1; else echo \"gpuprov: no certificate $cert\"; fi",
         f"echo '{MARK}dkms'",
@@ -90,6 +94,7 @@ class GpuProcess:
 class HostFacts:
     kernel: str = ""
     kernels: dict[str, bool] = field(default_factory=dict)   # release -> headers present
+    headers_candidate: str = ""        # what apt would install as the running kernel's headers
     secure_boot: str = "unknown"       # enabled | disabled | unsupported | unknown
     secure_boot_text: str = ""
     dkms_signing: list[str] = field(default_factory=list)    # framework.conf mok_* lines
@@ -115,6 +120,8 @@ def parse(text: str, source: str) -> HostFacts:
         release, _, state = line.rpartition(" ")
         if release:
             facts.kernels[release] = state == "headers"
+    candidate = "".join(found.get("headers-candidate", [])).strip()
+    facts.headers_candidate = "" if candidate == "(none)" else candidate
     facts.secure_boot, facts.secure_boot_text = secure_boot_state(found.get("secureboot", []))
     mok = found.get("mok", [])
     facts.dkms_signing = [line.strip() for line in mok if line.strip().startswith("mok_")]

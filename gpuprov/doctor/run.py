@@ -6,7 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ansible.errors import AnsibleFilterError
+
 from gpuprov import probing
+from gpuprov.ansible_collections.gpuprov.gpu.plugins.filter import module_signing
 from gpuprov.doctor import findings, probe
 from gpuprov.errors import InputError
 from gpuprov.inventory import Inventory
@@ -14,7 +17,9 @@ from gpuprov.lock import Lock
 
 # the inventory variables the doctor reads besides the lock
 HOST_VARIABLES = ("gpuprov_doctor_kernel_release_command", "gpuprov_validate_lsmod_command",
-                  "gpuprov_doctor_min_free_gib")
+                  "gpuprov_doctor_min_free_gib", "gpuprov_module_signing",
+                  "gpuprov_mok_certificate_file")
+SIGNING_MODES = ("none", "site-mok")
 
 
 @dataclass
@@ -33,7 +38,8 @@ class HostReport:
                 "findings": [f.as_dict() for f in self.findings]}
 
 
-def _plan(inventory: Inventory, host: str) -> tuple[Lock, probe.Commands, dict]:
+def _plan(inventory: Inventory, host: str
+          ) -> tuple[Lock, probe.Commands, dict, findings.ModuleSigning]:
     variables = inventory.variables(host, also=HOST_VARIABLES)
     lock = Lock.of_inventory_host(variables, host, inventory.path)
     commands = probe.Commands(
@@ -49,19 +55,36 @@ def _plan(inventory: Inventory, host: str) -> tuple[Lock, probe.Commands, dict]:
     if unknown:
         raise InputError(f"host {host}: gpuprov_doctor_min_free_gib: unknown path "
                          f"{sorted(unknown)[0]!r} (known: {', '.join(probe.SPACE_PATHS)})")
-    return lock, commands, space
+    return lock, commands, space, _signing(host, variables)
 
 
-def _examine(host: str, plan: tuple[Lock, probe.Commands, dict], inventory: Path,
-             control_dir: Path) -> HostReport:
-    lock, commands, space = plan
+def _signing(host: str, variables: dict) -> findings.ModuleSigning:
+    mode = str(variables.get("gpuprov_module_signing") or "none")
+    if mode not in SIGNING_MODES:
+        raise InputError(f"host {host}: gpuprov_module_signing: {mode!r} (expected "
+                         f"{' or '.join(SIGNING_MODES)})")
+    if mode == "none":
+        return findings.ModuleSigning()
+    cert = str(variables.get("gpuprov_mok_certificate_file") or "")
+    if not Path(cert).is_absolute():
+        raise InputError(f"host {host}: gpuprov_mok_certificate_file: {cert!r} (site-mok needs "
+                         "the certificate's absolute path on the controller)")
+    try:
+        signer = module_signing.certificate_subject_cn(cert)
+    except AnsibleFilterError as exc:
+        raise InputError(f"host {host}: {exc.message}") from exc
+    return findings.ModuleSigning(mode, signer)
+
+
+def _examine(host: str, plan: tuple, inventory: Path, control_dir: Path) -> HostReport:
+    lock, commands, space, signing = plan
     try:
         output = probing.run_script(host, inventory, control_dir, probe.script(commands),
                                     probe.MARK)
         facts = probe.parse(output, f"host {host}")
     except (probing.ProbeFailed, InputError) as exc:
         return HostReport(host, False, why=str(exc))
-    return HostReport(host, True, findings.judge(facts, lock, space))
+    return HostReport(host, True, findings.judge(facts, lock, space, signing))
 
 
 def examine_hosts(inventory: Inventory, hosts: list[str], parallel: int = 32

@@ -295,11 +295,28 @@ def _secure_boot(access, hw, gpu):
         "remove_files": [kernel_view.SECURE_BOOT_STATE]}
 
 
+# The site mirror not carrying a package, as apt sees it: a version pinned below 0.
+NO_HEADERS_PIN = "/etc/apt/preferences.d/gpuprov-lab-fault-no-headers"
+# A kernel an update installed beside the running one, never booted, its headers not.
+UPDATED_KERNEL = "6.1.5-gpuprov-lab"
+
+
 def _no_headers(access, hw, gpu):
     moved = kernel_view.HEADERS_DIR + ".gpuprov-fault"
     docker.exec_in(access.container, "mv", kernel_view.HEADERS_DIR, moved)
-    return (f"the headers of the running kernel {kernel_view.KERNEL_RELEASE} removed",
-            {"rename": [[moved, kernel_view.HEADERS_DIR]]})
+    access.write(NO_HEADERS_PIN, f"# gpuprov lab fault no-headers: the mirror lacks them\n"
+                 f"Package: linux-headers-{kernel_view.KERNEL_RELEASE}\nPin: version *\n"
+                 "Pin-Priority: -1\n")
+    return (f"the headers of the running kernel {kernel_view.KERNEL_RELEASE} removed, and "
+            "the mirror does not carry them",
+            {"rename": [[moved, kernel_view.HEADERS_DIR]], "remove_files": [NO_HEADERS_PIN]})
+
+
+def _kernel_update(access, hw, gpu):
+    modules = f"/lib/modules/{UPDATED_KERNEL}"
+    access.write(f"{modules}/modules.dep", "")
+    return (f"kernel {UPDATED_KERNEL} installed by an update, without its headers",
+            {"remove_tree": [modules]})
 
 
 def _run_installer(access, hw, gpu):
@@ -370,7 +387,9 @@ FAULTS = {f.name: f for f in (
     FaultKind("secure-boot", False, _secure_boot,
               "Secure Boot on in the firmware, no signing key enrolled (doctor)"),
     FaultKind("no-headers", False, _no_headers,
-              "no headers for the running kernel (doctor)"),
+              "no headers for the running kernel, nor in the mirror (doctor)"),
+    FaultKind("kernel-update", False, _kernel_update,
+              "a second kernel installed without headers (doctor warns, DKMS check fails)"),
     FaultKind("run-installer", False, _run_installer,
               "a driver once installed from NVIDIA's .run file (doctor)"),
     FaultKind("dpkg-interrupted", False, _dpkg_interrupted,
@@ -429,6 +448,8 @@ def clear(node: str) -> list[str]:
             access.write(sim_node.MODULE_VERSION, undo["module_version"] + "\n")
         for path in undo.get("remove_files", []):
             docker.exec_in(access.container, "rm", "-f", path)
+        for path in undo.get("remove_tree", []):
+            docker.exec_in(access.container, "rm", "-rf", path)
         for moved, original in undo.get("rename", []):
             docker.exec_in(access.container, "mv", moved, original, check=False)
         if "dpkg_half_configured" in undo:

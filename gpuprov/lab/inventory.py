@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gpuprov.fabric.rack import FLOOR_VAR
-from gpuprov.lab import fabric, kernel_view, pci
+from gpuprov.lab import fabric, kernel_modules, kernel_view, pci
 from gpuprov.lab.mirror import KEYRING_NAME, read_sha256sums
 from gpuprov.lab.paths import NODE_MIRROR_PATH, LabPaths
 from gpuprov.lab.sim.node import MODULE_VERSION as NODE_MODULE_VERSION_FILE
@@ -66,6 +66,7 @@ def write_inventory(paths: LabPaths, plan: dict[str, str]) -> None:
         "# The validator reads modules, PCI devices and the kernel log through the lab's views\n"
         "# of the simulated kernel (gpuprov/lab/kernel_view.py).\n"
         + kernel_view.inventory_vars()
+        + kernel_modules.inventory_vars()
         + "# The lab fabric carries gloo between CPUs over veth links (about 0.3 GB/s bus\n"
         "# bandwidth on a 2-core controller; a node under fabric-slow, about 0.025): the\n"
         "# site's floor, which the profiles' NCCL-over-InfiniBand floors cannot be here.\n"

@@ -75,16 +75,20 @@ for p in hw.get("nic_ports") or []:
 KERNEL_RELEASE = "6.1.0-gpuprov-lab"
 KERNEL_RELEASE_COMMAND = "/usr/local/sbin/gpuprov-lab-uname-r"
 HEADERS_DIR = f"/lib/modules/{KERNEL_RELEASE}/build"
-_HEADERS_MAKEFILE = (f"# gpuprov lab: stands in for linux-headers-{KERNEL_RELEASE}\n"
+HEADERS_MAKEFILE = (f"# gpuprov lab: stands in for linux-headers-{KERNEL_RELEASE}\n"
                      "# (gpuprov/lab/kernel_view.py)\n")
 
 # Secure Boot as the firmware reports it: the state in the node's lab directory, keys
 # enrolled by their certificate's sha256; answered in mokutil's own words.
 SECURE_BOOT_STATE = f"{NODE_LAB_DIR}/secure-boot"
 MOK_ENROLLED = f"{NODE_LAB_DIR}/mok-enrolled"
+# keys `mokutil --import` queued for MokManager at the next boot (`gpuprov lab mok-enroll`
+# is the operator at the console confirming them)
+MOK_PENDING = f"{NODE_LAB_DIR}/mok-pending"
 MOKUTIL = "/usr/bin/mokutil"
 _MOKUTIL_SCRIPT = f"""#!/bin/sh
 # gpuprov lab: mokutil of the simulated firmware (see gpuprov/lab/kernel_view.py)
+key_sum() {{ sha256sum "$1" | cut -d' ' -f1; }}
 case "$1" in
   --sb-state)
     if [ "$(cat {SECURE_BOOT_STATE} 2>/dev/null)" = enabled ]; then
@@ -94,12 +98,31 @@ case "$1" in
     fi ;;
   --test-key)
     [ -r "$2" ] || {{ echo "Failed to read $2"; exit 1; }}
-    sum=$(sha256sum "$2" | cut -d' ' -f1)
+    sum=$(key_sum "$2")
     if grep -qsx "$sum" {MOK_ENROLLED}; then
       echo "$2 is already enrolled"
+    elif grep -qsx "$sum" {MOK_PENDING}; then
+      echo "$2 is already in the enrollment request"
     else
       echo "$2 is not enrolled"
     fi ;;
+  --import)
+    [ -r "$2" ] || {{ echo "Failed to read $2"; exit 1; }}
+    case "$3" in
+      --hash-file) [ -s "$4" ] || {{ echo "Failed to read $4"; exit 1; }} ;;
+      --root-pw) ;;
+      *) echo "gpuprov lab: mokutil --import would ask at a terminal: give --hash-file" >&2
+         exit 1 ;;
+    esac
+    sum=$(key_sum "$2")
+    if grep -qsx "$sum" {MOK_ENROLLED}; then echo "SKIP: $2 is already enrolled"; exit 0; fi
+    if grep -qsx "$sum" {MOK_PENDING}; then
+      echo "SKIP: $2 is already in the enrollment request"; exit 0
+    fi
+    echo "$sum" >> {MOK_PENDING} ;;
+  --list-new)
+    [ -s {MOK_PENDING} ] || {{ echo "MokNew is empty"; exit 1; }}
+    sed 's/^/[key] SHA256 /' {MOK_PENDING} ;;
   *) echo "gpuprov lab: mokutil $1 is not simulated" >&2; exit 1 ;;
 esac
 """
@@ -129,7 +152,7 @@ def files(node: str) -> list[tuple[str, bytes, int]]:
             (IBSTAT.lstrip("/"), _IBSTAT_SCRIPT.encode(), 0o755),
             (KERNEL_RELEASE_COMMAND.lstrip("/"), f"#!/bin/sh\necho {KERNEL_RELEASE}\n".encode(),
              0o755),
-            (f"{HEADERS_DIR.lstrip('/')}/Makefile", _HEADERS_MAKEFILE.encode(), 0o644),
+            (f"{HEADERS_DIR.lstrip('/')}/Makefile", HEADERS_MAKEFILE.encode(), 0o644),
             (MOKUTIL.lstrip("/"), _MOKUTIL_SCRIPT.encode(), 0o755),
             (f"etc/systemd/system/{BOOT_UNIT}", _BOOT_UNIT.encode(), 0o644)]
 

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from gpuprov.errors import InputError
-from gpuprov.lab import docker, fabric, image, kinds, mirror, nodes, slurm, sshkeys
+from gpuprov.lab import docker, fabric, image, kernel_view, kinds, mirror, nodes, slurm, sshkeys
 from gpuprov.lab.inventory import write_inventory
 from gpuprov.lab.paths import LabPaths
 from gpuprov.proc import run
@@ -152,6 +152,27 @@ class Lab:
             nodes.stop(node)
             self.log(f"{node}: powered off")
         return names
+
+    def enroll_mok(self, node: str) -> int:
+        """The operator at NODE's console at its next boot: MokManager shows the keys
+        `mokutil --import` queued, the one-time password is typed, they are enrolled, and
+        the node boots on. Returns how many keys were enrolled."""
+        self.require_node(node)
+        name = docker.container_name(node)
+        moved = docker.exec_in(name, "sh", "-c",
+                               f"[ -s {kernel_view.MOK_PENDING} ] || exit 3; "
+                               f"cat {kernel_view.MOK_PENDING} >> {kernel_view.MOK_ENROLLED} && "
+                               f"wc -l < {kernel_view.MOK_PENDING} && rm {kernel_view.MOK_PENDING}",
+                               check=False)
+        if moved.returncode == 3:
+            raise InputError(f"{node}: no key waits for enrollment (nothing `mokutil --import`ed)")
+        if moved.returncode != 0:
+            raise InputError(f"{node}: cannot reach its console: {moved.stderr.strip()}")
+        # what a reboot does to a container: the engine starts it again (nodes.create)
+        run(["docker", "restart", "--time", "0", name])
+        nodes.wait_ready(node)
+        self.log(f"{node}: MokManager enrolled the queued key(s); booted")
+        return int(moved.stdout.strip() or 0)
 
     def down(self) -> list[str]:
         docker.ensure_engine()

@@ -20,7 +20,7 @@ from pathlib import Path
 import yaml
 
 from gpuprov.errors import CommandFailed
-from gpuprov.lab import docker, fabric, kernel_view, pci
+from gpuprov.lab import docker, fabric, kernel_modules, kernel_view, pci
 from gpuprov.lab.mirror import KEYRING_NAME
 from gpuprov.lab.paths import LABEL, NODE_LAB_DIR, NODE_MIRROR_PATH
 from gpuprov.proc import run
@@ -45,6 +45,13 @@ def _apt_sources(suite: str) -> str:
         f"URIs: file:{NODE_MIRROR_PATH}/debian\n"
         f"Suites: {suite}\n"
         "Components: main\n"
+        f"Signed-By: /usr/share/keyrings/{KEYRING_NAME}\n"
+        "\n"
+        "# The archive's kernel packages for the lab's kernel (headers), flat as the lab's\n"
+        "# own repositories are.\n"
+        "Types: deb\n"
+        f"URIs: file:{NODE_MIRROR_PATH}/kernel\n"
+        "Suites: ./\n"
         f"Signed-By: /usr/share/keyrings/{KEYRING_NAME}\n"
     )
 
@@ -80,6 +87,7 @@ def config_tar(spec: NodeSpec, host_key: Path, client_pub: Path, keyring: Path,
          yaml.safe_dump(spec.hardware, sort_keys=False).encode(), 0o644),
         *pci.sysfs_files(spec.hardware),
         *kernel_view.files(spec.name),
+        *kernel_modules.files(),
     ]
     return tar_of(files, [*kernel_view.symlinks(), *fabric.unit_links()])
 

@@ -19,7 +19,7 @@ import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from gpuprov.lab import sim
+from gpuprov.lab import kernel_modules, kernel_view, sim
 from gpuprov.lab.debs import Deb
 from gpuprov.lab.sim import node
 from gpuprov.resources import data_file, load_yaml
@@ -50,7 +50,8 @@ def recipe_digest() -> str:
     """Changes whenever the package list or anything the packages install changes."""
     h = hashlib.sha256(repr(sorted(recipe().items())).encode())
     here = Path(__file__).parent
-    for path in [*sorted(SIM_SOURCES.glob("*.py")), here / "standins.py", here / "debs.py"]:
+    for path in [*sorted(SIM_SOURCES.glob("*.py")), here / "standins.py", here / "debs.py",
+                 here / "kernel_modules.py", here / "kernel_view.py"]:
         h.update(path.name.encode() + path.read_bytes())
     for path in sorted(Path(str(data_file(SOURCES))).rglob("*")):
         if path.is_file():
@@ -148,18 +149,28 @@ def driver_packages(branch: str, version: str, revision: str) -> Iterator[Deb]:
         _exclusive(dkms, "nvidia-dkms-kernel")
         dkms.add(f"/usr/src/nvidia-{version}/dkms.conf",
                  f'PACKAGE_NAME="nvidia"\nPACKAGE_VERSION="{version}"\n')
-        dkms.add(f"/usr/lib/gpuprov-lab/nvidia-module-{version}", f"{version}\n")
         dkms.add(f"{UNIT_DIR}/{MODULE_UNIT}",
                  "[Unit]\nDescription=Load the NVIDIA kernel module (gpuprov lab)\n"
                  "DefaultDependencies=no\nBefore=sysinit.target\n\n[Service]\nType=oneshot\n"
-                 f"ExecStart=/bin/sh -c 'mkdir -p {node.RUN_DIR} && "
-                 f"test -s {node.MODULE_VERSION} || cp /usr/lib/gpuprov-lab/nvidia-module-* "
-                 f"{node.MODULE_VERSION}'\n\n[Install]\nWantedBy=sysinit.target\n")
+                 f"ExecStart=-{kernel_modules.MODPROBE_NVIDIA}\n\n"
+                 "[Install]\nWantedBy=sysinit.target\n")
         dkms.symlinks[f"/etc/systemd/system/sysinit.target.wants/{MODULE_UNIT}"] = \
             f"{UNIT_DIR}/{MODULE_UNIT}"
+        # As dh_dkms's scriptlet: build for every kernel with headers, skip the others with
+        # its message, and exit 0 even when a build fails (the roles assert `dkms status`).
         dkms.scripts["postinst"] = (
-            f"mkdir -p {node.RUN_DIR}\n"
-            f"[ -s {node.MODULE_VERSION} ] || echo {version} > {node.MODULE_VERSION}\n")
+            f"dkms add -m nvidia -v {version} || true\n"
+            "for dep in /lib/modules/*/modules.dep; do\n"
+            "  [ -e \"$dep\" ] || continue; k=${dep%/modules.dep}; k=${k##*/}\n"
+            "  if [ -d \"/lib/modules/$k/build\" ]; then\n"
+            f"    dkms install -m nvidia -v {version} -k \"$k\" || true\n"
+            "  else\n"
+            "    echo \"Module build for kernel $k was skipped since the kernel headers for "
+            "this kernel do not seem to be installed.\"\n"
+            "  fi\n"
+            "done\n"
+            f"{kernel_modules.MODPROBE_NVIDIA} || true\n")
+        dkms.scripts["prerm"] = f"dkms remove -m nvidia -v {version} --all || true\n"
         yield dkms
 
         yield Deb(f"nvidia-headless{b}{suffix}", dv,
@@ -339,6 +350,21 @@ def cuda_repo_packages() -> Iterator[Deb]:
         yield from nccl_packages(version, str(data["nccl"]["cuda"]))
     for version in data["dcgm"]["versions"]:
         yield from dcgm_packages(version, data["dcgm"]["epoch"], data["dcgm"]["cuda_majors"])
+
+
+def kernel_repo_packages() -> Iterator[Deb]:
+    """The distribution archive's headers of the lab's kernel: what the driver role installs
+    before the driver. Their postinst runs the header hooks (DKMS rebuilds its modules for
+    the kernel), as Ubuntu's linux-headers-<release> does."""
+    release = kernel_view.KERNEL_RELEASE
+    deb = Deb(f"linux-headers-{release}", "6.1.0-1", f"Linux kernel headers for {release} "
+              "(stand-in)\nWhat DKMS builds against.", section="kernel")
+    deb.add(f"{kernel_view.HEADERS_DIR}/Makefile", kernel_view.HEADERS_MAKEFILE)
+    deb.scripts["postinst"] = (
+        'if [ "$1" = configure ] && [ -d /etc/kernel/header_postinst.d ]; then\n'
+        f"  run-parts --report --exit-on-error --arg={release} /etc/kernel/header_postinst.d\n"
+        "fi\n")
+    yield deb
 
 
 def container_repo_packages() -> Iterator[Deb]:

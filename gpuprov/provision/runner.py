@@ -22,10 +22,13 @@ import ansible_runner
 from gpuprov import collection
 from gpuprov.errors import CommandFailed, EnvironmentProblem
 from gpuprov.ledger import HostOutcome
+from gpuprov.model import Outcome
 
 PLAYBOOK = collection.PLAYBOOKS / "provision.yml"
-# playbooks/report_state.yml's custom stat: {host: waits for a reboot}
+# playbooks/report_state.yml's custom stats: {host: waits for a reboot}, and {host: waits
+# for its module signing key's enrollment at the console}
 STATE_STAT = "gpuprov_reboot_pending"
+MOK_STAT = "gpuprov_mok_enrollment_pending"
 
 ANSIBLE_SETTINGS = {
     "ANSIBLE_COLLECTIONS_PATH": str(collection.COLLECTIONS_PATH),
@@ -79,6 +82,7 @@ class HostProgress:
     unreachable: int = 0
     detail: str = ""
     reboot_pending: bool = False
+    mok_enrollment_pending: bool = False
     seen: bool = False
 
 
@@ -112,10 +116,13 @@ class EventSink:
                                 ("unreachable", data.get("dark"))):
                 for name, count in (counts or {}).items():
                     self.state.recap.setdefault(name, {})[key] = count
-            pending = (data.get("artifact_data") or {}).get(STATE_STAT) or {}
-            for name, waits in pending.items():
+            stats = data.get("artifact_data") or {}
+            for name, waits in (stats.get(STATE_STAT) or {}).items():
                 if name in self.state.hosts:
                     self.state.hosts[name].reboot_pending = bool(waits)
+            for name, waits in (stats.get(MOK_STAT) or {}).items():
+                if name in self.state.hosts:
+                    self.state.hosts[name].mok_enrollment_pending = bool(waits)
             return True
         if not host or host not in self.state.hosts:
             return True
@@ -152,14 +159,19 @@ class EventSink:
                 outcome = "unreachable"
             elif counts["failed"] or not progress.seen:
                 outcome = "failed"
+            elif progress.mok_enrollment_pending:
+                outcome = Outcome.MOK_ENROLLMENT_PENDING
             elif progress.reboot_pending:
-                outcome = "reboot-pending"
+                outcome = Outcome.REBOOT_PENDING
             else:
                 outcome = "converged"
             detail = progress.detail or ("never ran: the play stopped before it"
                                          if not progress.seen else "")
-            if outcome == "reboot-pending":
+            if outcome == Outcome.REBOOT_PENDING:
                 detail = "the new driver loads after a reboot: rerun with --allow-reboot"
+            elif outcome == Outcome.MOK_ENROLLMENT_PENDING:
+                detail = ("the signing certificate waits for MokManager: reboot at the console, "
+                          "enrol it with the one-time password, then provision again")
             result.append(HostOutcome(host, outcome, counts["ok"], counts["changed"],
                                       counts["failed"], counts["unreachable"],
                                       progress.reboot_pending, detail))

@@ -5,7 +5,9 @@ installed into a fresh virtualenv) change nothing; the collection, installed wit
 ansible-galaxy, converges a node from a site's own playbook;
 `gpuprov drift` names what was changed by hand on one node and nothing on the others;
 `gpuprov doctor` finds each of the lab's doctor faults as a blocker, and provisioning
-refuses on them with no host changed;
+refuses on them with no host changed; a kernel installed without headers fails the driver
+naming it; Secure Boot with the site's key ends mok-enrollment-pending, converged once the
+key is enrolled at the console;
 a node powered off mid-run is unreachable while the others finish, and --retry-failed
 converges only it; kill -9 of gpuprov mid-run leaves a ledger that opens cleanly.
 
@@ -28,7 +30,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gpuprov.lab import kernel_modules
+from gpuprov.lab import nodes as lab_nodes
 from gpuprov.lab.inventory import LAB_LOCK
+from tests.certificates import site_key_pair
 from tests.conftest import BIN, REPO, gpuprov
 from tests.packaging import build_collection, build_wheel, fresh_virtualenv, outside_env
 
@@ -170,6 +175,11 @@ def test_full_provision_from_bare_nodes(rack):
     assert rack.lab.ssh("node01", "systemctl is-active nvidia-fabricmanager").stdout.strip() == \
         "active"
     assert rack.lab.ssh("node03", "dpkg -l 'nvidia-fabricmanager*'").returncode != 0
+    # the running kernel's headers from the archive, the driver built by DKMS for it
+    assert rack.lab.ssh("node02", "dpkg-query -W -f='${Status}' linux-headers-6.1.0-gpuprov-lab"
+                        ).stdout == "install ok installed"
+    assert rack.lab.ssh("node02", "dkms status").stdout == \
+        f"nvidia/{LAB_DRIVER}, 6.1.0-gpuprov-lab, x86_64: installed\n"
     smoke = rack.lab.ssh("node02", "cat /var/lib/gpuprov/pytorch-envs/default.json").stdout
     assert '"torch": "2.13.0+cpu"' in smoke
     nodes = gpuprov("nodes", env=rack.env())
@@ -314,6 +324,88 @@ def test_doctor_blocks_on_each_fault_and_provision_refuses_without_changing_a_ho
         assert after == before
     again = doctor("--json")
     assert again.returncode == 0 and blockers(again) == {node: [] for node in NODES}
+
+
+def _outcome_in_nodes(rack: Rack, node: str) -> str:
+    """`gpuprov nodes`: NODE STATE SINCE RUN PROVISIONED WHY; the PROVISIONED column."""
+    rows = {line.split()[0]: line.split() for line in
+            gpuprov("nodes", env=rack.env()).stdout.splitlines()[1:]}
+    return rows[node][4]
+
+
+def test_a_kernel_installed_without_headers_fails_the_driver_naming_it(rack):
+    """DKMS's scriptlet skips a kernel without headers and exits 0: the role's per-kernel
+    check is what catches it (the doctor only warns: the running kernel is fine)."""
+    assert gpuprov("lab", "fault", "node03", "kernel-update").returncode == 0
+    try:
+        doctor = gpuprov("doctor", "-i", str(rack.inventory), "-l", "node03", env=rack.env(),
+                         timeout=120)
+        result = rack.provision("--limit", "node03")
+    finally:
+        assert gpuprov("lab", "fault", "node03", "--clear").returncode == 0
+    assert doctor.returncode == 0 and "node03: warning: kernel-headers: installed kernel " \
+        "6.1.5-gpuprov-lab has no headers" in doctor.stdout, doctor.stdout
+    assert result.returncode == 1, result.stdout[-3000:]
+    row = summary(result.stdout)["node03"]
+    assert row["outcome"] == "failed", row
+    assert (f"driver {LAB_DRIVER} is not built for kernel 6.1.5-gpuprov-lab (no headers: "
+            "apt-get install linux-headers-6.1.5-gpuprov-lab") in row["detail"], row
+
+
+def test_secure_boot_signs_with_the_site_key_waits_for_enrollment_then_converges(rack, tmp_path):
+    """Secure Boot turned on for a converged node: at the next boot its unsigned module is
+    refused. With the site's key the module is re-signed and the certificate queued for
+    MokManager: the host ends mok-enrollment-pending, not in a reboot loop. Enrolled at the
+    console, the signed module loads and a new run converges."""
+    key, cert = site_key_pair("gpuprov lab site MOK")
+    (tmp_path / "mok.key").write_bytes(key)
+    (tmp_path / "mok.der").write_bytes(cert)
+    inventory = _inventory_copy(rack, tmp_path)
+    host_vars = inventory.parent / "host_vars"
+    host_vars.mkdir(exist_ok=True)
+    (host_vars / "node02.yml").write_text(yaml.safe_dump({
+        "gpuprov_module_signing": "site-mok",
+        "gpuprov_mok_signing_key_file": str(tmp_path / "mok.key"),
+        "gpuprov_mok_certificate_file": str(tmp_path / "mok.der"),
+        # `mokutil --generate-hash` of the one-time password (a crypt hash, no secret)
+        "gpuprov_mok_enrollment_password_hash": "$6$gpuprovlab$T3Rx1DmGq8cWnqI1lQ3bG0",
+    }))
+    assert gpuprov("lab", "fault", "node02", "secure-boot").returncode == 0
+    try:
+        restarted = subprocess.run(["docker", "restart", "--time", "0", "gpuprov-lab-node02"],
+                                   capture_output=True, timeout=120)
+        assert restarted.returncode == 0
+        lab_nodes.wait_ready("node02")
+        assert rack.lab.ssh("node02", "cat /run/gpuprov-lab/nvidia-module-version").stdout == ""
+
+        pending = rack.provision("--limit", "node02", "--allow-reboot", inventory=inventory)
+        assert pending.returncode == 1, pending.stdout[-3000:]
+        row = summary(pending.stdout)["node02"]
+        assert row["outcome"] == "mok-enrollment-pending" and row["failed"] == 0, row
+        assert _outcome_in_nodes(rack, "node02") == "mok-enrollment-pending"
+        signer = rack.lab.ssh("node02", f"{kernel_modules.MODINFO} -F signer nvidia").stdout
+        assert signer == "gpuprov lab site MOK\n"
+        assert "is already in the enrollment request" in rack.lab.ssh(
+            "node02", "mokutil --test-key /var/lib/dkms/gpuprov-mok.der").stdout
+        # the private key: on the node for DKMS only, never in a log or the ledger
+        secret = key.decode().splitlines()[1]
+        log = Path(pending.stdout.split("log: ", 1)[1].splitlines()[0])
+        assert secret not in log.read_text()
+        assert secret.encode() not in b"".join(p.read_bytes() for p in rack.state.rglob("*")
+                                               if p.is_file())
+        assert rack.lab.ssh("node02", "stat -c %a /var/lib/dkms/gpuprov-mok.key").stdout == \
+            "600\n"
+
+        enrolled = gpuprov("lab", "mok-enroll", "node02", timeout=180)
+        assert enrolled.returncode == 0, enrolled.stderr
+        assert rack.lab.ssh("node02", "cat /run/gpuprov-lab/nvidia-module-version").stdout == \
+            f"{LAB_DRIVER}\n"
+        converged = rack.provision("--limit", "node02", inventory=inventory)
+        assert converged.returncode == 0, converged.stdout[-3000:]
+        assert summary(converged.stdout)["node02"]["outcome"] == "converged"
+        assert _outcome_in_nodes(rack, "node02") == "converged"
+    finally:
+        assert gpuprov("lab", "fault", "node02", "--clear").returncode == 0
 
 
 def test_node_powered_off_mid_run_then_retry_failed(rack):

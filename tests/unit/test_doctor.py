@@ -10,7 +10,9 @@ import pytest
 
 from gpuprov.doctor import findings, probe
 from gpuprov.doctor.findings import BLOCKER, WARNING
+from gpuprov.errors import InputError
 from gpuprov.lock import Lock
+from tests.certificates import site_certificate
 from tests.conftest import gpuprov
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "doctor"
@@ -121,8 +123,13 @@ def test_a_healthy_host_has_no_finding():
      "its DKMS signing certificate is not enrolled", "turn Secure Boot off in the firmware"),
     ({"secure_boot": "enabled", "mok_enrolled": True}, "secure-boot", WARNING,
      "DKMS signs with an enrolled key", "stays enrolled"),
-    ({"kernels": {}}, "kernel-headers", BLOCKER, f"no headers for the running kernel {KERNEL}",
-     f"apt-get install linux-headers-{KERNEL}"),
+    ({"secure_boot": "enabled"}, "secure-boot", BLOCKER, "no DKMS signing key is configured",
+     "set gpuprov_module_signing: site-mok"),
+    ({"kernels": {}}, "kernel-headers", BLOCKER, f"no headers for the running kernel {KERNEL}"
+     f", and no repository carries linux-headers-{KERNEL}", f"add linux-headers-{KERNEL} to it"),
+    ({"kernels": {}, "headers_candidate": "6.8.0-45.45"}, "kernel-headers", WARNING,
+     f"no headers for the running kernel {KERNEL}; the repositories carry them (6.8.0-45.45)",
+     f"provisioning installs linux-headers-{KERNEL}"),
     ({"run_installer": ["/usr/bin/nvidia-uninstall"]}, "run-installer", BLOCKER,
      "/usr/bin/nvidia-uninstall", "nvidia-uninstall --silent"),
     ({"packages": {"nvidia-utils-550-server": ("550.127.05-0ubuntu1", False),
@@ -183,3 +190,26 @@ def test_bad_doctor_variables_are_one_line_exit_2_before_any_connection(tmp_path
                      env={**os.environ, "GPUPROV_STATE_DIR": str(tmp_path / "state")})
     assert result.returncode == 2
     assert result.stderr == f"gpuprov: error: host node07: {message}\n" and result.stdout == ""
+
+
+def test_secure_boot_with_the_site_key_is_a_warning_naming_the_signer():
+    signing = findings.ModuleSigning("site-mok", "gpuprov lab site MOK")
+    found = only(findings.judge(healthy(secure_boot="enabled"), LOCK, signing=signing))
+    assert (found.check, found.severity) == ("secure-boot", WARNING)
+    assert "gpuprov lab site MOK" in found.seen and "mok-enrollment-pending" in found.seen
+
+
+def test_the_signing_plan_comes_from_the_inventory(tmp_path):
+    from gpuprov.doctor import run as doctor_run
+    cert = tmp_path / "mok.der"
+    cert.write_bytes(site_certificate("Example Site MOK 2026"))
+    plan = doctor_run._signing("node07", {"gpuprov_module_signing": "site-mok",
+                                          "gpuprov_mok_certificate_file": str(cert)})
+    assert plan == findings.ModuleSigning("site-mok", "Example Site MOK 2026")
+    assert doctor_run._signing("node07", {}) == findings.ModuleSigning()
+    with pytest.raises(InputError, match="host node07: gpuprov_module_signing: 'mok'"):
+        doctor_run._signing("node07", {"gpuprov_module_signing": "mok"})
+    (tmp_path / "junk.der").write_bytes(b"not a certificate")
+    with pytest.raises(InputError, match=r"host node07: .*junk.der: not an X.509"):
+        doctor_run._signing("node07", {"gpuprov_module_signing": "site-mok",
+                                       "gpuprov_mok_certificate_file": str(tmp_path / "junk.der")})

@@ -11,15 +11,35 @@ import sys
 import time
 
 from gpuprov.ledger import MIGRATIONS, Ledger
+from gpuprov.ledger_store import SqliteStore
 from gpuprov.model import HostOutcome
 
 
 def test_created_on_first_use_with_schema_version(tmp_path):
     path = tmp_path / "deep" / "ledger.sqlite3"
     ledger = Ledger(path)
-    assert path.exists() and ledger.schema_version == len(MIGRATIONS) == 6
-    assert Ledger(path).schema_version == 6   # reopening migrates nothing
+    assert path.exists() and ledger.schema_version == len(MIGRATIONS) == 7
+    assert Ledger(path).schema_version == 7   # reopening migrates nothing
     assert ledger.last_run("provision") is None and ledger.last_provisioning() == {}
+
+
+def test_an_older_ledger_keeps_its_outcomes_and_learns_mok_enrollment_pending(tmp_path):
+    path = tmp_path / "ledger.sqlite3"
+    store = SqliteStore(path)
+    store.migrate(MIGRATIONS[:6])                     # as the release before wrote it
+    with store.transaction() as db:
+        db.execute("INSERT INTO runs (id, kind, started_at, status, pid, inventory, hosts, "
+                   "options, lock) VALUES ('r0', 'provision', 1.0, 'finished', 1, '/i', "
+                   "'[\"n1\"]', '{}', '{}')")
+        db.execute("INSERT INTO host_outcomes VALUES ('r0', 'n1', 'reboot-pending', 3, 2, 0, 0, "
+                   "1, 'reboot')")
+    ledger = Ledger(path)
+    assert ledger.schema_version == 7
+    assert ledger.outcomes("r0")["n1"].outcome == "reboot-pending"
+    ledger.start_run("r1", "provision", "/i", ["n1"], {}, {}, None)
+    ledger.finish_run("r1", [HostOutcome("n1", "mok-enrollment-pending", ok=9, changed=2,
+                                         reboot_pending=True, detail="enrol at the console")])
+    assert ledger.outcomes("r1")["n1"].outcome == "mok-enrollment-pending"
 
 
 def test_run_and_outcomes(tmp_path):

@@ -7,6 +7,7 @@ import pytest
 import yaml
 
 from gpuprov import collection
+from tests.certificates import site_certificate
 
 ROLE = collection.ROLES / "nvidia_driver"
 _spec = importlib.util.spec_from_file_location(
@@ -104,3 +105,47 @@ def test_driver_family_and_versions_off_the_lock():
     # the transitional 570-server-open package that installed 580 is caught, as is 580 itself
     assert filters.not_at_version(installed, "535.161.08") == [
         "cuda-drivers-535", "nvidia-dkms-570-server-open", "nvidia-utils-580"]
+
+
+# `dkms status` as DKMS 3 (Ubuntu 24.04) and DKMS 2 (Ubuntu 20.04) print it; 6.8.0-51 is a
+# kernel installed by an update and never booted, 6.8.0-31 one whose headers were removed.
+DKMS3_STATUS = ["nvidia/550.90.07, 6.8.0-45-generic, x86_64: installed",
+                "nvidia/550.90.07, 6.8.0-51-generic, x86_64: built"]
+DKMS2_STATUS = ["nvidia, 550.90.07, 6.8.0-45-generic, x86_64: installed"]
+KERNELS = filters.kernel_headers(["6.8.0-31-generic no-headers", "6.8.0-45-generic headers",
+                                  "6.8.0-51-generic headers"])
+
+
+def test_installed_kernels_and_their_headers():
+    assert KERNELS == {"6.8.0-31-generic": False, "6.8.0-45-generic": True,
+                       "6.8.0-51-generic": True}
+
+
+@pytest.mark.parametrize("status", [DKMS3_STATUS, DKMS2_STATUS])
+def test_kernels_dkms_did_not_build_the_driver_for(status):
+    gaps = filters.dkms_gaps(status, KERNELS, "550.90.07")
+    assert gaps == {"missing": ["6.8.0-31-generic", "6.8.0-51-generic"],
+                    "buildable": ["6.8.0-51-generic"]}
+
+
+def test_a_module_of_another_version_does_not_count():
+    gaps = filters.dkms_gaps(DKMS3_STATUS, {"6.8.0-45-generic": True}, "550.127.08")
+    assert gaps == {"missing": ["6.8.0-45-generic"], "buildable": ["6.8.0-45-generic"]}
+
+
+def test_the_signer_is_the_certificates_subject_in_der_and_pem(tmp_path):
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+
+    spec = importlib.util.spec_from_file_location(
+        "module_signing_filters", collection.ROOT / "plugins" / "filter" / "module_signing.py")
+    signing = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(signing)
+    der = site_certificate("Example Site MOK 2026")
+    (tmp_path / "mok.der").write_bytes(der)
+    (tmp_path / "mok.pem").write_bytes(
+        x509.load_der_x509_certificate(der).public_bytes(serialization.Encoding.PEM))
+    for name in ("mok.der", "mok.pem"):
+        assert signing.certificate_subject_cn(str(tmp_path / name)) == "Example Site MOK 2026"
+    with pytest.raises(Exception, match=r"absent\.der: No such file"):
+        signing.certificate_subject_cn(str(tmp_path / "absent.der"))

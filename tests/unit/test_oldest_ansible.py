@@ -87,7 +87,10 @@ def test_the_filters_load_and_decide_as_under_the_newest(tmp_path, oldest):
         "stale": ["libnvidia-compute-550"]}
     docs = subprocess.run([str(OLDEST / "ansible-doc"), "-t", "filter", "-l", "gpuprov.gpu"],
                           capture_output=True, text=True, timeout=120, env=ENV)
-    assert len(re.findall(r"gpuprov\.gpu\.nvidia_\w+", docs.stdout)) == 6
+    listed = set(re.findall(r"gpuprov\.gpu\.\w+", docs.stdout))
+    documented = {f"gpuprov.gpu.{p.stem}"
+                  for p in (collection.ROOT / "plugins" / "filter").glob("*.yml")}
+    assert listed == documented and len(listed) == 9
     assert "UNDOCUMENTED" not in docs.stdout
 
 

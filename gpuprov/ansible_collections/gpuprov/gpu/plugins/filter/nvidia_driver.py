@@ -115,6 +115,25 @@ def not_at_version(installed: dict, version: str) -> list[str]:
     return sorted(p for p, v in installed.items() if not v.split(":")[-1].startswith(version + "-"))
 
 
+def kernel_headers(lines: list[str]) -> dict:
+    """`KERNEL headers|no-headers` lines -> {kernel release: whether its headers are there}."""
+    return {k: state == "headers" for k, state in
+            (line.split() for line in lines if len(line.split()) == 2)}
+
+
+def dkms_gaps(status_lines: list[str], kernels: dict, version: str) -> dict:
+    """From `dkms status -m nvidia -v VERSION` (DKMS 3 `nvidia/V, K, ARCH: installed` or
+    DKMS 2 `nvidia, V, K, ARCH: installed`), the installed kernels that lack the module:
+    `buildable` (headers there), and all of them as `missing`."""
+    done = set()
+    for line in status_lines:
+        m = re.match(r"^nvidia(?:/|, )(\S+), (\S+), \S+: installed\b", line.strip())
+        if m and m.group(1) == version:
+            done.add(m.group(2))
+    missing = sorted(k for k in kernels if k not in done)
+    return {"missing": missing, "buildable": [k for k in missing if kernels[k]]}
+
+
 class FilterModule:
     def filters(self) -> dict:
         return {
@@ -124,4 +143,6 @@ class FilterModule:
             "nvidia_locked_versions": locked_versions,
             "nvidia_installed_family": installed_family,
             "nvidia_not_at_version": not_at_version,
+            "nvidia_kernel_headers": kernel_headers,
+            "nvidia_dkms_gaps": dkms_gaps,
         }

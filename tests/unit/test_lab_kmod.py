@@ -1,0 +1,96 @@
+"""The lab nodes' dkms, modinfo and module loading (gpuprov/lab/sim/kmod.py), run in a
+temporary root: what the driver role's DKMS and Secure Boot assertions meet on a node."""
+
+import hashlib
+
+import pytest
+
+from gpuprov.lab.sim import kmod
+from tests.certificates import site_key_pair
+
+RUNNING, NEXT = "6.1.0-gpuprov-lab", "6.1.5-gpuprov-lab"
+VERSION = "550.90.07"
+
+
+@pytest.fixture()
+def node(tmp_path):
+    for kernel in (RUNNING, NEXT):
+        (tmp_path / f"lib/modules/{kernel}").mkdir(parents=True)
+        (tmp_path / f"lib/modules/{kernel}/modules.dep").write_text("")
+    (tmp_path / f"lib/modules/{RUNNING}/build").mkdir()           # only the running one's headers
+    (tmp_path / f"usr/src/nvidia-{VERSION}").mkdir(parents=True)
+    (tmp_path / f"usr/src/nvidia-{VERSION}/dkms.conf").write_text('PACKAGE_NAME="nvidia"\n')
+    (tmp_path / "lab").mkdir()
+    return {"root": str(tmp_path), "kernel_release_command": f"echo {RUNNING}",
+            "secure_boot_file": "/lab/secure-boot", "enrolled_file": "/lab/mok-enrolled",
+            "loaded_file": "/run/nvidia-module-version"}
+
+
+def dkms(node, *argv):
+    return kmod.dkms_main(list(argv), **node)
+
+
+def sign_with_site_key(node, tmp_path, cn="Example Site MOK"):
+    key, cert = site_key_pair(cn)
+    (tmp_path / "var/lib/dkms").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "var/lib/dkms/site.key").write_bytes(key)
+    (tmp_path / "var/lib/dkms/site.der").write_bytes(cert)
+    (tmp_path / "etc/dkms/framework.conf.d").mkdir(parents=True)
+    (tmp_path / "etc/dkms/framework.conf.d/site.conf").write_text(
+        'mok_signing_key="/var/lib/dkms/site.key"\nmok_certificate="/var/lib/dkms/site.der"\n')
+    return hashlib.sha256(cert).hexdigest()
+
+
+def test_status_in_dkms_3_words_and_a_kernel_without_headers_is_refused(node, capsys):
+    dkms(node, "add", "-m", "nvidia", "-v", VERSION)
+    dkms(node, "status")
+    assert capsys.readouterr().out.endswith(f"nvidia/{VERSION}: added\n")
+    dkms(node, "install", "-m", "nvidia", "-v", VERSION, "-k", RUNNING)
+    with pytest.raises(SystemExit, match=f"kernel headers for kernel {NEXT} cannot be found"):
+        dkms(node, "install", "-m", "nvidia", "-v", VERSION, "-k", NEXT)
+    capsys.readouterr()
+    dkms(node, "status", "-m", "nvidia", "-v", VERSION)
+    assert capsys.readouterr().out == f"nvidia/{VERSION}, {RUNNING}, x86_64: installed\n"
+
+
+def test_a_module_is_signed_only_once_signing_is_configured(node, tmp_path, capsys):
+    dkms(node, "install", "-m", "nvidia", "-v", VERSION)
+    assert kmod.modinfo_main(["-F", "signer", "nvidia"], **node) == 0
+    assert capsys.readouterr().out.strip().endswith("done.\nInstalling "
+                                                    f"/lib/modules/{RUNNING}/updates/dkms/nvidia.ko")
+    sign_with_site_key(node, tmp_path)
+    dkms(node, "install", "-m", "nvidia", "-v", VERSION)            # already built: unchanged
+    capsys.readouterr()
+    kmod.modinfo_main(["-k", RUNNING, "-F", "signer", "nvidia"], **node)
+    assert capsys.readouterr().out == ""
+    dkms(node, "build", "--force", "-m", "nvidia", "-v", VERSION)
+    dkms(node, "install", "--force", "-m", "nvidia", "-v", VERSION)
+    capsys.readouterr()
+    kmod.modinfo_main(["-k", RUNNING, "-F", "signer", "nvidia"], **node)
+    assert capsys.readouterr().out == "Example Site MOK\n"
+
+
+def test_secure_boot_loads_only_a_module_signed_by_an_enrolled_key(node, tmp_path, capsys):
+    loaded = tmp_path / "run/nvidia-module-version"
+    (tmp_path / "lab/secure-boot").write_text("enabled\n")
+    assert kmod.modprobe_nvidia_main([], **node) == 1
+    assert "Module nvidia not found" in capsys.readouterr().err
+    dkms(node, "install", "-m", "nvidia", "-v", VERSION)
+    assert kmod.modprobe_nvidia_main([], **node) == 1                # unsigned
+    assert "Key was rejected by service" in capsys.readouterr().err
+    digest = sign_with_site_key(node, tmp_path)
+    dkms(node, "install", "--force", "-m", "nvidia", "-v", VERSION)
+    assert kmod.modprobe_nvidia_main([], **node) == 1                # signed, not enrolled
+    assert not loaded.exists()
+    (tmp_path / "lab/mok-enrolled").write_text(digest + "\n")
+    assert kmod.modprobe_nvidia_main([], **node) == 0
+    assert loaded.read_text() == f"{VERSION}\n"
+
+
+def test_remove_all_leaves_no_module_behind(node, tmp_path, capsys):
+    dkms(node, "install", "-m", "nvidia", "-v", VERSION)
+    dkms(node, "remove", "-m", "nvidia", "-v", VERSION, "--all")
+    assert not (tmp_path / f"lib/modules/{RUNNING}/updates/dkms/nvidia.ko").exists()
+    capsys.readouterr()
+    dkms(node, "status")
+    assert capsys.readouterr().out == ""
