@@ -32,7 +32,13 @@ from gpuprov.parsers.nccl_tests import parse_nccl_tests
 from gpuprov.parsers.nvlink import parse_nvlink_errors, parse_nvlink_status
 from gpuprov.parsers.probes import parse_ddp_smoke, parse_torch_env
 from gpuprov.parsers.smi_gpu import parse_smi_query
-from gpuprov.parsers.system import parse_lsmod, parse_lspci, parse_packages, parse_systemctl
+from gpuprov.parsers.system import (
+    parse_driver_module,
+    parse_lsmod,
+    parse_lspci,
+    parse_packages,
+    parse_systemctl,
+)
 from gpuprov.parsers.topo import parse_topo
 from gpuprov.parsers.versions import parse_cudnn_header, parse_nvcc
 
@@ -69,6 +75,13 @@ PACKAGES = EvidenceKind(
     + " ".join(f"'{p}'" for p in PACKAGE_PATTERNS) + " 2>/dev/null; true",
     "`dpkg-query -W` of the NVIDIA, CUDA, cuDNN, container and Docker packages")
 LSMOD = EvidenceKind("lsmod.txt", "identity", parse_lsmod, "{lsmod_command}", "loaded modules")
+DRIVER_MODULE = EvidenceKind(
+    "driver-module.txt", "identity", parse_driver_module,
+    "echo \"kernel $({kernel_release_command})\"; "
+    "echo \"module $({modinfo_command} -F version nvidia 2>/dev/null)\"; "
+    "echo \"loaded $(cat {module_version_file} 2>/dev/null)\"",
+    "the running kernel, the version of the nvidia module installed for it (`modinfo`) and "
+    "of the one loaded")
 LSPCI = EvidenceKind("lspci.txt", "identity", parse_lspci, "{lspci_command}",
                      "NVIDIA PCI functions (`lspci -nn -d 10de:`)")
 SYSTEMCTL = EvidenceKind(
@@ -137,7 +150,7 @@ FABRIC = EvidenceKind("fabric.json", "fabric", parse_fabric_record, None,
                       "any pairs' all-reduce bus bandwidth per size, the floor and its source")
 
 KINDS: tuple[EvidenceKind, ...] = (
-    META, PACKAGES, LSMOD, LSPCI, SYSTEMCTL, NVCC, CUDNN, SMI_BEFORE, SMI_ERROR,
+    META, PACKAGES, LSMOD, DRIVER_MODULE, LSPCI, SYSTEMCTL, NVCC, CUDNN, SMI_BEFORE, SMI_ERROR,
     FABRIC_MANAGER_LOG, NICS, TORCH_ENV,
     TOPO, NVLINK_STATUS, NVLINK_ERRORS_BEFORE, KERNEL_LOG, GPU_BURN, SMI_AFTER,
     NVLINK_ERRORS_AFTER, DDP_JSON, DDP_LOG, NCCL_TESTS, DCGM_DIAG, DCGM_HEALTH, FABRIC,

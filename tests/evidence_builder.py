@@ -86,6 +86,12 @@ def gpu_burn_log(gflops: list[int], errors: list[int] | None = None, seconds: in
     return "\n".join(lines) + "\n"
 
 
+def driver_module(installed: str = "565.57.01", loaded: str = "565.57.01",
+                  kernel: str = "5.15.0-112-generic") -> str:
+    """evidence.DRIVER_MODULE's output: the running kernel, its module, the loaded one."""
+    return f"kernel {kernel}\nmodule {installed}\nloaded {loaded}\n"
+
+
 def packages(driver: str = "565.57.01", toolkit: str = "1.16.2") -> str:
     rows = {
         "nvidia-driver-565-open": f"{driver}-0ubuntu1",
@@ -152,6 +158,7 @@ def healthy_h100(directory: Path) -> Path:
                                       "allreduce_busbw_gbps": 455.0}),
         "dmesg.txt": "2026-11-21T09:00:01,000000+00:00 Linux version 5.15.0-112-generic\n",
         "packages.txt": packages(),
+        "driver-module.txt": driver_module(),
         "lsmod.txt": "Module                  Size  Used by\nnvidia_uvm           1437696  0\n"
                      "nvidia              8814592  2 nvidia_uvm\n",
         "lspci.txt": "".join(f"{b}:00.0 3D controller [0302]: NVIDIA Corporation GH100 [H100 SXM5"

@@ -64,4 +64,8 @@ def files() -> list[tuple[str, bytes, int]]:
 
 def inventory_vars() -> str:
     """The lab's group_vars lines pointing the roles and the doctor at these views."""
-    return f"nvidia_driver_modinfo_command: {MODINFO}\n"
+    return (f"nvidia_driver_kernel_release_command: {kernel_view.KERNEL_RELEASE_COMMAND}\n"
+            f"nvidia_driver_modinfo_command: {MODINFO}\n"
+            f"gpuprov_validate_kernel_release_command: {kernel_view.KERNEL_RELEASE_COMMAND}\n"
+            f"gpuprov_validate_modinfo_command: {MODINFO}\n"
+            f"gpuprov_validate_module_version_file: {sim_node.MODULE_VERSION}\n")

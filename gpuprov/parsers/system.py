@@ -59,3 +59,23 @@ def parse_systemctl(text: str, source: str) -> dict[str, dict[str, str]]:
             raise ParseError(source, f"not a `systemctl show` line: {line!r}")
         block[key] = value
     return units
+
+
+@dataclass(frozen=True)
+class DriverModule:
+    """The running kernel, the nvidia module installed for it, and the one loaded."""
+    kernel: str
+    installed: str     # `modinfo -F version nvidia` for that kernel; "" when it has none
+    loaded: str        # /sys/module/nvidia/version; "" when none is loaded
+
+
+def parse_driver_module(text: str, source: str) -> DriverModule:
+    """`kernel K`, `module V`, `loaded V` lines (evidence.DRIVER_MODULE's command)."""
+    fields = {}
+    for line in text.splitlines():
+        key, _, value = line.partition(" ")
+        if key in ("kernel", "module", "loaded"):
+            fields[key] = value.strip()
+    if not fields.get("kernel") or set(fields) != {"kernel", "module", "loaded"}:
+        raise ParseError(source, "expected `kernel`, `module` and `loaded` lines")
+    return DriverModule(fields["kernel"], fields["module"], fields["loaded"])

@@ -61,6 +61,9 @@ class NodeSettings:
     run_id: str
     soak_seconds: int
     lsmod_command: str = "lsmod"
+    kernel_release_command: str = "uname -r"
+    modinfo_command: str = "modinfo"
+    module_version_file: str = "/sys/module/nvidia/version"
     lspci_command: str = "lspci -nn -d 10de:"
     kernel_log: str = "dmesg"          # or a log file on the node (rsyslog's kern.log)
     fabric_manager_log: str = "/var/log/fabricmanager.log"
@@ -77,7 +80,8 @@ class NodeSettings:
     def from_vars(cls, node: str, variables: dict, **fixed) -> NodeSettings:
         """Inventory variables `gpuprov_validate_<field>` override the defaults."""
         own = {name: variables[f"gpuprov_validate_{name}"]
-               for name in ("lsmod_command", "lspci_command", "kernel_log", "gpu_burn_dir",
+               for name in ("lsmod_command", "kernel_release_command", "modinfo_command",
+                            "module_version_file", "lspci_command", "kernel_log", "gpu_burn_dir",
                             "pytorch_env", "fabric_manager_log", "ibstat_command",
                             "nccl_tests_dir", "dcgmi_command")
                if variables.get(f"gpuprov_validate_{name}")}
@@ -179,8 +183,8 @@ def identity(c: Collector) -> None:
         uptime = c.run("cat /proc/uptime")
         if uptime.rc == 0:
             c.meta["uptime_at_start_s"] = float(uptime.stdout.split()[0])
-        for kind in (evidence.PACKAGES, evidence.LSMOD, evidence.LSPCI, evidence.SYSTEMCTL,
-                     evidence.NVCC):
+        for kind in (evidence.PACKAGES, evidence.LSMOD, evidence.DRIVER_MODULE, evidence.LSPCI,
+                     evidence.SYSTEMCTL, evidence.NVCC):
             c.collect(kind)
         header = next((p for p in CUDNN_HEADERS if c.host.file(p).exists), None)
         if header:

@@ -9,6 +9,7 @@ from gpuprov.checks.context import Context
 from gpuprov.checks.registry import Results, check
 from gpuprov.evidence import (
     CUDNN,
+    DRIVER_MODULE,
     LSMOD,
     LSPCI,
     NVCC,
@@ -111,6 +112,28 @@ def driver_version(ctx: Context, r: Results) -> CheckResult:
         return r.fail(f"driver {smi.driver_version}, lock says {ctx.lock.driver_version}",
                       values)
     return r.passed(f"driver {smi.driver_version} as locked", values)
+
+
+@check("driver_module", stage="identity", needs=(DRIVER_MODULE,), action=Action.NONE,
+       rule="the running kernel has the nvidia module (DKMS built it), and the loaded module "
+            "is that one (else reboot)")
+def driver_module(ctx: Context, r: Results) -> CheckResult:
+    module = ctx.evidence.read(DRIVER_MODULE)
+    values = {"kernel": module.kernel, "installed": module.installed, "loaded": module.loaded}
+    if not module.installed:
+        # a kernel update DKMS did not follow: no headers for it, or its build failed
+        return r.fail(f"no nvidia module for the running kernel {module.kernel} (a kernel "
+                      f"update DKMS did not follow: install linux-headers-{module.kernel} and "
+                      "provision again, or boot the previous kernel)", values)
+    if module.loaded and module.loaded != module.installed:
+        return r.fail(f"nvidia module {module.loaded} loaded, {module.installed} installed for "
+                      f"kernel {module.kernel}", values, action=Action.REBOOT)
+    if not module.loaded:
+        return r.fail(f"nvidia module {module.installed} for kernel {module.kernel} is not "
+                      "loaded (refused at boot? Secure Boot and an unenrolled key)", values,
+                      action=Action.REBOOT)
+    return r.passed(f"nvidia module {module.installed} for kernel {module.kernel}, loaded",
+                    values)
 
 
 @check("cuda_compat", stage="identity", needs=(SMI_BEFORE, NVCC), action=Action.NONE,

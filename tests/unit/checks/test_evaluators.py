@@ -10,6 +10,7 @@ from gpuprov.lock import Lock
 from gpuprov.profiles import load_profile, parse_profile
 from tests.evidence_builder import (
     LOCK,
+    driver_module,
     fixture,
     gpu_burn_log,
     healthy_h100,
@@ -246,6 +247,22 @@ def test_driver_library_mismatch_fails(node):
     _, by_id = results(node)
     assert by_id["driver_version"].status == "fail"
     assert "mismatch" in by_id["driver_version"].summary
+
+
+@pytest.mark.parametrize(("installed", "loaded", "summary", "action"), [
+    # a kernel update DKMS did not follow: the new kernel booted without a module
+    ("", "", "no nvidia module for the running kernel 6.8.0-51-generic (a kernel update DKMS "
+     "did not follow: install linux-headers-6.8.0-51-generic", "none"),
+    ("565.57.01", "", "nvidia module 565.57.01 for kernel 6.8.0-51-generic is not loaded "
+     "(refused at boot? Secure Boot", "reboot"),
+    ("565.77", "565.57.01", "nvidia module 565.57.01 loaded, 565.77 installed", "reboot"),
+])
+def test_the_running_kernels_module(node, installed, loaded, summary, action):
+    replace(node, "driver-module.txt", driver_module(installed, loaded, "6.8.0-51-generic"))
+    j, by_id = results(node)
+    check = by_id["driver_module"]
+    assert (check.status, check.action) == ("fail", action) and j.verdict == "rejected"
+    assert check.summary.startswith(summary), check.summary
 
 
 def test_missing_gpu_fails_inventory(node):
