@@ -134,6 +134,17 @@ def dkms_gaps(status_lines: list[str], kernels: dict, version: str) -> dict:
     return {"missing": missing, "buildable": [k for k in missing if kernels[k]]}
 
 
+def module_signers(lines: list[str]) -> dict:
+    """`signer KERNEL NAME` lines (NAME what `modinfo -k KERNEL -F signer nvidia` printed,
+    empty when unsigned or absent) -> {kernel: signer}."""
+    signers = {}
+    for line in lines:
+        parts = line.strip().split(" ", 2)
+        if len(parts) >= 2 and parts[0] == "signer":
+            signers[parts[1]] = parts[2].strip() if len(parts) == 3 else ""
+    return signers
+
+
 class FilterModule:
     def filters(self) -> dict:
         return {
@@ -145,4 +156,5 @@ class FilterModule:
             "nvidia_not_at_version": not_at_version,
             "nvidia_kernel_headers": kernel_headers,
             "nvidia_dkms_gaps": dkms_gaps,
+            "nvidia_module_signers": module_signers,
         }
