@@ -8,7 +8,7 @@ sharing a lock and profile (most of a rack) are judged once.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from functools import cache
 
 from gpuprov import compat
@@ -34,12 +34,23 @@ class Problem:
         return f"{self.host}: {self.rule}: {self.message} [{self.source}]"
 
 
+# Locked beside the versions lock, only where a site uses them (the roles run where set):
+# recorded with each run's lock, so a rollback brings them back too.
+SEPARATELY_LOCKED = ("dcgm_version", "nccl_version")
+
+
 @dataclass(frozen=True)
 class Plan:
     """What one host will be provisioned with."""
     lock: Lock
     profile: str | None
     fabricmanager_version: str | None
+    # (name, version) of SEPARATELY_LOCKED that are set; a tuple, as plans are judged cached
+    separately_locked: tuple[tuple[str, str], ...] = ()
+
+    def recorded_lock(self) -> dict:
+        """The lock a provisioning run records for the host (and a rollback restores)."""
+        return {**asdict(self.lock), **dict(self.separately_locked)}
 
 
 def _format_problems(lock: Lock) -> list[tuple[str, str, str]]:
@@ -108,7 +119,9 @@ def plan_for(host: str, variables: dict) -> Plan:
     lock = Lock.from_vars(variables, f"host {host}")
     profile = variables.get("gpuprov_profile") or None
     fm = variables.get("gpuprov_fabricmanager_version") or None
-    return Plan(lock, str(profile) if profile else None, str(fm) if fm else None)
+    separate = tuple((name, str(variables[f"gpuprov_{name}"])) for name in SEPARATELY_LOCKED
+                     if variables.get(f"gpuprov_{name}"))
+    return Plan(lock, str(profile) if profile else None, str(fm) if fm else None, separate)
 
 
 def check_inventory(inventory: Inventory, hosts: list[str]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -155,7 +155,7 @@ def provision(rollback_nodes: tuple[str, ...], inventory_option: str | None, lim
                       "forks": forks, "serial": serial, "allow_reboot": allow_reboot,
                       "retry_failed": retry_failed, "strategy": strategy,
                       "rollback_to": target[0].id if target else None},
-                     {h: target[1] if target else asdict(plans[h].lock) for h in hosts},
+                     {h: target[1] if target else plans[h].recorded_lock() for h in hosts},
                      str(log_path))
     click.echo(f"run {run_id}: {len(hosts)} host(s){' (check mode)' if check else ''}")
     if target:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 import pytest
+import yaml
 
 from gpuprov.errors import InputError
 from gpuprov.ledger import Ledger
@@ -74,3 +75,20 @@ def test_no_earlier_lock_is_one_line(tmp_path):
                                          r"converged provisioning of it with another versions "
                                          r"lock$"):
         rollback_target(ledger, "node02")
+
+
+def test_a_run_records_dcgm_and_nccl_with_the_lock_so_a_rollback_restores_them(tmp_path):
+    from gpuprov.lab.inventory import LAB_LOCK
+    from gpuprov.preflight import plan_for
+
+    variables = yaml.safe_load(LAB_LOCK)
+    recorded = plan_for("node02", variables).recorded_lock()
+    assert recorded["dcgm_version"] == "4.2.3-1" and recorded["nccl_version"] == "2.20.5-1"
+    assert recorded["driver_version"] == "550.90.07"
+    del variables["gpuprov_dcgm_version"]               # DCGM off: nothing to restore
+    assert "dcgm_version" not in plan_for("node02", variables).recorded_lock()
+    ledger = Ledger(tmp_path / "l.sqlite3")
+    provisioned(ledger, "p1", recorded)
+    provisioned(ledger, "p2", {**recorded, "dcgm_version": "4.4.1-1"})  # a DCGM-only upgrade
+    run, lock = rollback_target(ledger, "node02")
+    assert run.id == "p1" and lock["dcgm_version"] == "4.2.3-1"
