@@ -123,7 +123,12 @@ def _dkms(facts: HostFacts) -> list[Finding]:
     for entry in nvidia:
         where = f"{entry.module}/{entry.version}" + (f" for {entry.kernel}" if entry.kernel
                                                       else "")
-        if entry.state != "installed":
+        if entry.state != "installed" and facts.kernels.get(entry.kernel):
+            # the driver role builds what DKMS lacks for a kernel with headers
+            out.append(Finding(WARNING, "dkms", f"{where} is `{entry.state}`, not installed",
+                               "nothing: provisioning builds it (dkms install "
+                               f"{entry.module}/{entry.version} -k {entry.kernel})"))
+        elif entry.state != "installed":
             out.append(Finding(BLOCKER, "dkms", f"{where} is `{entry.state}`, not installed",
                                f"dkms install {entry.module}/{entry.version}"
                                + (f" -k {entry.kernel}" if entry.kernel else "")
@@ -134,10 +139,15 @@ def _dkms(facts: HostFacts) -> list[Finding]:
                                "provision again"))
     if nvidia and facts.kernel and not any(e.kernel == facts.kernel and e.state == "installed"
                                            for e in nvidia):
-        out.append(Finding(BLOCKER, "dkms", f"no nvidia module built for the running kernel "
-                           f"{facts.kernel} (a kernel update DKMS did not follow)",
-                           f"apt-get install linux-headers-{facts.kernel}, then "
-                           f"dkms autoinstall -k {facts.kernel}"))
+        seen = (f"no nvidia module built for the running kernel {facts.kernel} (a kernel "
+                "update DKMS did not follow)")
+        if facts.kernels.get(facts.kernel) or facts.headers_candidate:
+            out.append(Finding(WARNING, "dkms", seen, "nothing: provisioning installs the "
+                               f"headers if needed and builds it for {facts.kernel}"))
+        else:
+            out.append(Finding(BLOCKER, "dkms", seen,
+                               f"apt-get install linux-headers-{facts.kernel}, then "
+                               f"dkms autoinstall -k {facts.kernel}"))
     for line in facts.dkms_errors:
         if line.lower().startswith(("error", "warning")):
             out.append(Finding(WARNING, "dkms", f"dkms status: {line}",

@@ -160,13 +160,20 @@ def test_dkms_entries_for_the_driver():
         "nvidia/550.90.07, 6.8.0-45-generic, x86_64: built"])[0],
         kernels={KERNEL: True, "6.8.0-40-generic": True, "6.8.0-31-generic": False})
     found = {(f.check, f.severity, f.seen) for f in findings.judge(stale, LOCK)}
+    # the running kernel has headers: provisioning builds its module (the role's DKMS step)
     assert found == {
-        ("dkms", BLOCKER, f"nvidia/550.90.07 for {KERNEL} is `built`, not installed"),
-        ("dkms", BLOCKER, f"no nvidia module built for the running kernel {KERNEL} (a kernel "
+        ("dkms", WARNING, f"nvidia/550.90.07 for {KERNEL} is `built`, not installed"),
+        ("dkms", WARNING, f"no nvidia module built for the running kernel {KERNEL} (a kernel "
                           "update DKMS did not follow)"),
         ("kernel-headers", WARNING, "installed kernel 6.8.0-31-generic has no headers: DKMS "
                                     "will not build the driver for it, and booting it leaves "
                                     "the node without a driver")}
+    # without headers, and none in the repositories: nothing can build it
+    stale.kernels[KERNEL] = False
+    found = {(f.check, f.severity, f.seen) for f in findings.judge(stale, LOCK)}
+    assert ("dkms", BLOCKER, f"no nvidia module built for the running kernel {KERNEL} (a "
+                             "kernel update DKMS did not follow)") in found
+    assert ("dkms", BLOCKER, f"nvidia/550.90.07 for {KERNEL} is `built`, not installed") in found
     clean = healthy(dkms=probe.dkms_status([f"nvidia/550.90.07, {KERNEL}, x86_64: installed",
                                             "i915-sriov-dkms/2025.03.26, 6.11.11-2-pve, "
                                             "x86_64: installed"])[0])
