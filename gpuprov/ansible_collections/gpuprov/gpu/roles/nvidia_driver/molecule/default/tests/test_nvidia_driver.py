@@ -85,3 +85,9 @@ def test_fabric_manager_only_on_nvswitch(host):
 
 def test_no_reboot_pending(host):
     assert not host.file("/run/reboot-required").exists
+
+
+def test_dkms_built_the_driver_for_the_running_kernel_against_its_headers(host):
+    kernel = host.check_output("/usr/local/sbin/gpuprov-lab-uname-r")   # the lab's kernel
+    assert host.package(f"linux-headers-{kernel}").is_installed
+    assert host.check_output("dkms status") == f"nvidia/{LOCKED}, {kernel}, x86_64: installed"
