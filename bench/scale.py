@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""The controller's side of a 10,000-host fleet (issue 23): the lock check of a generated
+"""The fleet at scale (issue 23), two halves.
+
+The controller's side of a 10,000-host fleet (the default): the lock check of a generated
 10,000-host inventory, and `gpuprov nodes` (all nodes, and one node's history) and
 `gpuprov metrics` on a generated ledger of that fleet. Targets: lock check <= 5 s, `nodes`
 <= 1 s. Prints each figure against its target. Nothing here needs the lab.
@@ -9,7 +11,15 @@ node, each node with the check results and GPUs of a real judgement (the evaluat
 the healthy H100 evidence the unit tests build from the fixtures): 10,000 x RUNS node
 results, about 28 checks and 8 GPUs each.
 
+The lab curve (`--lab 3,12,24`): for each size, the lab brought to that many bare nodes,
+then a first `provision`, a no-op `provision`, `drift` and `validate --all` with a short
+soak, each timed, and the lab's memory per node (the containers' cgroups after the runs).
+Prints each figure per node and, from the smallest size to the largest, the growth of
+the per-node no-op and validation times (target <= 1.5x), and drift against 15 s.
+It reprovisions the lab from bare nodes: minutes per size, most of an hour for 3,12,24.
+
 Usage: bench/scale.py [--hosts N] [--runs N] [--repeat N]
+       bench/scale.py --lab 3,12,24 [--soak SECONDS]
 """
 
 from __future__ import annotations
@@ -73,16 +83,74 @@ def write_ledger(path: Path, hosts: int, runs: int, workdir: Path) -> None:
         ledger.finish_validation(run_id)
 
 
-def timed(argv: list[str], env: dict, repeat: int) -> tuple[float, str]:
+def timed(argv: list[str], env: dict, repeat: int, allowed: tuple[int, ...] = (0,)
+          ) -> tuple[float, str]:
     walls, out = [], ""
     for _ in range(repeat):
         start = time.monotonic()
         result = subprocess.run(argv, env=env, capture_output=True, text=True)
         walls.append(time.monotonic() - start)
-        if result.returncode != 0:
+        if result.returncode not in allowed:
             sys.exit(f"{' '.join(argv[1:])} exited {result.returncode}: {result.stderr[-2000:]}")
         out = result.stdout
     return statistics.median(walls), out
+
+
+def lab_memory_per_node(count: int) -> float:
+    """MiB per node: the lab containers' memory (their cgroups, page cache included, as the
+    engine counts it) over the node count."""
+    names = [f"gpuprov-lab-node{i:02d}" for i in range(1, count + 1)]
+    out = subprocess.run(["docker", "stats", "--no-stream", "--format",
+                          "{{.Name}} {{.MemUsage}}", *names],
+                         capture_output=True, text=True, check=True).stdout
+    units = {"KiB": 1 / 1024, "MiB": 1, "GiB": 1024}
+    total = 0.0
+    for line in out.splitlines():
+        used = line.split()[1]
+        unit = used[-3:]
+        total += float(used[:-3]) * units[unit]
+    return total / count
+
+
+def lab_curve(sizes: list[int], soak: int) -> None:
+    rows = {}
+    with tempfile.TemporaryDirectory(prefix="gpuprov-lab-scale-") as tmp:
+        for count in sizes:
+            state = Path(tmp) / f"n{count}"
+            env = {**os.environ, "GPUPROV_STATE_DIR": str(state), "NO_COLOR": "1",
+                   "GPUPROV_LEDGER": str(state / "ledger.sqlite3"), "GPUPROV_METRICS_DIR": ""}
+            for argv in (["lab", "up", "--nodes", str(count)], ["lab", "reset"]):
+                subprocess.run([GPUPROV, *argv], env=env, check=True, capture_output=True)
+            inventory = subprocess.run([GPUPROV, "lab", "inventory"], env=env, check=True,
+                                       capture_output=True, text=True).stdout.strip()
+            forks = ["--forks", str(max(count, 20))]
+            first, _ = timed([GPUPROV, "provision", "-i", inventory, *forks], env, 1)
+            noop, _ = timed([GPUPROV, "provision", "-i", inventory, *forks], env, 1)
+            drift, _ = timed([GPUPROV, "drift", "-i", inventory], env, 1)
+            # a node rejected under the load is a figure too: its verdicts are printed
+            validate, report = timed([GPUPROV, "validate", "-i", inventory, "--all",
+                                      "--soak", str(soak)], env, 1, allowed=(0, 1))
+            rejected = [line for line in report.splitlines() if " rejected" in line]
+            rows[count] = {"first": first, "noop": noop, "drift": drift,
+                           "validate": validate, "memory": lab_memory_per_node(count)}
+            r = rows[count]
+            print(f"{count:>3} nodes: first provision {r['first']:6.1f} s "
+                  f"({r['first'] / count:5.1f} s/node); no-op {r['noop']:6.1f} s "
+                  f"({r['noop'] / count:5.2f} s/node); drift {r['drift']:5.1f} s; "
+                  f"validate (soak {soak} s) {r['validate']:6.1f} s "
+                  f"({r['validate'] / count:5.2f} s/node); memory {r['memory']:.0f} MiB/node",
+                  flush=True)
+            for line in rejected:
+                print(f"    {line}")
+    small, large = min(rows), max(rows)
+    if small == large:
+        return
+    for name in ("noop", "validate"):
+        growth = (rows[large][name] / large) / (rows[small][name] / small)
+        print(f"growth per node {small} -> {large} nodes, {name}: {growth:.2f}x; "
+              f"target <= 1.5x: {'met' if growth <= 1.5 else 'missed'}")
+    print(f"drift on {large} nodes: {rows[large]['drift']:.1f} s; target <= 15 s "
+          f"({'met' if rows[large]['drift'] <= 15 else 'missed'})")
 
 
 def main() -> None:
@@ -90,7 +158,13 @@ def main() -> None:
     parser.add_argument("--hosts", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--lab", metavar="SIZES",
+                        help="the lab curve instead: comma-separated node counts, e.g. 3,12,24")
+    parser.add_argument("--soak", type=int, default=5, help="validation soak (s), --lab only")
     args = parser.parse_args()
+    if args.lab:
+        lab_curve(sorted(int(n) for n in args.lab.split(",")), args.soak)
+        return
     with tempfile.TemporaryDirectory(prefix="gpuprov-scale-") as tmp:
         work = Path(tmp)
         inventory = write_inventory(work / "inventory", args.hosts)
