@@ -142,6 +142,12 @@ def torch_supports_python(torch: str, python: str) -> Finding:
 def torch_build_runs_on(torch: str, build: str, architecture: str) -> Finding:
     m = matrix()
     cuda = torch_build_cuda(build)
+    first = m["architectures"].get(architecture, {}).get("first_cuda")
+    if cuda and first and version_tuple(cuda) < version_tuple(str(first)):
+        # the wheels carry kernels only for what their CUDA can compile (Blackwell: cu128+)
+        return Finding(False, False, f"torch {release(torch)}+{build} has no kernels for "
+                                     f"{architecture} GPUs (they need a CUDA {first}+ build)",
+                       m["sources"]["pytorch_arch_list"])
     for drop in m["torch_build_drops"]:
         if (cuda and architecture in drop["architectures"]
                 and version_tuple(torch) >= version_tuple(drop["from_torch"])

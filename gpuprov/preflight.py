@@ -105,6 +105,12 @@ def judge(plan: Plan) -> tuple[tuple[str, str, str], ...]:
             for finding in compat.architecture_driver(architecture, lock.driver_version,
                                                       lock.driver_flavour):
                 rule("architecture_driver", finding)
+            first_cuda = m["architectures"].get(architecture, {}).get("first_cuda")
+            if first_cuda and (compat.version_tuple(lock.cuda_version)
+                               < compat.version_tuple(str(first_cuda))):
+                problems.append(("architecture_cuda", f"{architecture} GPUs need CUDA "
+                                 f"{first_cuda}+; the lock has toolkit {lock.cuda_version}",
+                                 m["sources"]["architecture_matrix"]))
             last_major = m["architectures"].get(architecture, {}).get("last_cuda_major")
             if last_major and int(lock.cuda_version.split(".")[0]) > int(last_major):
                 problems.append(("architecture_cuda", f"CUDA {last_major}.x is the last toolkit "

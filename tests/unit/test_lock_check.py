@@ -107,6 +107,30 @@ def test_hardware_profile_rules(rack, tmp_path):
     assert "[NVIDIA CUDA toolkit, driver and architecture matrix" in out
 
 
+def test_a_b200_rack_needs_a_blackwell_stack(rack):
+    """The shipped B200 profile on the example lock (R550, CUDA 12.4, proprietary): refused
+    for what Blackwell needs; on R590 with CUDA 13.1 and open modules it passes."""
+    _set(rack / "group_vars/dgx_a100.yml", gpuprov_profile="b200-sxm-8",
+         gpuprov_driver_flavour="proprietary")
+    refused = _check(rack, "--limit", "node03")
+    assert refused.returncode == 2
+    for line in ("node03: architecture_driver: Blackwell GPUs need CUDA 12.8+, so driver >= "
+                 "570.26; the lock has 550.127.08",
+                 "node03: architecture_driver: Blackwell GPUs need the open kernel modules; the "
+                 "lock asks for proprietary",
+                 "node03: architecture_cuda: Blackwell GPUs need CUDA 12.8+; the lock has "
+                 "toolkit 12.4",
+                 "node03: torch_architecture: torch 2.13+cu126 has no kernels for Blackwell "
+                 "GPUs (they need a CUDA 12.8+ build)"):
+        assert line in refused.stdout, refused.stdout
+    _set(rack / "group_vars/dgx_a100.yml", gpuprov_driver_version="590.48.01",
+         gpuprov_fabricmanager_version="590.48.01", gpuprov_driver_flavour="open",
+         gpuprov_cuda_version="13.1", gpuprov_cudnn_version="9.17.0.29",
+         gpuprov_torch_cuda_build="cu130")
+    accepted = _check(rack, "--limit", "node03")
+    assert accepted.returncode == 0, accepted.stdout + accepted.stderr
+
+
 def test_fabric_manager_must_equal_the_driver(rack):
     _set(rack / "group_vars/hgx_h100.yml", gpuprov_fabricmanager_version="550.90.07")
     result = _check(rack)
@@ -123,7 +147,8 @@ def test_unknown_profile_is_bad_input(rack):
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.splitlines() == [
         "gpuprov: error: host node05: gpuprov_profile: unknown profile 'l40s-pcie-9' (shipped: "
-        "a100-sxm-4, a100-sxm-8, h100-sxm-8, h200-sxm-8, l40s-pcie-4, l40s-pcie-8; or a path "
+        "a100-sxm-4, a100-sxm-8, b200-sxm-8, h100-sxm-8, h200-sxm-8, l40s-pcie-4, l40s-pcie-8; "
+        "or a path "
         "to a .yml)"]
 
 
