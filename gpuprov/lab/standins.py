@@ -365,6 +365,10 @@ def kernel_repo_packages() -> Iterator[Deb]:
         f"  run-parts --report --exit-on-error --arg={release} /etc/kernel/header_postinst.d\n"
         "fi\n")
     yield deb
+    # the meta-package an Ubuntu server installs, which follows the newest kernel's headers
+    # (what gpuprov_kernel_hold holds)
+    yield Deb("linux-headers-generic", "6.1.0.1", "Generic Linux kernel headers (stand-in)",
+              depends=[f"linux-headers-{release} (= 6.1.0-1)"], section="kernel")
 
 
 def container_repo_packages() -> Iterator[Deb]:

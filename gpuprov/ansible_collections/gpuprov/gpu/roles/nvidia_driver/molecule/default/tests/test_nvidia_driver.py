@@ -91,3 +91,10 @@ def test_dkms_built_the_driver_for_the_running_kernel_against_its_headers(host):
     kernel = host.check_output("/usr/local/sbin/gpuprov-lab-uname-r")   # the lab's kernel
     assert host.package(f"linux-headers-{kernel}").is_installed
     assert host.check_output("dkms status") == f"nvidia/{LOCKED}, {kernel}, x86_64: installed"
+
+
+def test_the_installed_kernel_meta_package_is_held_and_nothing_else(host):
+    held = host.check_output("apt-mark showhold").split()
+    kernel = [p for p in held if p.startswith("linux-")]
+    assert kernel == (["linux-headers-generic"] if host.backend.get_hostname() == "node03"
+                      else [])
