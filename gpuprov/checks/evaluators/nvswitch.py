@@ -16,7 +16,8 @@ from gpuprov.parsers.errors import ParseError
        skip_reason="no NVSwitch in this profile",
        rule="the profile's NVSwitch count on the PCI bus; every GPU's fabric state "
             "Completed/Success; no fatal SXid in the current boot (non-fatal ones warn); no "
-            "error in fabric manager's log (NV_WARN_NOTHING_TO_DO is not one)")
+            "error in fabric manager's log since it last started (NV_WARN_NOTHING_TO_DO is "
+            "not one)")
 def nvswitch(ctx: Context, r: Results) -> CheckResult:
     switches = ctx.evidence.read(LSPCI).nvswitches
     expected = ctx.profile.data.get("nvswitch_count")
@@ -81,5 +82,6 @@ def _fabric_manager_errors(ctx: Context, values: dict) -> tuple[list[str], list[
         values["fabric_manager_log"] = "not collected"
         return [], []
     values["fabric_manager_log"] = {"lines": log.lines, "errors": log.errors[:20],
-                                    "nonfatal": log.nonfatal[:20]}
+                                    "nonfatal": log.nonfatal[:20],
+                                    "before_last_start": log.earlier_errors}
     return log.errors, log.nonfatal

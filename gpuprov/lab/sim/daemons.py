@@ -56,17 +56,21 @@ def persistenced(argv: list[str]) -> int:
     return 0
 
 
-def _fm_log(message: str) -> None:
+def _fm_log(message: str, level: str = "ERROR") -> None:
     stamp = time.strftime("[%b %d %Y %H:%M:%S]")
     with open(FM_LOG, "a") as fh:
-        fh.write(f"{stamp} [ERROR] [tid {os.getpid()}] {message}\n")
-    sys.stderr.write(message + "\n")
+        fh.write(f"{stamp} [{level}] [tid {os.getpid()}] {message}\n")
+    if level == "ERROR":
+        sys.stderr.write(message + "\n")
 
 
 def fabricmanager(argv: list[str], version: str) -> int:
     if argv in (["--version"], ["-v"]):
         sys.stdout.write(f"Fabric Manager version is : {version}\n")
         return 0
+    # every start opens its part of the (appended) log, as the real one's does
+    _fm_log(f"Fabric Manager version {version} is running with the following configuration "
+            "options", "INFO")
     module = node.loaded_module_version()
     if module is None:
         _fm_log("request to query NVIDIA GPU driver information failed with error: "

@@ -94,3 +94,19 @@ def test_a_fatal_fabric_manager_line_fails_like_an_error(tmp_path):
     node = replace(healthy_h100(tmp_path / "node07"), "fabricmanager.log", real + fatal)
     result = _nvswitch(node)
     assert result.status == "fail" and "NVSwitch fabric is not operational" in result.summary
+
+
+def test_only_errors_since_fabric_manager_last_started_count(tmp_path):
+    """The log is appended across boots: an earlier boot's error (the driver refused at
+    that boot) does not fail a node whose fabric manager started cleanly since."""
+    started = ("[Nov 24 2026 18:02:40] [INFO] [tid 912] Fabric Manager version 550.90.07 is "
+               "running with the following configuration options\n")
+    refused = ("[Nov 24 2026 18:02:03] [ERROR] [tid 77] request to query NVIDIA GPU driver "
+               "information failed with error: NVIDIA driver is not loaded\n")
+    log = parse_fabric_manager_log(started + refused + started, "fm")
+    assert (log.errors, log.earlier_errors) == ([], 1)
+    node = replace(healthy_h100(tmp_path / "node07"), "fabricmanager.log",
+                   started + refused + started)
+    assert _nvswitch(node).status == "pass"
+    result = _nvswitch(replace(node, "fabricmanager.log", started + refused))
+    assert result.status == "fail" and "NVIDIA driver is not loaded" in result.summary
