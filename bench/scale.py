@@ -13,8 +13,8 @@ results, about 28 checks and 8 GPUs each.
 
 The lab curve (`--lab 3,12,24`): for each size, the lab brought to that many bare nodes,
 then a first `provision`, a no-op `provision`, `drift` and `validate --all` with a short
-soak (three nodes at a time), each timed, and the lab's memory per node (the containers'
-cgroups after the runs).
+soak (three nodes at a time), each timed, and the lab's memory per node (the resident
+memory of the nodes' processes after the runs).
 Prints each figure per node and, from the smallest size to the largest, the growth of
 the per-node no-op and validation times (target <= 1.5x), and drift against 15 s.
 It reprovisions the lab from bare nodes: minutes per size, most of an hour for 3,12,24.
@@ -98,19 +98,14 @@ def timed(argv: list[str], env: dict, repeat: int, allowed: tuple[int, ...] = (0
 
 
 def lab_memory_per_node(count: int) -> float:
-    """MiB per node: the lab containers' memory (their cgroups, page cache included, as the
-    engine counts it) over the node count."""
-    names = [f"gpuprov-lab-node{i:02d}" for i in range(1, count + 1)]
-    out = subprocess.run(["docker", "stats", "--no-stream", "--format",
-                          "{{.Name}} {{.MemUsage}}", *names],
-                         capture_output=True, text=True, check=True).stdout
-    units = {"KiB": 1 / 1024, "MiB": 1, "GiB": 1024}
-    total = 0.0
-    for line in out.splitlines():
-        used = line.split()[1]
-        unit = used[-3:]
-        total += float(used[:-3]) * units[unit]
-    return total / count
+    """MiB per node: the resident memory of every process in each node (its own PID
+    namespace, so `ps` there sees only the node's), shared pages counted in each."""
+    total_kib = 0
+    for i in range(1, count + 1):
+        out = subprocess.run(["docker", "exec", f"gpuprov-lab-node{i:02d}", "ps", "-eo",
+                              "rss="], capture_output=True, text=True, check=True).stdout
+        total_kib += sum(int(v) for v in out.split())
+    return total_kib / 1024 / count
 
 
 def lab_curve(sizes: list[int], soak: int) -> None:
