@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass, field
 
 from gpuprov import probing
+from gpuprov.ansible_collections.gpuprov.gpu.plugins.filter import nvidia_driver
 from gpuprov.errors import InputError
 
 MARK = "### gpuprov-doctor "
@@ -19,6 +20,13 @@ DPKG_LOCKS = ("/var/lib/dpkg/lock-frontend", "/var/lib/dpkg/lock",
               "/var/lib/apt/lists/lock", "/var/cache/apt/archives/lock")
 SPACE_PATHS = ("/var", "/usr", "/opt")
 DKMS_CONF = "/etc/dkms/framework.conf"
+# A kernel counts as installed when depmod ran for it (the nvidia_driver role's rule): a
+# directory left by a removed kernel holds no modules.dep.
+INSTALLED_KERNELS = (
+    'for dep in /lib/modules/*/modules.dep; do [ -e "$dep" ] || continue; '
+    'k=${dep%/modules.dep}; k=${k##*/}; '
+    'if [ -d "/lib/modules/$k/build" ]; then echo "$k headers"; '
+    'else echo "$k no-headers"; fi; done')
 DKMS_DEFAULT_CERT = "/var/lib/dkms/mok.pub"    # DKMS 3 creates and uses this key pair
 
 
@@ -34,8 +42,7 @@ def script(commands: Commands) -> str:
     return "\n".join([
         f"echo '{MARK}kernel'; {commands.kernel_release} 2>/dev/null",
         f"echo '{MARK}kernels'",
-        "for d in /lib/modules/*/; do [ -d \"$d\" ] || continue; k=${d%/}; k=${k##*/}; "
-        "if [ -d \"$d/build\" ]; then echo \"$k headers\"; else echo \"$k no-headers\"; fi; done",
+        INSTALLED_KERNELS,
         f"echo '{MARK}headers-candidate'",
         f"apt-cache policy \"linux-headers-$({commands.kernel_release} 2>/dev/null)\" 2>/dev/null "
         "| sed -n 's/^ *Candidate: //p'",
@@ -169,32 +176,12 @@ def mok_test_key(text: str) -> bool | None:
     return None
 
 
-_DKMS3 = re.compile(r"^(?P<module>[^/,\s]+)/(?P<version>[^,\s]+), (?P<kernel>[^,\s]+), "
-                    r"(?P<arch>[^:\s]+): (?P<state>[a-z]+)(?: \((?P<warning>.*)\))?$")
-_DKMS2 = re.compile(r"^(?P<module>[^,\s]+), (?P<version>[^,\s]+), (?P<kernel>[^,\s]+), "
-                    r"(?P<arch>[^:\s]+): (?P<state>[a-z]+)(?: \((?P<warning>.*)\))?$")
-_DKMS_ADDED = re.compile(r"^(?P<module>[^/,\s]+)[/,] ?(?P<version>[^,\s]+): (?P<state>added)$")
-
-
 def dkms_status(lines: list[str]) -> tuple[list[DkmsEntry], list[str]]:
-    """`dkms status`, DKMS 3 (`nvidia/550.90.07, 6.8.0-45-generic, x86_64: installed`) and
-    DKMS 2 (`nvidia, 550.90.07, 5.15.0-112-generic, x86_64: installed`) forms; a module only
-    added (no kernel) reads `nvidia/550.90.07: added`. Lines of neither form (dkms's own
-    errors and warnings) are returned apart."""
-    entries, other = [], []
-    for raw in lines:
-        line = raw.strip()
-        if not line:
-            continue
-        match = _DKMS3.match(line) or _DKMS2.match(line)
-        if match:
-            entries.append(DkmsEntry(match["module"], match["version"], match["kernel"],
-                                     match["state"], match["warning"] or ""))
-        elif added := _DKMS_ADDED.match(line):
-            entries.append(DkmsEntry(added["module"], added["version"], "", "added"))
-        else:
-            other.append(line)
-    return entries, other
+    """`dkms status` read by the collection's own parser (the role and the doctor must agree
+    on what DKMS said); lines of neither form (dkms's errors and warnings) returned apart."""
+    status = nvidia_driver.dkms_status(lines)
+    return ([DkmsEntry(e["module"], e["version"], e["kernel"], e["state"], e["warning"])
+             for e in status["entries"]], status["other"])
 
 
 def compute_apps(lines: list[str]) -> list[GpuProcess]:

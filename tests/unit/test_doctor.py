@@ -7,7 +7,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
+from gpuprov import collection
 from gpuprov.doctor import findings, probe
 from gpuprov.doctor.findings import BLOCKER, WARNING
 from gpuprov.errors import InputError
@@ -220,3 +222,14 @@ def test_the_signing_plan_comes_from_the_inventory(tmp_path):
     with pytest.raises(InputError, match=r"host node07: .*junk.der: not an X.509"):
         doctor_run._signing("node07", {"gpuprov_module_signing": "site-mok",
                                        "gpuprov_mok_certificate_file": str(tmp_path / "junk.der")})
+
+
+def test_the_doctor_counts_installed_kernels_as_the_driver_role_does():
+    """A leftover /lib/modules/K of a removed kernel has no modules.dep: neither the role
+    nor the doctor may count it, so both read the kernels with the same loop."""
+    kernel_tasks = collection.ROLES / "nvidia_driver" / "tasks" / "kernel.yml"
+    tasks = yaml.safe_load(kernel_tasks.read_text())
+    listing = next(t for t in tasks if t.get("register") == "nvidia_driver_kernel_listing")
+    role_loop = " ".join(listing["ansible.builtin.command"]["argv"][2].split())
+    assert " ".join(probe.INSTALLED_KERNELS.split()) in role_loop
+    assert probe.INSTALLED_KERNELS in probe.script(probe.Commands())

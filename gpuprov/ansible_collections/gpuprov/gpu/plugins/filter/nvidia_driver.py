@@ -121,15 +121,39 @@ def kernel_headers(lines: list[str]) -> dict:
             (line.split() for line in lines if len(line.split()) == 2)}
 
 
+# `dkms status` lines: DKMS 3 `nvidia/550.90.07, 6.8.0-45-generic, x86_64: installed`, DKMS 2
+# `nvidia, 550.90.07, 5.15.0-112-generic, x86_64: installed`, either with a `(WARNING! ...)`
+# tail; a module only added (no kernel) reads `nvidia/550.90.07: added`.
+_DKMS_BUILT = re.compile(r"^(?P<module>[^/,\s]+)(?:/|, )(?P<version>[^,\s]+), (?P<kernel>[^,\s]+), "
+                         r"(?P<arch>[^:\s]+): (?P<state>[a-z]+)(?: \((?P<warning>.*)\))?$")
+_DKMS_ADDED = re.compile(r"^(?P<module>[^/,\s]+)(?:/|, )(?P<version>[^,:\s]+): (?P<state>added)$")
+
+
+def dkms_status(lines: list[str]) -> dict:
+    """`dkms status` -> {"entries": [{module, version, kernel, state, warning}], "other":
+    [lines of neither form: dkms's own errors and warnings]}. Shared with `gpuprov doctor`."""
+    entries, other = [], []
+    for raw in lines:
+        line = raw.strip()
+        if not line:
+            continue
+        if built := _DKMS_BUILT.match(line):
+            entries.append({"module": built["module"], "version": built["version"],
+                            "kernel": built["kernel"], "state": built["state"],
+                            "warning": built["warning"] or ""})
+        elif added := _DKMS_ADDED.match(line):
+            entries.append({"module": added["module"], "version": added["version"],
+                            "kernel": "", "state": "added", "warning": ""})
+        else:
+            other.append(line)
+    return {"entries": entries, "other": other}
+
+
 def dkms_gaps(status_lines: list[str], kernels: dict, version: str) -> dict:
-    """From `dkms status -m nvidia -v VERSION` (DKMS 3 `nvidia/V, K, ARCH: installed` or
-    DKMS 2 `nvidia, V, K, ARCH: installed`), the installed kernels that lack the module:
+    """From `dkms status -m nvidia -v VERSION`, the installed kernels that lack the module:
     `buildable` (headers there), and all of them as `missing`."""
-    done = set()
-    for line in status_lines:
-        m = re.match(r"^nvidia(?:/|, )(\S+), (\S+), \S+: installed\b", line.strip())
-        if m and m.group(1) == version:
-            done.add(m.group(2))
+    done = {e["kernel"] for e in dkms_status(status_lines)["entries"]
+            if e["module"] == "nvidia" and e["version"] == version and e["state"] == "installed"}
     missing = sorted(k for k in kernels if k not in done)
     return {"missing": missing, "buildable": [k for k in missing if kernels[k]]}
 
