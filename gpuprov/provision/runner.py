@@ -108,6 +108,7 @@ class EventSink:
         self._listener = listener
 
     def __call__(self, event: dict) -> bool:
+        """Returns whether ansible-runner keeps the event in the run's artifacts."""
         kind, data = event.get("event", ""), event.get("event_data", {})
         host = data.get("host")
         if kind == "playbook_on_stats":
@@ -133,6 +134,9 @@ class EventSink:
             progress.play = data.get("play", "")
             progress.role, progress.task = data.get("role", ""), task
             self._listener(host, "start", progress)
+            # Not kept in the run's job_events: a file per host and task that says only that
+            # it started (two in five events; the result events carry task, host and time).
+            return False
         elif kind == "runner_on_ok":
             res = data.get("res", {})
             progress.ok += 1

@@ -17,7 +17,7 @@ def test_text_table_pads_columns_and_leaves_the_last_free():
 def test_plain_provision_progress_is_one_line_per_host_and_play_and_per_failure():
     out = io.StringIO()
     view = PlainView(["n1", "n2"], out)
-    for role in ("nouveau", "apt_hold", "nvidia_driver", "apt_source", "cuda_toolkit"):
+    for role in ("nouveau", "cuda_repo", "nvidia_driver", "apt_source", "cuda_toolkit"):
         for host in ("n1", "n2"):
             view(host, "start", HostProgress(play="Driver stack", role=role, task="t"))
     view("n2", "ok", HostProgress(play="Driver stack", role="cudnn"))

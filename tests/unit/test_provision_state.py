@@ -1,6 +1,7 @@
 """Each host's end state reaches gpuprov through custom stats, not a task-name contract:
 the real playbooks/report_state.yml under ansible-runner, on local connections."""
 
+import json
 import sys
 
 import ansible_runner
@@ -29,6 +30,10 @@ def test_reboot_pending_comes_from_set_stats(tmp_path, strategy):
     outcomes = {o.host: o for o in sink.outcomes()}
     assert outcomes["waits"].outcome == "reboot-pending" and outcomes["waits"].reboot_pending
     assert outcomes["ready"].outcome == "converged" and not outcomes["ready"].reboot_pending
+    # what the run keeps: results, not a file per host and task saying it started
+    kept = {json.loads(f.read_text())["event"]
+            for f in (tmp_path / "run" / "artifacts").glob("*/job_events/*.json")}
+    assert "runner_on_ok" in kept and "runner_on_start" not in kept
 
 
 def test_the_provisioning_playbook_ends_with_the_state_report():
