@@ -34,6 +34,7 @@ from gpuprov.parsers.probes import parse_ddp_smoke, parse_torch_env
 from gpuprov.parsers.smi_gpu import parse_smi_query
 from gpuprov.parsers.system import (
     parse_driver_module,
+    parse_kernel_taint,
     parse_lsmod,
     parse_lspci,
     parse_packages,
@@ -121,6 +122,10 @@ KERNEL_LOG = EvidenceKind("dmesg.txt", "snapshot", parse_kernel_log, None,
                           "the kernel log with timestamps (`dmesg --time-format iso`, or "
                           "the node's `gpuprov_validate_kernel_log` file), again after the "
                           "soak")
+KERNEL_TAINT = EvidenceKind("kernel-taint.txt", "snapshot", parse_kernel_taint,
+                            "cat {taint_file}",
+                            "the kernel's taint flags (`/proc/sys/kernel/tainted`), again "
+                            "after the soak")
 GPU_BURN = EvidenceKind("gpu-burn.log", "soak", parse_gpu_burn, None,
                         "full gpu-burn output (progress lines use `\\r`)")
 SMI_AFTER = EvidenceKind("nvidia-smi-q-after.xml", "soak", parse_smi_query, "nvidia-smi -q -x",
@@ -152,7 +157,7 @@ FABRIC = EvidenceKind("fabric.json", "fabric", parse_fabric_record, None,
 KINDS: tuple[EvidenceKind, ...] = (
     META, PACKAGES, LSMOD, DRIVER_MODULE, LSPCI, SYSTEMCTL, NVCC, CUDNN, SMI_BEFORE, SMI_ERROR,
     FABRIC_MANAGER_LOG, NICS, TORCH_ENV,
-    TOPO, NVLINK_STATUS, NVLINK_ERRORS_BEFORE, KERNEL_LOG, GPU_BURN, SMI_AFTER,
+    TOPO, NVLINK_STATUS, NVLINK_ERRORS_BEFORE, KERNEL_LOG, KERNEL_TAINT, GPU_BURN, SMI_AFTER,
     NVLINK_ERRORS_AFTER, DDP_JSON, DDP_LOG, NCCL_TESTS, DCGM_DIAG, DCGM_HEALTH, FABRIC,
 )
 

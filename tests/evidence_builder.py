@@ -159,6 +159,8 @@ def healthy_h100(directory: Path) -> Path:
         "dmesg.txt": "2026-11-21T09:00:01,000000+00:00 Linux version 5.15.0-112-generic\n",
         "packages.txt": packages(),
         "driver-module.txt": driver_module(),
+        # an out-of-tree (DKMS-built) NVIDIA module loaded, nothing else
+        "kernel-taint.txt": capture("kernel-taint/nvidia-open-out-of-tree-fwupd9737.txt"),
         "lsmod.txt": "Module                  Size  Used by\nnvidia_uvm           1437696  0\n"
                      "nvidia              8814592  2 nvidia_uvm\n",
         "lspci.txt": "".join(f"{b}:00.0 3D controller [0302]: NVIDIA Corporation GH100 [H100 SXM5"

@@ -344,6 +344,18 @@ def _disk_full(access, hw, gpu):
     return f"{DISK_FULL_PATH} all but full ({DISK_FULL_SIZE})", {"unmount": DISK_FULL_PATH}
 
 
+MACHINE_CHECK_TAINT = 16    # M: the processor reported a machine check exception
+
+
+def _machine_check(access, hw, gpu):
+    """The kernel's M taint alone: the machine check's log lines long rotated away, as on a
+    node that has been up for weeks (the taint stays until the next boot)."""
+    taint = int((access.read(sim_node.KERNEL_TAINT) or "0").strip() or 0)
+    access.write(sim_node.KERNEL_TAINT, f"{taint | MACHINE_CHECK_TAINT}\n")
+    return (f"kernel tainted M (machine check) in {sim_node.KERNEL_TAINT}, no log line",
+            {"taint_bits": MACHINE_CHECK_TAINT})
+
+
 def _gpu_busy(access, hw, gpu):
     if not hw["gpus"]:
         raise InputError(f"{access.node}: no GPU to be busy")
@@ -396,6 +408,8 @@ FAULTS = {f.name: f for f in (
               "an interrupted dpkg run: a package half-configured (doctor)"),
     FaultKind("disk-full", False, _disk_full, f"{DISK_FULL_PATH} all but full (doctor)"),
     FaultKind("gpu-busy", False, _gpu_busy, "a process holds a GPU (doctor)"),
+    FaultKind("machine-check", False, _machine_check,
+              "the kernel tainted by a machine check whose log lines have rotated away"),
 )}
 
 
@@ -444,6 +458,9 @@ def clear(node: str) -> list[str]:
             access.in_netns("tc", "qdisc", "del", "dev", fabric.INTERFACE, "root")
         if undo.get("link_down"):
             access.in_netns("ip", "link", "set", "dev", fabric.INTERFACE, "up")
+        if "taint_bits" in undo:   # a restarted node has a fresh taint already
+            taint = int((access.read(sim_node.KERNEL_TAINT) or "0").strip() or 0)
+            access.write(sim_node.KERNEL_TAINT, f"{taint & ~undo['taint_bits']}\n")
         if "module_version" in undo:
             access.write(sim_node.MODULE_VERSION, undo["module_version"] + "\n")
         for path in undo.get("remove_files", []):

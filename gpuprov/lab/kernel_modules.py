@@ -39,7 +39,8 @@ def _tool(entry: str) -> str:
     """A self-contained script: the kmod module's source, this node's paths, one entry."""
     paths = {"root": "/", "kernel_release_command": kernel_view.KERNEL_RELEASE_COMMAND,
              "secure_boot_file": kernel_view.SECURE_BOOT_STATE,
-             "enrolled_file": kernel_view.MOK_ENROLLED, "loaded_file": sim_node.MODULE_VERSION}
+             "enrolled_file": kernel_view.MOK_ENROLLED, "loaded_file": sim_node.MODULE_VERSION,
+             "taint_file": sim_node.KERNEL_TAINT}
     return (f"#!/usr/bin/python3\n# gpuprov lab: see gpuprov/lab/kernel_modules.py\n"
             f"{_KMOD_SOURCE.read_text()}\n\nPATHS = {paths!r}\n\n"
             f"if __name__ == \"__main__\":\n    sys.exit({entry}(sys.argv[1:], **PATHS))\n")
@@ -68,4 +69,5 @@ def inventory_vars() -> str:
             f"nvidia_driver_modinfo_command: {MODINFO}\n"
             f"gpuprov_validate_kernel_release_command: {kernel_view.KERNEL_RELEASE_COMMAND}\n"
             f"gpuprov_validate_modinfo_command: {MODINFO}\n"
+            f"gpuprov_validate_taint_file: {sim_node.KERNEL_TAINT}\n"
             f"gpuprov_validate_module_version_file: {sim_node.MODULE_VERSION}\n")

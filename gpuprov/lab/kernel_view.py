@@ -131,14 +131,18 @@ BOOT_UNIT = "gpuprov-lab-boot.service"
 # as rsyslog writes the kernel's first line ($ and % doubled for systemd)
 _BOOT_LINE = ("$$(date -u +%%Y-%%m-%%dT%%H:%%M:%%S.%%6N+00:00) $$(hostname) kernel: "
               f"Linux version {KERNEL_RELEASE} (simulated boot)")
+# the kernel boots untainted; the nvidia module's load may have come first and added its own
+_FRESH_TAINT = (f"mkdir -p {sim_node.RUN_DIR}; "
+                f"[ -e {sim_node.KERNEL_TAINT} ] || echo 0 > {sim_node.KERNEL_TAINT}")
 _BOOT_UNIT = f"""[Unit]
-Description=gpuprov lab: the kernel's boot line in {sim_node.KERNEL_LOG}
+Description=gpuprov lab: the kernel's boot line in {sim_node.KERNEL_LOG}, its taint at boot
 DefaultDependencies=no
 After=local-fs.target
 
 [Service]
 Type=oneshot
 ExecStart=/bin/sh -c 'echo "{_BOOT_LINE}" >> {sim_node.KERNEL_LOG}'
+ExecStart=/bin/sh -c '{_FRESH_TAINT}'
 
 [Install]
 WantedBy=sysinit.target

@@ -79,3 +79,54 @@ def parse_driver_module(text: str, source: str) -> DriverModule:
     if not fields.get("kernel") or set(fields) != {"kernel", "module", "loaded"}:
         raise ParseError(source, "expected `kernel`, `module` and `loaded` lines")
     return DriverModule(fields["kernel"], fields["module"], fields["loaded"])
+
+
+# The kernel's taint flags: bit, letter, meaning (Documentation/admin-guide/tainted-kernels.rst;
+# J, bit 19, from Linux 6.15). `/proc/sys/kernel/tainted` prints their sum.
+TAINT_FLAGS: tuple[tuple[int, str, str], ...] = (
+    (0, "P", "a proprietary module was loaded"),
+    (1, "F", "a module was force loaded"),
+    (2, "S", "the kernel runs on an out-of-specification system"),
+    (3, "R", "a module was force unloaded"),
+    (4, "M", "the processor reported a machine check exception"),
+    (5, "B", "a bad page was referenced, or unexpected page flags seen"),
+    (6, "U", "userspace asked for the taint"),
+    (7, "D", "the kernel died (an oops or a BUG)"),
+    (8, "A", "an ACPI table was overridden"),
+    (9, "W", "the kernel issued a warning"),
+    (10, "C", "a staging driver was loaded"),
+    (11, "I", "a workaround for a platform firmware bug was applied"),
+    (12, "O", "an externally-built (out-of-tree) module was loaded"),
+    (13, "E", "an unsigned module was loaded"),
+    (14, "L", "a soft lockup occurred"),
+    (15, "K", "the kernel was live patched"),
+    (16, "X", "an auxiliary (distribution) taint"),
+    (17, "T", "the kernel was built with the struct randomization plugin"),
+    (18, "N", "an in-kernel test ran"),
+    (19, "J", "fwctl's mutating debug interface was used"),
+)
+
+
+@dataclass(frozen=True)
+class KernelTaint:
+    """`/proc/sys/kernel/tainted`: the sum, and its flags as letters in bit order (an unknown
+    bit as `bit N`)."""
+    value: int
+    flags: tuple[str, ...]
+
+    def meaning(self, flag: str) -> str:
+        return next((m for _, f, m in TAINT_FLAGS if f == flag), "a taint this gpuprov "
+                    "does not know (a newer kernel)")
+
+
+def parse_kernel_taint(text: str, source: str) -> KernelTaint:
+    """The number `cat /proc/sys/kernel/tainted` prints (the last all-digits line, so a
+    capture's prompt or header around it does not matter)."""
+    numbers = [line.strip() for line in text.splitlines() if line.strip().isdigit()]
+    if not numbers:
+        raise ParseError(source, "expected the number /proc/sys/kernel/tainted holds")
+    value = int(numbers[-1])
+    letters = {bit: flag for bit, flag, _ in TAINT_FLAGS}
+    flags = tuple(letters.get(bit, f"bit {bit}") for bit in range(value.bit_length())
+                  if value >> bit & 1)
+    return KernelTaint(value, flags)

@@ -66,6 +66,7 @@ class NodeSettings:
     module_version_file: str = "/sys/module/nvidia/version"
     lspci_command: str = "lspci -nn -d 10de:"
     kernel_log: str = "dmesg"          # or a log file on the node (rsyslog's kern.log)
+    taint_file: str = "/proc/sys/kernel/tainted"
     fabric_manager_log: str = "/var/log/fabricmanager.log"
     ibstat_command: str = IBSTAT
     gpu_burn_dir: str = "/opt/gpu-burn"
@@ -83,7 +84,7 @@ class NodeSettings:
                for name in ("lsmod_command", "kernel_release_command", "modinfo_command",
                             "module_version_file", "lspci_command", "kernel_log", "gpu_burn_dir",
                             "pytorch_env", "fabric_manager_log", "ibstat_command",
-                            "nccl_tests_dir", "dcgmi_command")
+                            "nccl_tests_dir", "dcgmi_command", "taint_file")
                if variables.get(f"gpuprov_validate_{name}")}
         return cls(node=node, **fixed, **{k: str(v) for k, v in own.items()})
 
@@ -222,7 +223,8 @@ def torch_python(c: Collector) -> str | None:
 
 def snapshot(c: Collector, after: bool) -> None:
     """Interconnect and health counters: before the soak (topology, links, NVLink errors,
-    kernel log) and after it (nvidia-smi -q -x and NVLink errors again, the kernel log)."""
+    kernel log and taint) and after it (nvidia-smi -q -x and NVLink errors again, the kernel
+    log and taint)."""
     with c.stage("after-soak" if after else "snapshot"):
         kinds = ((evidence.SMI_AFTER, evidence.NVLINK_ERRORS_AFTER) if after else
                  (evidence.TOPO, evidence.NVLINK_STATUS, evidence.NVLINK_ERRORS_BEFORE))
@@ -233,6 +235,7 @@ def snapshot(c: Collector, after: bool) -> None:
         log = c.settings.kernel_log
         c.run("dmesg --time-format iso" if log == "dmesg" else f"cat {shlex.quote(log)}",
               file=evidence.KERNEL_LOG)
+        c.collect(evidence.KERNEL_TAINT)
 
 
 def soak(c: Collector) -> None:

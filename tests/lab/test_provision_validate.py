@@ -194,14 +194,15 @@ ROUNDS = [
      ("node03", "xid", 2, "kernel_log")],
     [("node01", "nic-down", None, "nics"), ("node02", "fabric-degraded", None, "nvswitch"),
      ("node03", "reset-required", 0, "gpu_reset_required")],
-    # DCGM (installed by the rack's lock): its level-2 memory test fails on one GPU
-    [("node02", "dcgm-fail", 4, "dcgm_diag")],
+    # DCGM (installed by the rack's lock): its level-2 memory test fails on one GPU; a
+    # machine check whose log lines rotated away leaves only the kernel's taint
+    [("node02", "dcgm-fail", 4, "dcgm_diag"), ("node01", "machine-check", None, "kernel_taint")],
 ]
 # the action each of those rounds' faults must recommend
 ACTIONS = {"fallen-off-bus": "reboot", "gsp-timeout": "reset-gpu", "aer": "reseat-or-inspect",
            "sxid": "reboot", "reset-required": "reset-gpu", "xid": "reset-gpu",
            "nic-down": "reseat-or-inspect", "nic-degraded": "reseat-or-inspect",
-           "fabric-degraded": "reboot", "dcgm-fail": "rma"}
+           "fabric-degraded": "reboot", "dcgm-fail": "rma", "machine-check": "reseat-or-inspect"}
 # what DCGM's health watches (dcgmi health -c) report for the faults they watch
 DCGM_HEALTH_SEES = {"ecc-uncorrectable": "Memory system: Detected 1 volatile double-bit ECC "
                                          "error(s) in GPU 5.",
@@ -210,7 +211,7 @@ DCGM_HEALTH_SEES = {"ecc-uncorrectable": "Memory system: Detected 1 volatile dou
 
 @pytest.mark.parametrize("round_", ROUNDS, ids=["inventory-links", "ecc-burn", "perf-sw",
                                                 "kernel-faults", "sxid-nic-rate-xid",
-                                                "nic-fabric-reset", "dcgm"])
+                                                "nic-fabric-reset", "dcgm-taint"])
 def test_each_fault_is_rejected_with_its_check_naming_the_gpu(rack, round_):
     try:
         for node, kind, gpu, _ in round_:
@@ -231,6 +232,9 @@ def test_each_fault_is_rejected_with_its_check_naming_the_gpu(rack, round_):
         if kind == "dcgm-fail":       # the test and its section, with DCGM's own text
             assert "memory (Hardware) on GPU 4" in failing[check_id]["summary"]
             assert "A memory mismatch was detected on GPU 4" in failing[check_id]["summary"]
+        if kind == "machine-check":   # the taint alone: nothing in the kernel log
+            assert "M: the processor reported a machine check" in failing[check_id]["summary"]
+            assert "kernel_log" not in failing, failing["kernel_log"]
         if kind.startswith("nic-"):   # the NIC port, named in the summary
             assert "NIC mlx5_0 port 1" in failing[check_id]["summary"]
         elif kind == "sxid":          # an NVSwitch, named in the summary

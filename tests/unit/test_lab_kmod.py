@@ -23,7 +23,7 @@ def node(tmp_path):
     (tmp_path / "lab").mkdir()
     return {"root": str(tmp_path), "kernel_release_command": f"echo {RUNNING}",
             "secure_boot_file": "/lab/secure-boot", "enrolled_file": "/lab/mok-enrolled",
-            "loaded_file": "/run/nvidia-module-version"}
+            "loaded_file": "/run/nvidia-module-version", "taint_file": "/run/kernel-tainted"}
 
 
 def dkms(node, *argv):
@@ -94,3 +94,20 @@ def test_remove_all_leaves_no_module_behind(node, tmp_path, capsys):
     capsys.readouterr()
     dkms(node, "status")
     assert capsys.readouterr().out == ""
+
+
+def test_loading_taints_the_kernel_as_an_out_of_tree_module_does(node, tmp_path):
+    """O (4096) for a DKMS-built module, E (8192) too while nothing signed it; what the
+    kernel had before is kept (the validator's kernel_taint judges the sum)."""
+    taint = tmp_path / "run/kernel-tainted"
+    dkms(node, "install", "-m", "nvidia", "-v", VERSION)
+    taint.parent.mkdir(parents=True, exist_ok=True)
+    taint.write_text("512\n")                                         # a WARN since boot
+    assert kmod.modprobe_nvidia_main([], **node) == 0
+    assert taint.read_text() == f"{512 | 4096 | 8192}\n"
+    (tmp_path / "run/nvidia-module-version").unlink()
+    taint.unlink()
+    sign_with_site_key(node, tmp_path)
+    dkms(node, "install", "--force", "-m", "nvidia", "-v", VERSION)
+    assert kmod.modprobe_nvidia_main([], **node) == 0
+    assert taint.read_text() == "4096\n"

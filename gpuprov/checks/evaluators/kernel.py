@@ -1,5 +1,6 @@
 """Every fault the kernel logged about the GPU system: Xid, SXid, fallen off the bus,
-failed initialisation, GSP timeouts, NVLink training, PCIe AER, NIC faults, lockups."""
+failed initialisation, GSP timeouts, NVLink training, PCIe AER, NIC faults, lockups; and
+the faults it marked itself with (taint flags), which outlive the log's lines."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ from datetime import UTC, datetime
 
 from gpuprov.checks.context import Context
 from gpuprov.checks.registry import Results, check
-from gpuprov.evidence import KERNEL_LOG, LSPCI
-from gpuprov.model import Action, CheckResult, GpuRef
+from gpuprov.evidence import KERNEL_LOG, KERNEL_TAINT, LSPCI
+from gpuprov.model import Action, CheckResult, GpuRef, most_drastic
 from gpuprov.parsers.kernel_log import KernelEvent, KernelLog, class_advice, class_rank
+from gpuprov.parsers.system import KernelTaint
 from gpuprov.pci import BusId
 
 
@@ -149,3 +151,37 @@ def kernel_log(ctx: Context, r: Results) -> CheckResult:
         return r.warn("no fault in the current boot; " + "; ".join(parts), values,
                       action=Action.NONE)
     return r.passed("no fault in the kernel log", values)
+
+
+# Taints the kernel sets when it meets a fault, kept until the next boot however long ago
+# the log lines that told of it rotated away: they reject, with what each calls for.
+FAULT_TAINTS = {"D": Action.REBOOT, "L": Action.REBOOT,
+                "M": Action.RESEAT_OR_INSPECT, "B": Action.RESEAT_OR_INSPECT}
+# Taints worth an operator's look on a node about to take jobs: they warn.
+NOTICE_TAINTS = ("W", "F", "R", "U", "A", "C", "S")
+# The rest are expected on a GPU node: P (the proprietary flavour), O (a DKMS-built module),
+# E (unsigned, Secure Boot off), and platform or distribution notes (I, K, X, T, N, J).
+
+
+@check("kernel_taint", stage="soak", needs=(KERNEL_TAINT,), action=Action.REBOOT,
+       rule="the kernel's taint flags since boot, read again after the soak: D (oops/BUG) "
+            "and L (soft lockup) fail with reboot, M (machine check) and B (bad page) with "
+            "reseat-or-inspect, even when the log no longer has the lines; W, F, R, U, A, C, S "
+            "warn; P, O, E (the NVIDIA module itself) and I, K, X, T, N, J pass")
+def kernel_taint(ctx: Context, r: Results) -> CheckResult:
+    taint: KernelTaint = ctx.evidence.read(KERNEL_TAINT)
+    flags = "".join(f for f in taint.flags if len(f) == 1)
+    values = {"value": taint.value, "flags": list(taint.flags),
+              "meanings": {f: taint.meaning(f) for f in taint.flags}}
+    faults = [f for f in taint.flags if f in FAULT_TAINTS]
+    if faults:
+        said = "; ".join(f"{f}: {taint.meaning(f)}" for f in faults)
+        return r.fail(f"kernel tainted {flags or taint.value} since boot ({said}): find the "
+                      "cause in the log or the BMC's SEL before the node takes jobs", values,
+                      action=most_drastic(FAULT_TAINTS[f] for f in faults))
+    notices = [f for f in taint.flags if f in NOTICE_TAINTS or len(f) > 1]
+    if notices:
+        return r.warn(f"kernel tainted {flags or taint.value}: "
+                      + "; ".join(f"{f}: {taint.meaning(f)}" for f in notices), values)
+    expected = f" ({flags}: expected on a GPU node)" if flags else ""
+    return r.passed(f"kernel taint {taint.value}{expected}", values)

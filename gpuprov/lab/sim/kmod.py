@@ -27,11 +27,11 @@ class Node:
     """Where a node keeps its kernels, DKMS tree and firmware state (all under `root`)."""
 
     def __init__(self, root: str, kernel_release_command: str, secure_boot_file: str,
-                 enrolled_file: str, loaded_file: str):
+                 enrolled_file: str, loaded_file: str, taint_file: str = ""):
         self.root = root
         self.kernel_release_command = kernel_release_command
         self.secure_boot_file, self.enrolled_file = secure_boot_file, enrolled_file
-        self.loaded_file = loaded_file
+        self.loaded_file, self.taint_file = loaded_file, taint_file
 
     def path(self, absolute: str) -> str:
         return os.path.join(self.root, absolute.lstrip("/"))
@@ -267,4 +267,11 @@ def modprobe_nvidia_main(argv: list[str], **paths: str) -> int:
     os.makedirs(os.path.dirname(loaded), exist_ok=True)
     with open(loaded, "w") as fh:
         fh.write(module["version"] + "\n")
+    if node.taint_file:
+        # what loading a DKMS-built module taints a kernel with: O (out-of-tree, 4096), and
+        # E (unsigned, 8192) when nothing signed it
+        taint = node.path(node.taint_file)
+        value = int(_read(taint).strip() or 0) | 4096 | (0 if module.get("signer") else 8192)
+        with open(taint, "w") as fh:
+            fh.write(f"{value}\n")
     return 0

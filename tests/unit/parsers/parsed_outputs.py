@@ -27,7 +27,7 @@ from gpuprov.parsers.nvlink import parse_nvlink_status
 from gpuprov.parsers.smi_gpu import parse_smi_query
 from gpuprov.parsers.smi_table import parse_smi_header
 from gpuprov.parsers.smi_tree import parse_any
-from gpuprov.parsers.system import parse_lspci
+from gpuprov.parsers.system import parse_kernel_taint, parse_lspci
 from gpuprov.parsers.topo import parse_topo
 from gpuprov.parsers.versions import parse_nvcc
 from tests.evidence_builder import FIXTURES
@@ -48,6 +48,7 @@ PARSERS: dict[str, Callable[[str, str], object]] = {
     "gpu-burn": parse_gpu_burn,
     "ibstat": parse_ibstat,
     "kernel-log": parse_kernel_log,
+    "kernel-taint": parse_kernel_taint,
     "lspci": parse_lspci,
     "nccl-tests": parse_nccl_tests,
     "nvcc": parse_nvcc,
