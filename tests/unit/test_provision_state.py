@@ -17,8 +17,10 @@ def test_reboot_pending_comes_from_set_stats(tmp_path, strategy):
         "[all]\n"
         f"waits ansible_connection=local ansible_python_interpreter={sys.executable} "
         "nvidia_driver_reboot_pending=true\n"
-        f"ready ansible_connection=local ansible_python_interpreter={sys.executable}\n")
-    sink = EventSink(["waits", "ready"], lambda *args: None)
+        f"ready ansible_connection=local ansible_python_interpreter={sys.executable}\n"
+        f"enrols ansible_connection=local ansible_python_interpreter={sys.executable} "
+        "nvidia_driver_reboot_pending=true nvidia_driver_mok_enrollment_pending=true\n")
+    sink = EventSink(["waits", "ready", "enrols"], lambda *args: None)
     (tmp_path / "run").mkdir()
     result = ansible_runner.run(
         private_data_dir=str(tmp_path / "run"), project_dir=str(PLAYBOOK.parent),
@@ -30,6 +32,8 @@ def test_reboot_pending_comes_from_set_stats(tmp_path, strategy):
     outcomes = {o.host: o for o in sink.outcomes()}
     assert outcomes["waits"].outcome == "reboot-pending" and outcomes["waits"].reboot_pending
     assert outcomes["ready"].outcome == "converged" and not outcomes["ready"].reboot_pending
+    # the console step comes first: not sent to a reboot nobody answers
+    assert outcomes["enrols"].outcome == "mok-enrollment-pending"
     # what the run keeps: results, not a file per host and task saying it started
     kept = {json.loads(f.read_text())["event"]
             for f in (tmp_path / "run" / "artifacts").glob("*/job_events/*.json")}
