@@ -41,6 +41,15 @@ fi
 
 scripts/ensure-docker.sh
 
+# Each lab node is a container whose systemd takes inotify instances; the kernel's default
+# (128 for root, every container together) stops a lab at about 20 nodes
+# (gpuprov/lab/host_limits.py). Raised for the 24-node lab, and kept across reboots.
+inotify_limit=1024
+if [ "$(cat /proc/sys/fs/inotify/max_user_instances)" -lt "$inotify_limit" ]; then
+  echo "fs.inotify.max_user_instances = $inotify_limit" > /etc/sysctl.d/60-gpuprov-lab.conf
+  sysctl -q -w fs.inotify.max_user_instances="$inotify_limit"
+fi
+
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi

@@ -12,7 +12,18 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from gpuprov.errors import InputError
-from gpuprov.lab import docker, fabric, image, kernel_view, kinds, mirror, nodes, slurm, sshkeys
+from gpuprov.lab import (
+    docker,
+    fabric,
+    host_limits,
+    image,
+    kernel_view,
+    kinds,
+    mirror,
+    nodes,
+    slurm,
+    sshkeys,
+)
 from gpuprov.lab.inventory import write_inventory
 from gpuprov.lab.paths import LabPaths
 from gpuprov.proc import run
@@ -79,6 +90,7 @@ class Lab:
         """The lab as asked; a lab that has Slurm keeps it (`lab down` ends it)."""
         plan = plan_kinds(count, kind_choices or [])
         with_slurm = with_slurm or self.has_slurm()
+        host_limits.check_room_for(len(plan) + (1 if with_slurm else 0))
         docker.ensure_engine()
         with self._locked():
             recipe = image.ImageRecipe.load()
