@@ -8,6 +8,7 @@ import time
 
 import click
 
+from gpuprov.cli import options
 from gpuprov.config import resolve_inventory
 from gpuprov.doctor.run import HostReport, examine_hosts
 from gpuprov.errors import InputError
@@ -43,10 +44,9 @@ def refuse_on_blockers(inventory: Inventory, hosts: list[str]) -> list[HostRepor
 
 
 @click.command()
-@click.option("--inventory", "-i", "inventory_option", metavar="FILE",
-              help="Ansible inventory (default: $GPUPROV_INVENTORY or ./ansible.cfg's).")
-@click.option("--limit", "-l", metavar="PATTERN", help="Only hosts matching this pattern.")
-@click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
+@options.inventory
+@options.limit
+@options.json_document
 def doctor(inventory_option: str | None, limit: str | None, as_json: bool) -> None:
     """What would make provisioning fail, read from every host in one SSH round trip:
     Secure Boot and signing keys, kernel headers, DKMS, a .run driver, Ubuntu's driver

@@ -8,6 +8,7 @@ import time
 
 import click
 
+from gpuprov.cli import options
 from gpuprov.config import resolve_inventory
 from gpuprov.drift.expected import Difference
 from gpuprov.drift.run import check_hosts
@@ -16,10 +17,9 @@ from gpuprov.ledger import Ledger
 
 
 @click.command()
-@click.option("--inventory", "-i", "inventory_option", metavar="FILE",
-              help="Ansible inventory (default: $GPUPROV_INVENTORY or ./ansible.cfg's).")
-@click.option("--limit", "-l", metavar="PATTERN", help="Only hosts matching this pattern.")
-@click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
+@options.inventory
+@options.limit
+@options.json_document
 def drift(inventory_option: str | None, limit: str | None, as_json: bool) -> None:
     """Installed versions and holds of every locked package, the loaded driver module,
     the CUDA alternative, Docker's NVIDIA runtime and the PyTorch environments' builds,

@@ -17,6 +17,7 @@ from pathlib import Path
 import click
 
 from gpuprov.checks.run import judge
+from gpuprov.cli import options
 from gpuprov.cli.validate import node_profile
 from gpuprov.config import resolve_inventory, state_dir
 from gpuprov.console import text_table
@@ -33,8 +34,7 @@ from gpuprov.runs import new_run_id
 @click.command()
 @click.argument("nodes", nargs=-1)
 @click.option("--all", "all_nodes", is_flag=True, help="Every host of the inventory.")
-@click.option("--inventory", "-i", "inventory_option", metavar="FILE",
-              help="Ansible inventory (default: $GPUPROV_INVENTORY or ./ansible.cfg's).")
+@options.inventory
 @click.option("--profile", "profile_name", metavar="NAME|PATH",
               help="Hardware profile for every node (default: each host's gpuprov_profile).")
 @click.option("--fabric-floor", type=click.FloatRange(min=0), metavar="GB/S",

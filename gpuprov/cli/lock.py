@@ -8,6 +8,7 @@ import sys
 
 import click
 
+from gpuprov.cli import options
 from gpuprov.config import resolve_inventory
 from gpuprov.inventory import Inventory
 from gpuprov.preflight import check_inventory
@@ -19,9 +20,8 @@ def lock() -> None:
 
 
 @lock.command()
-@click.option("--inventory", "-i", "inventory_option", metavar="FILE",
-              help="Ansible inventory (default: $GPUPROV_INVENTORY or ./ansible.cfg's).")
-@click.option("--limit", "-l", metavar="PATTERN", help="Only hosts matching this pattern.")
+@options.inventory
+@options.limit
 def check(inventory_option: str | None, limit: str | None) -> None:
     """Check each host's lock: exit 0 when every rule holds, 2 when any is broken."""
     inventory = Inventory(resolve_inventory(inventory_option))

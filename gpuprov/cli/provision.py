@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 
 from gpuprov import settings as site_settings
+from gpuprov.cli import options
 from gpuprov.cli.doctor import refuse_on_blockers
 from gpuprov.cli.lock import preflight_or_exit
 from gpuprov.cli.metrics import publish_after_run
@@ -80,9 +81,8 @@ def _rollback_lock(ledger: Ledger, hosts: list[str]) -> tuple:
 
 @click.command()
 @click.argument("rollback_nodes", nargs=-1, metavar="[--rollback NODE…]")
-@click.option("--inventory", "-i", "inventory_option", metavar="FILE",
-              help="Ansible inventory (default: $GPUPROV_INVENTORY or ./ansible.cfg's).")
-@click.option("--limit", "-l", metavar="PATTERN", help="Only hosts matching this pattern.")
+@options.inventory
+@options.limit
 @click.option("--tags", "-t", metavar="TAGS", help="Only these roles' tags (comma-separated): "
               "nouveau, driver, cuda, cudnn, docker, container_toolkit, gpu_burn, pytorch.")
 @click.option("--check", is_flag=True, help="Report what would change; change nothing.")

@@ -10,6 +10,7 @@ import click
 
 from gpuprov import report
 from gpuprov import settings as site_settings
+from gpuprov.cli import options
 from gpuprov.cli.metrics import publish_after_run
 from gpuprov.config import resolve_inventory, state_dir
 from gpuprov.errors import InputError
@@ -65,8 +66,7 @@ def _fabric_stage(ledger: Ledger, run_id: str, inventory: Path, jobs: list[NodeJ
 @click.command()
 @click.argument("nodes", nargs=-1)
 @click.option("--all", "all_nodes", is_flag=True, help="Every host of the inventory.")
-@click.option("--inventory", "-i", "inventory_option", metavar="FILE",
-              help="Ansible inventory (default: $GPUPROV_INVENTORY or ./ansible.cfg's).")
+@options.inventory
 @click.option("--profile", "profile_name", metavar="NAME|PATH",
               help="Hardware profile for every node (default: each host's gpuprov_profile).")
 @click.option("--soak", "soak_seconds", type=click.IntRange(1, 7 * 86400), metavar="SECONDS",
