@@ -1,5 +1,5 @@
 """The nvidia_driver role's decisions (the collection's filter plugin) on what nodes really show:
-sysfs values of real devices, `apt-cache madison` and `dpkg-query` output."""
+sysfs values of real devices and `dpkg-query` output."""
 
 import importlib.util
 
@@ -65,32 +65,6 @@ def test_flavour_the_gpus_cannot_run_is_refused_naming_the_gpu():
     assert "lock the flavour" in _flavour(["0fff"])["error"]
     assert "no NVIDIA GPU" in _flavour([])["error"]
     assert _flavour([], requested="open") == {"flavour": "open", "error": ""}
-
-
-MADISON = """\
-nvidia-headless-535 | 535.183.06-0ubuntu1 | file:/srv/gpuprov-mirror/cuda  Packages
-nvidia-headless-535 | 535.161.08-0ubuntu1 | file:/srv/gpuprov-mirror/cuda  Packages
-nvidia-fabricmanager-535 | 535.183.06-1 | file:/srv/gpuprov-mirror/cuda  Packages
-nvidia-fabricmanager-535 | 535.161.08-1 | file:/srv/gpuprov-mirror/cuda  Packages
-""".splitlines()
-
-
-def test_locked_version_resolved_per_package_not_the_newest():
-    result = filters.locked_versions(MADISON, ["nvidia-headless-535", "nvidia-fabricmanager-535"],
-                                     "535.161.08")
-    assert result["specs"] == ["nvidia-headless-535=535.161.08-0ubuntu1",
-                               "nvidia-fabricmanager-535=535.161.08-1"]
-    assert result["missing"] == []
-
-
-def test_absent_version_named_with_what_the_repository_has():
-    result = filters.locked_versions(MADISON, ["nvidia-headless-535", "libnvidia-nscq-535"],
-                                     "535.161.0")
-    assert result["missing"] == ["nvidia-headless-535", "libnvidia-nscq-535"]
-    assert ("nvidia-headless-535 535.161.0 absent (the repositories have: "
-            "535.183.06-0ubuntu1, 535.161.08-0ubuntu1)") in result["why_missing"]
-    assert "libnvidia-nscq-535 535.161.0 absent (the repositories have: no version of it)" \
-        in result["why_missing"]
 
 
 def test_driver_family_and_versions_off_the_lock():

@@ -85,9 +85,10 @@ def test_the_collection_builds_installs_and_its_playbooks_parse_alone(tmp_path):
         assert parsed.returncode == 0, parsed.stdout + parsed.stderr
     filters = subprocess.run([str(BIN / "ansible-doc"), "-t", "filter", "-l", "gpuprov.gpu"],
                              capture_output=True, text=True, timeout=120, env=env)
-    # the installed collection's filters, each documented: the 9 driver decisions and the
-    # certificate reader
-    assert filters.stdout.count("gpuprov.gpu.nvidia_") == 9
+    # the installed collection's filters, each documented: the 8 driver decisions, the
+    # madison reader and the certificate reader
+    assert filters.stdout.count("gpuprov.gpu.nvidia_") == 8
+    assert "gpuprov.gpu.apt_versions" in filters.stdout
     assert "gpuprov.gpu.certificate_subject_cn" in filters.stdout
     assert "UNDOCUMENTED" not in filters.stdout
 

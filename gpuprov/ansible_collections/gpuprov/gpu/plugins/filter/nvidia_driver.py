@@ -1,7 +1,7 @@
 """Decisions of the nvidia_driver role, in Python so they can be unit-tested.
 
-Each filter takes what a task read on the node (sysfs lines, `apt-cache madison`,
-`dpkg-query`) and returns plain data; the role's tasks assert on it and word the errors.
+Each filter takes what a task read on the node (sysfs lines, `dpkg-query`,
+`dkms status`) and returns plain data; the role's tasks assert on it and word the errors.
 """
 
 from __future__ import annotations
@@ -77,26 +77,6 @@ def module_flavour(gpus: list[dict], requested: str, branch: str, unsupported: l
         return {"flavour": "proprietary", "error": ""}
     return {"flavour": "open" if int(branch) >= int(open_default_branch) else "proprietary",
             "error": ""}
-
-
-def locked_versions(madison_lines: list[str], packages: list[str], version: str) -> dict:
-    """From `apt-cache madison` output: the Debian version of each package that carries the
-    upstream `version`, the packages that have none, and what each does have."""
-    available: dict[str, list[str]] = {p: [] for p in packages}
-    for line in madison_lines:
-        fields = [f.strip() for f in line.split("|")]
-        if len(fields) >= 2 and fields[0] in available and fields[1] not in available[fields[0]]:
-            available[fields[0]].append(fields[1])
-    found = {}
-    for package, versions in available.items():
-        match = next((v for v in versions if v.split(":")[-1].startswith(version + "-")), None)
-        if match:
-            found[package] = match
-    missing = [p for p in packages if p not in found]
-    why = "; ".join(f"{p} {version} absent (the repositories have: "
-                    f"{', '.join(available[p]) or 'no version of it'})" for p in missing)
-    return {"found": found, "missing": missing, "why_missing": why,
-            "specs": [f"{p}={found[p]}" for p in packages if p in found]}
 
 
 def installed_family(dpkg_lines: list[str], family_regex: str) -> dict:
@@ -175,7 +155,6 @@ class FilterModule:
             "nvidia_pci_inventory": pci_inventory,
             "nvidia_gpu_architectures": gpu_architectures,
             "nvidia_module_flavour": module_flavour,
-            "nvidia_locked_versions": locked_versions,
             "nvidia_installed_family": installed_family,
             "nvidia_not_at_version": not_at_version,
             "nvidia_kernel_headers": kernel_headers,

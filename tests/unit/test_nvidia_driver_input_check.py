@@ -1,0 +1,53 @@
+"""The driver role's input check (tasks/validate.yml) under ansible-playbook on a local
+connection: every problem of the lock named in its one error, a good lock passing."""
+
+import subprocess
+import sys
+
+import yaml
+
+from gpuprov import collection
+from tests.conftest import BIN
+
+TASKS = collection.ROLES / "nvidia_driver" / "tasks" / "validate.yml"
+GOOD = {"nvidia_driver_version": "550.90.07", "nvidia_driver_fabricmanager_version": "550.90.07",
+        "nvidia_driver_module_signing": "none", "nvidia_driver_mok_signing_key_file": "",
+        "nvidia_driver_mok_certificate_file": "", "nvidia_driver_mok_enrollment_password_hash": ""}
+
+
+def _run(tmp_path, **overrides):
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(yaml.safe_dump([{
+        "hosts": "localhost", "gather_facts": False, "vars": {**GOOD, **overrides},
+        "tasks": [{"ansible.builtin.import_tasks": str(TASKS)}]}]))
+    return subprocess.run(
+        [str(BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local",
+         "-e", f"ansible_python_interpreter={sys.executable}", str(playbook)],
+        capture_output=True, text=True, timeout=120)
+
+
+def test_a_good_lock_passes(tmp_path):
+    result = _run(tmp_path)
+    assert result.returncode == 0, result.stdout
+
+
+def test_every_problem_is_named_in_one_error(tmp_path):
+    result = _run(tmp_path, nvidia_driver_version="550",
+                  nvidia_driver_fabricmanager_version="550.90.07",
+                  nvidia_driver_module_signing="site-mok",
+                  nvidia_driver_mok_signing_key_file="key.pem")
+    assert result.returncode != 0
+    assert "nvidia_driver_version '550': expected an exact version, e.g. 535.161.08" \
+        in result.stdout
+    assert ("fabric manager 550.90.07 requested with driver 550: fabric manager must be exactly "
+            "the driver's version") in result.stdout
+    assert "site-mok needs gpuprov_mok_signing_key_file and gpuprov_mok_certificate_file" \
+        in result.stdout
+
+
+def test_site_mok_with_its_files_passes(tmp_path):
+    result = _run(tmp_path, nvidia_driver_module_signing="site-mok",
+                  nvidia_driver_mok_signing_key_file="/etc/gpuprov/mok.key",
+                  nvidia_driver_mok_certificate_file="/etc/gpuprov/mok.der",
+                  nvidia_driver_mok_enrollment_password_hash="$6$abc")
+    assert result.returncode == 0, result.stdout
