@@ -80,6 +80,7 @@ class HostProgress:
     changed: int = 0
     failed: int = 0
     unreachable: int = 0
+    lost: int = 0           # of the failures, those where the connection died mid-task
     detail: str = ""
     reboot_pending: bool = False
     mok_enrollment_pending: bool = False
@@ -93,6 +94,20 @@ class RunState:
 
 
 Listener = Callable[[str, str, HostProgress], None]   # (host, what happened, its state)
+
+
+# Mitogen reports a host that went dark in the middle of a task as a failed task, not an
+# unreachable one, when the connection dies while it forwards modules to it: its own
+# traceback, not the module's (seen on the lab: a node powered off mid-run).
+MITOGEN_LOST = ("EOF on stream", "mitogen.core.ChannelError",
+                "'NoneType' object has no attribute 'protocol'")
+
+
+def connection_lost(result: dict) -> bool:
+    """Whether a failed task's result says the connection died rather than the task."""
+    message = str(result.get("msg", ""))
+    return bool(result.get("unreachable")) or (
+        "mitogen" in message and any(mark in message for mark in MITOGEN_LOST))
 
 
 def _first_line(text: object) -> str:
@@ -144,9 +159,16 @@ class EventSink:
                 progress.changed += 1
             self._listener(host, "changed" if res.get("changed") else "ok", progress)
         elif kind == "runner_on_failed" and not data.get("ignore_errors"):
-            progress.failed += 1
-            progress.detail = f"{task}: {_first_line(data.get('res', {}).get('msg'))}"
-            self._listener(host, "failed", progress)
+            message = _first_line(data.get("res", {}).get("msg"))
+            if connection_lost(data.get("res", {})):
+                progress.lost += 1
+                progress.unreachable += 1
+                progress.detail = f"unreachable: connection lost during {task}: {message}"
+                self._listener(host, "unreachable", progress)
+            else:
+                progress.failed += 1
+                progress.detail = f"{task}: {message}"
+                self._listener(host, "failed", progress)
         elif kind == "runner_on_unreachable":
             progress.unreachable += 1
             progress.detail = f"unreachable: {_first_line(data.get('res', {}).get('msg'))}"
@@ -159,6 +181,9 @@ class EventSink:
             recap = self.state.recap.get(host, {})
             counts = {k: recap.get(k, getattr(progress, k))
                       for k in ("ok", "changed", "failed", "unreachable")}
+            if progress.lost and "failed" in recap:    # Ansible's recap counts them failed
+                counts["failed"] = max(0, counts["failed"] - progress.lost)
+                counts["unreachable"] = recap.get("unreachable", 0) + progress.lost
             if counts["unreachable"]:
                 outcome = "unreachable"
             elif counts["failed"] or not progress.seen:

@@ -422,12 +422,16 @@ def test_node_powered_off_mid_run_then_retry_failed(rack):
     finally:
         proc.kill()
     stdout = "".join(output)
-    assert proc.returncode == 1, stdout[-5000:]
-    table = summary(stdout)
-    assert table["node03"]["outcome"] == "unreachable", table
-    assert table["node01"]["outcome"] == table["node02"]["outcome"] == "converged", table
-
-    assert gpuprov("lab", "up").returncode == 0      # node03 boots again
+    try:
+        assert proc.returncode == 1, stdout[-5000:]
+        table = summary(stdout)
+        # unreachable however the connection died: at a task's start, or (Mitogen) while
+        # it forwarded the module, which Ansible counts as a failed task
+        assert table["node03"]["outcome"] == "unreachable", table
+        assert table["node01"]["outcome"] == table["node02"]["outcome"] == "converged", table
+    finally:
+        # node03 boots again whatever was asserted: the tests after this one need it
+        assert gpuprov("lab", "up").returncode == 0
     retry = rack.provision("--retry-failed")
     assert retry.returncode == 0, retry.stdout[-5000:]
     assert "retrying 1 host(s) of run" in retry.stdout
