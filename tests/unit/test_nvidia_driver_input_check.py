@@ -1,13 +1,8 @@
 """The driver role's input check (tasks/validate.yml) under ansible-playbook on a local
 connection: every problem of the lock named in its one error, a good lock passing."""
 
-import subprocess
-import sys
-
-import yaml
-
 from gpuprov import collection
-from tests.conftest import BIN
+from tests.ansible_local import run_task_file
 
 TASKS = collection.ROLES / "nvidia_driver" / "tasks" / "validate.yml"
 GOOD = {"nvidia_driver_version": "550.90.07", "nvidia_driver_fabricmanager_version": "550.90.07",
@@ -16,14 +11,7 @@ GOOD = {"nvidia_driver_version": "550.90.07", "nvidia_driver_fabricmanager_versi
 
 
 def _run(tmp_path, **overrides):
-    playbook = tmp_path / "play.yml"
-    playbook.write_text(yaml.safe_dump([{
-        "hosts": "localhost", "gather_facts": False, "vars": {**GOOD, **overrides},
-        "tasks": [{"ansible.builtin.import_tasks": str(TASKS)}]}]))
-    return subprocess.run(
-        [str(BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local",
-         "-e", f"ansible_python_interpreter={sys.executable}", str(playbook)],
-        capture_output=True, text=True, timeout=120)
+    return run_task_file(tmp_path, TASKS, {**GOOD, **overrides})
 
 
 def test_a_good_lock_passes(tmp_path):

@@ -1,14 +1,11 @@
 """The driver role refuses packages its own forbidden list names (the list its apt
 preferences pin to -1): the real task file under ansible-playbook, on a local connection."""
 
-import subprocess
-import sys
-
 import pytest
 import yaml
 
 from gpuprov import collection
-from tests.conftest import BIN
+from tests.ansible_local import run_task_file
 
 ROLE = collection.ROLES / "nvidia_driver"
 FORBIDDEN = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())[
@@ -16,17 +13,9 @@ FORBIDDEN = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())[
 
 
 def _run(tmp_path, packages: list[str]):
-    playbook = tmp_path / "play.yml"
-    playbook.write_text(yaml.safe_dump([{
-        "hosts": "localhost", "gather_facts": False,
-        "vars": {"nvidia_driver_forbidden_packages": FORBIDDEN,
-                 "nvidia_driver_install_packages": packages},
-        "tasks": [{"ansible.builtin.include_tasks": str(ROLE / "tasks" /
-                                                         "refuse_forbidden.yml")}]}]))
-    return subprocess.run(
-        [str(BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local",
-         "-e", f"ansible_python_interpreter={sys.executable}", str(playbook)],
-        capture_output=True, text=True, timeout=120)
+    return run_task_file(tmp_path, ROLE / "tasks" / "refuse_forbidden.yml",
+                         {"nvidia_driver_forbidden_packages": FORBIDDEN,
+                          "nvidia_driver_install_packages": packages})
 
 
 @pytest.mark.parametrize("package", ["cuda", "cuda-drivers-570", "cuda-drivers", "nvidia-open"])

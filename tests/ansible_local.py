@@ -1,0 +1,21 @@
+"""Run one of a role's task files under ansible-playbook on a local connection, for the
+unit tests of a role's decisions (no lab, no SSH)."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from tests.conftest import BIN
+
+
+def run_task_file(tmp_path: Path, task_file: Path, variables: dict):
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(yaml.safe_dump([{
+        "hosts": "localhost", "gather_facts": False, "vars": variables,
+        "tasks": [{"ansible.builtin.include_tasks": str(task_file)}]}]))
+    return subprocess.run(
+        [str(BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local",
+         "-e", f"ansible_python_interpreter={sys.executable}", str(playbook)],
+        capture_output=True, text=True, timeout=120)
