@@ -111,6 +111,19 @@ class SqliteStore(Store):
         return True
 
 
+def _let_go(holder) -> None:
+    """Close a claim's connection with its advisory locks already unlocked by the server:
+    closing alone lets the backend drop them as it exits, after the next run of the same
+    host may have asked for them (seen: a run right after another refused as held)."""
+    import psycopg
+    try:
+        holder.execute("SELECT pg_advisory_unlock_all()")
+    except psycopg.Error:
+        pass     # the connection is gone, and its locks with it
+    finally:
+        holder.close()
+
+
 class _Postgres:
     """A psycopg connection that speaks the ledger's dialect (`?` placeholders)."""
 
@@ -208,14 +221,14 @@ class PostgresStore(Store):
                     raise InputError(f"{host} is held by another controller's run")
             backend = holder.execute("SELECT pg_backend_pid() AS pid").fetchone()["pid"]
         except BaseException:
-            holder.close()
+            _let_go(holder)
             raise
         self._holder = holder
         return {"pid": os.getpid(), "controller": socket.gethostname(), "session": backend}
 
     def release(self) -> None:
         if self._holder is not None:
-            self._holder.close()
+            _let_go(self._holder)
             self._holder = None
 
     def alive(self, row: Any) -> bool:
