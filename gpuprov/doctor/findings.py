@@ -28,6 +28,10 @@ MIN_FREE_GIB = {"/var": 4, "/usr": 10, "/opt": 8}
 # server-generic`): apt mixes them with NVIDIA's repository packages into a broken set.
 UBUNTU_ARCHIVE_DRIVER = re.compile(r"^((lib)?nvidia-[a-z0-9-]+-\d+-server(-open)?|"
                                    r"linux-(modules|objects|signatures)-nvidia-.*)$")
+# Both packagings name these alike (at their own revisions): apt moves between them.
+SHARED_NAMES = re.compile(r"^(nvidia-fabricmanager|libnvidia-nscq)(-\d+)?$")
+# gpuprov_module_signing: Canonical's packages and prebuilt signed modules, no DKMS.
+PRECOMPILED = "canonical-precompiled"
 
 
 @dataclass(frozen=True)
@@ -48,15 +52,19 @@ class Finding:
 @dataclass(frozen=True)
 class ModuleSigning:
     """How the host's inventory has the driver module signed (gpuprov_module_signing)."""
-    mode: str = "none"       # none: as the node's DKMS is configured; site-mok: the site's key
+    mode: str = "none"       # none: as the node's DKMS is configured; site-mok: the site's
+                             # key; canonical-precompiled: Canonical's prebuilt modules
     signer: str = ""         # site-mok: its certificate's subject CN
 
 
 def judge(facts: HostFacts, lock: Lock, min_free_gib: dict[str, float] | None = None,
           signing: ModuleSigning = ModuleSigning()) -> list[Finding]:
     found: list[Finding] = _secure_boot(facts, signing)
-    for rule in (_headers, _dkms, _run_installer, _archive_packages,
-                 _dpkg_audit, _dpkg_locks, _nouveau, _gpu_processes):
+    if signing.mode == PRECOMPILED:
+        found += _precompiled_modules(facts, lock) + _repository_packages(facts)
+    else:
+        found += _headers(facts) + _dkms(facts) + _archive_packages(facts)
+    for rule in (_run_installer, _dpkg_audit, _dpkg_locks, _nouveau, _gpu_processes):
         found += rule(facts)
     found += _holds(facts, lock)
     found += _space(facts, {**MIN_FREE_GIB, **(min_free_gib or {})})
@@ -64,7 +72,8 @@ def judge(facts: HostFacts, lock: Lock, min_free_gib: dict[str, float] | None = 
 
 
 def _secure_boot(facts: HostFacts, signing: ModuleSigning) -> list[Finding]:
-    if facts.secure_boot != "enabled":
+    # Canonical's prebuilt modules carry the kernel's own signature: nothing to enrol
+    if facts.secure_boot != "enabled" or signing.mode == PRECOMPILED:
         return []
     if signing.mode == "site-mok":
         return [Finding(WARNING, "secure-boot", "Secure Boot is on; provisioning has DKMS sign "
@@ -87,10 +96,13 @@ def _secure_boot(facts: HostFacts, signing: ModuleSigning) -> list[Finding]:
                     "Secure Boot off in the firmware")]
 
 
+_NO_KERNEL = Finding(BLOCKER, "kernel", "the running kernel's release could not be read",
+                    "check the host's `uname -r`")
+
+
 def _headers(facts: HostFacts) -> list[Finding]:
     if not facts.kernel:
-        return [Finding(BLOCKER, "kernel", "the running kernel's release could not be read",
-                        "check the host's `uname -r`")]
+        return [_NO_KERNEL]
     out = []
     if not facts.kernels.get(facts.kernel) and facts.headers_candidate:
         out.append(Finding(WARNING, "kernel-headers", f"no headers for the running kernel "
@@ -155,6 +167,46 @@ def _dkms(facts: HostFacts) -> list[Finding]:
     return out
 
 
+def _precompiled_modules(facts: HostFacts, lock: Lock) -> list[Finding]:
+    """Canonical's way: every installed kernel needs the archive's prebuilt module of the
+    locked branch (the driver role refuses a kernel without), and DKMS's own nvidia
+    modules, found first in updates/, must be gone."""
+    if not facts.kernel:
+        return [_NO_KERNEL]
+    branch = lock.driver_version.split(".")[0]
+    prefix = f"linux-modules-nvidia-{branch}-server"
+    out = []
+    for kernel in sorted(set(facts.kernels) | {facts.kernel}):
+        names = {f"{prefix}-{kernel}", f"{prefix}-open-{kernel}"}
+        if names & (facts.precompiled_modules | set(facts.packages)):
+            continue
+        which = "the running kernel" if kernel == facts.kernel else "installed kernel"
+        out.append(Finding(BLOCKER, "precompiled-module", f"the archive has no prebuilt "
+                           f"module of branch {branch} for {which} {kernel} ({prefix}[-open]-"
+                           f"{kernel})", "boot a kernel the archive builds them for (apt-cache "
+                           f"pkgnames {prefix}) and remove this one, or let DKMS build the "
+                           "driver (gpuprov_module_signing: none or site-mok)"))
+    built = sorted({f"{e.module}/{e.version}" for e in facts.dkms or []
+                    if e.module.startswith("nvidia")})
+    if built:
+        out.append(Finding(BLOCKER, "dkms", f"DKMS holds {', '.join(built)}: modules in "
+                           "updates/ load before Canonical's prebuilt ones",
+                           " ".join(f"dkms remove {b} --all;" for b in built)
+                           + " then purge the nvidia-dkms-* packages"))
+    return out
+
+
+def _repository_packages(facts: HostFacts) -> list[Finding]:
+    found = sorted(p for p in facts.packages if DRIVER_PACKAGE.match(p)
+                   and not UBUNTU_ARCHIVE_DRIVER.match(p) and not SHARED_NAMES.match(p))
+    if not found:
+        return []
+    return [Finding(BLOCKER, "repository-driver", "NVIDIA's repository driver packages are "
+                    f"installed ({', '.join(found)}) and conflict with Canonical's the host's "
+                    f"gpuprov_module_signing ({PRECOMPILED}) installs",
+                    f"apt-get purge --allow-change-held-packages {' '.join(found)} (then reboot)")]
+
+
 def _run_installer(facts: HostFacts) -> list[Finding]:
     if not facts.run_installer:
         return []
@@ -169,7 +221,7 @@ def _archive_packages(facts: HostFacts) -> list[Finding]:
         return []
     return [Finding(BLOCKER, "archive-driver", "Ubuntu's own driver packages are installed "
                     f"({', '.join(found)}) and conflict with the NVIDIA repository's",
-                    f"apt-get purge {' '.join(found)} (then reboot)")]
+                    f"apt-get purge --allow-change-held-packages {' '.join(found)} (then reboot)")]
 
 
 def _dpkg_audit(facts: HostFacts) -> list[Finding]:

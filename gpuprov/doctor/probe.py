@@ -46,6 +46,11 @@ def script(commands: Commands) -> str:
         f"echo '{MARK}headers-candidate'",
         f"apt-cache policy \"linux-headers-$({commands.kernel_release} 2>/dev/null)\" 2>/dev/null "
         "| sed -n 's/^ *Candidate: //p'",
+        f"echo '{MARK}precompiled-modules'",
+        # Canonical's prebuilt module packages the archive has for the installed kernels
+        f"kernels=$({INSTALLED_KERNELS} | cut -d' ' -f1); "
+        "apt-cache pkgnames linux-modules-nvidia- 2>/dev/null | while read -r p; do "
+        "for k in $kernels; do case \"$p\" in *-\"$k\") echo \"$p\";; esac; done; done",
         f"echo '{MARK}secureboot'",
         "if command -v mokutil >/dev/null 2>&1; then mokutil --sb-state 2>&1; "
         "elif [ -d /sys/firmware/efi ]; then echo 'gpuprov: no mokutil'; "
@@ -102,6 +107,7 @@ class HostFacts:
     kernel: str = ""
     kernels: dict[str, bool] = field(default_factory=dict)   # release -> headers present
     headers_candidate: str = ""        # what apt would install as the running kernel's headers
+    precompiled_modules: set[str] = field(default_factory=set)   # archive's, for these kernels
     secure_boot: str = "unknown"       # enabled | disabled | unsupported | unknown
     secure_boot_text: str = ""
     dkms_signing: list[str] = field(default_factory=list)    # framework.conf mok_* lines
@@ -129,6 +135,8 @@ def parse(text: str, source: str) -> HostFacts:
             facts.kernels[release] = state == "headers"
     candidate = "".join(found.get("headers-candidate", [])).strip()
     facts.headers_candidate = "" if candidate == "(none)" else candidate
+    facts.precompiled_modules = {line.strip() for line in found.get("precompiled-modules", [])
+                                 if line.strip()}
     facts.secure_boot, facts.secure_boot_text = secure_boot_state(found.get("secureboot", []))
     mok = found.get("mok", [])
     facts.dkms_signing = [line.strip() for line in mok if line.strip().startswith("mok_")]

@@ -19,7 +19,7 @@ from gpuprov.lock import Lock
 HOST_VARIABLES = ("gpuprov_doctor_kernel_release_command", "gpuprov_validate_lsmod_command",
                   "gpuprov_doctor_min_free_gib", "gpuprov_module_signing",
                   "gpuprov_mok_certificate_file")
-SIGNING_MODES = ("none", "site-mok")
+SIGNING_MODES = ("none", "site-mok", findings.PRECOMPILED)
 
 
 @dataclass
@@ -62,9 +62,9 @@ def _signing(host: str, variables: dict) -> findings.ModuleSigning:
     mode = str(variables.get("gpuprov_module_signing") or "none")
     if mode not in SIGNING_MODES:
         raise InputError(f"host {host}: gpuprov_module_signing: {mode!r} (expected "
-                         f"{' or '.join(SIGNING_MODES)})")
-    if mode == "none":
-        return findings.ModuleSigning()
+                         f"{', '.join(SIGNING_MODES[:-1])} or {SIGNING_MODES[-1]})")
+    if mode in ("none", findings.PRECOMPILED):
+        return findings.ModuleSigning(mode)
     cert = str(variables.get("gpuprov_mok_certificate_file") or "")
     if not Path(cert).is_absolute():
         raise InputError(f"host {host}: gpuprov_mok_certificate_file: {cert!r} (site-mok needs "

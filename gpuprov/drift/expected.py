@@ -62,11 +62,14 @@ def _package(state: HostState, name: str, version: str | None,
 @cache
 def _driver_role_packages(branch: str) -> frozenset[str]:
     """The packages the driver role installs and holds (its defaults' lists, both kernel
-    module flavours, fabric manager's too): every other package of the driver's family
-    is a dependency, pinned by them, not held itself."""
+    module flavours, fabric manager's too, NVIDIA's packaging and Canonical's): every
+    other package of the driver's family is a dependency, pinned by them, not held itself."""
     defaults = yaml.safe_load((collection.ROLES / "nvidia_driver" / "defaults" /
                                "main.yml").read_text())
-    names = defaults["nvidia_driver_packages"] + defaults["nvidia_driver_fabricmanager_packages"]
+    names = [name for key in ("nvidia_driver_packages", "nvidia_driver_fabricmanager_packages",
+                              "nvidia_driver_precompiled_packages",
+                              "nvidia_driver_precompiled_fabricmanager_packages")
+             for name in defaults[key]]
     return frozenset(name.replace("{{ nvidia_driver_branch }}", branch)
                      .replace("{{ nvidia_driver_module_suffix }}", suffix)
                      for name in names for suffix in ("", "-open"))

@@ -12,7 +12,8 @@ the simulated kernel):
   DKMS module when a kernel's headers are installed, as the real dkms package's does;
 - `modinfo -F signer|version [-k K] nvidia`, from that file;
 - the module load: refused under Secure Boot unless the module is signed by a key the
-  firmware has enrolled ("Key was rejected by service"), as the kernel's lockdown does.
+  kernel trusts, built in (its build key, which signed Canonical's prebuilt modules) or
+  enrolled in the firmware ("Key was rejected by service"), as the kernel's lockdown does.
 
 The installed kernels are the /lib/modules/K directories with a modules.dep, as the
 kernel's own packages leave them; the running one is kernel_view.KERNEL_RELEASE.
@@ -40,7 +41,8 @@ def _tool(entry: str) -> str:
     paths = {"root": "/", "kernel_release_command": kernel_view.KERNEL_RELEASE_COMMAND,
              "secure_boot_file": kernel_view.SECURE_BOOT_STATE,
              "enrolled_file": kernel_view.MOK_ENROLLED, "loaded_file": sim_node.MODULE_VERSION,
-             "taint_file": sim_node.KERNEL_TAINT}
+             "taint_file": sim_node.KERNEL_TAINT,
+             "builtin_keys_file": kernel_view.BUILTIN_TRUSTED_KEYS}
     return (f"#!/usr/bin/python3\n# gpuprov lab: see gpuprov/lab/kernel_modules.py\n"
             f"{_KMOD_SOURCE.read_text()}\n\nPATHS = {paths!r}\n\n"
             f"if __name__ == \"__main__\":\n    sys.exit({entry}(sys.argv[1:], **PATHS))\n")

@@ -6,7 +6,8 @@ Layout (bind-mounted read-only into every node at NODE_MIRROR_PATH):
     debian/                         signed subset of Debian 12 that the roles install
     cuda/                           stand-in of NVIDIA's CUDA repository (flat, signed)
     libnvidia-container/            stand-in of the container-toolkit repository (flat, signed)
-    kernel/                         stand-in of the archive's headers for the lab's kernel
+    archive/                        stand-in of the distribution archive: the lab kernel's
+                                    headers, Canonical's driver packages and precompiled modules
     wheels/                         pip wheelhouse (the CPU build of torch and its needs)
     files/                          file store with SHA256SUMS (gpu-burn and nccl-tests
                                     sources, conda installer)
@@ -98,7 +99,7 @@ def ensure_mirror(paths: LabPaths, image: ImageRecipe, log) -> Path:
     vendor_digest = standins.recipe_digest()
     for part, packages in (("cuda", standins.cuda_repo_packages),
                            ("libnvidia-container", standins.container_repo_packages),
-                           ("kernel", standins.kernel_repo_packages)):
+                           ("archive", standins.archive_repo_packages)):
         _ensure_part(
             mirror / part,
             _digest(part, vendor_digest, fpr),

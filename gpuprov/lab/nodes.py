@@ -47,10 +47,10 @@ def _apt_sources(suite: str) -> str:
         "Components: main\n"
         f"Signed-By: /usr/share/keyrings/{KEYRING_NAME}\n"
         "\n"
-        "# The archive's kernel packages for the lab's kernel (headers), flat as the lab's\n"
-        "# own repositories are.\n"
+        "# The distribution archive's packages for the lab's kernel (headers, Canonical's\n"
+        "# driver and precompiled modules), flat as the lab's own repositories are.\n"
         "Types: deb\n"
-        f"URIs: file:{NODE_MIRROR_PATH}/kernel\n"
+        f"URIs: file:{NODE_MIRROR_PATH}/archive\n"
         "Suites: ./\n"
         f"Signed-By: /usr/share/keyrings/{KEYRING_NAME}\n"
     )

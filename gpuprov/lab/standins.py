@@ -102,42 +102,11 @@ def names_branch(branch: str) -> str:
 
 
 def driver_packages(branch: str, version: str, revision: str) -> Iterator[Deb]:
+    """NVIDIA's CUDA repository: the driver's libraries and tools, DKMS-built modules."""
     dv = f"{version}-{revision}"
     exact = f"(= {dv})"
     b = names_branch(branch)
-
-    compute = _exclusive(Deb(f"libnvidia-compute{b}", dv,
-                             f"NVIDIA libcompute package (stand-in)\n"
-                             f"libcuda and libnvidia-ml {version}; in the gpuprov lab they "
-                             "drive the simulated GPUs of the node's hardware description.",
-                             depends=["python3", "python3-yaml"]), "libnvidia-compute")
-    for lib in ("libnvidia-ml", "libcuda"):
-        compute.add(f"{LIB}/{lib}.so.{version}", f"stand-in {lib} {version}\n")
-        compute.symlinks[f"{LIB}/{lib}.so.1"] = f"{lib}.so.{version}"
-    for name in SIM_MODULES:
-        compute.add(f"{SIM_DIR}/gpuprov_sim/{name}.py", (SIM_SOURCES / f"{name}.py").read_text())
-    yield compute
-
-    yield _exclusive(Deb(f"nvidia-utils{b}", dv, "NVIDIA driver support binaries "
-                         "(stand-in)\nnvidia-smi.", depends=[f"libnvidia-compute{b} {exact}"])
-                     .add("/usr/bin/nvidia-smi", _python_tool("nvidia_smi", "main()"), 0o755),
-                     "nvidia-utils")
-
-    yield _exclusive(
-        Deb(f"nvidia-compute-utils{b}", dv, "NVIDIA compute utilities (stand-in)\n"
-            "nvidia-persistenced and its unit.", depends=[f"libnvidia-compute{b} {exact}"])
-        .add("/usr/bin/nvidia-persistenced",
-             _python_tool("daemons", "persistenced(sys.argv[1:])"), 0o755)
-        .add(f"{UNIT_DIR}/nvidia-persistenced.service",
-             _unit("NVIDIA Persistence Daemon",
-                   "/usr/bin/nvidia-persistenced --user nvidia-persistenced --verbose",
-                   "Wants=syslog.target\n")),
-        "nvidia-compute-utils")
-
-    yield _exclusive(Deb(f"nvidia-kernel-common{b}", dv, "Shared files used by the "
-                         "NVIDIA kernel module (stand-in)\nGSP firmware.")
-                     .add(f"/usr/lib/firmware/nvidia/{version}/gsp_ga10x.bin", b"\0" * 64),
-                     "nvidia-kernel-common")
+    yield from _userspace(version, dv, names=b, fabric_names=b, fabric_version=f"{version}-1")
 
     for suffix, flavour in (("", "proprietary"), ("-open", "open")):
         dkms = Deb(f"nvidia-dkms{b}{suffix}", dv,
@@ -149,13 +118,7 @@ def driver_packages(branch: str, version: str, revision: str) -> Iterator[Deb]:
         _exclusive(dkms, "nvidia-dkms-kernel")
         dkms.add(f"/usr/src/nvidia-{version}/dkms.conf",
                  f'PACKAGE_NAME="nvidia"\nPACKAGE_VERSION="{version}"\n')
-        dkms.add(f"{UNIT_DIR}/{MODULE_UNIT}",
-                 "[Unit]\nDescription=Load the NVIDIA kernel module (gpuprov lab)\n"
-                 "DefaultDependencies=no\nBefore=sysinit.target\n\n[Service]\nType=oneshot\n"
-                 f"ExecStart=-{kernel_modules.MODPROBE_NVIDIA}\n\n"
-                 "[Install]\nWantedBy=sysinit.target\n")
-        dkms.symlinks[f"/etc/systemd/system/sysinit.target.wants/{MODULE_UNIT}"] = \
-            f"{UNIT_DIR}/{MODULE_UNIT}"
+        _loads_at_boot(dkms)
         # As dh_dkms's scriptlet: build for every kernel with headers, skip the others with
         # its message, and exit 0 even when a build fails (the roles assert `dkms status`).
         dkms.scripts["postinst"] = (
@@ -184,12 +147,91 @@ def driver_packages(branch: str, version: str, revision: str) -> Iterator[Deb]:
     yield Deb(f"cuda-drivers{b}", f"{version}-1", "CUDA Driver meta-package, branch "
               "specific (stand-in)", depends=[f"nvidia-headless{b} (>= {dv})",
                                                f"nvidia-utils{b} (>= {dv})"])
+    if not b:
+        yield pinning_package(version)
 
-    yield _exclusive(Deb(f"nvidia-fabricmanager{b}", f"{version}-1", "Fabric Manager for NVSwitch "
-               "based systems (stand-in)\nRefuses to start when the loaded driver is at "
-               "another version, as the real one does.",
-               depends=[f"nvidia-kernel-common{b} {exact}",
-                        f"libnvidia-compute{b} {exact}"])
+
+def ubuntu_driver_packages(branch: str, version: str, revision: str,
+                           modules_version: str) -> Iterator[Deb]:
+    """Canonical's packaging of the same driver in the Ubuntu archive: `-<branch>-server`
+    names at Ubuntu's revision, no DKMS (`nvidia-headless-no-dkms-…`), and the kernel
+    module prebuilt for one kernel and signed by that kernel's build key
+    (`linux-modules-nvidia-<branch>-server[-open]-<kernel release>`, versioned as the
+    kernel, tied to its driver by nvidia-kernel-common's version as
+    linux-restricted-modules' packages are: see data/lab/standins.yml)."""
+    dv = f"{version}-{revision}"
+    names = f"-{branch}-server"
+    yield from _userspace(version, dv, names=names, fabric_names=f"-{branch}",
+                          fabric_version=dv)
+    release = kernel_view.KERNEL_RELEASE
+    for suffix, flavour in (("", "proprietary"), ("-open", "open")):
+        yield Deb(f"nvidia-headless-no-dkms{names}{suffix}", dv,
+                  f"NVIDIA headless metapackage, no DKMS ({flavour} kernel module, stand-in)",
+                  depends=[f"nvidia-kernel-common{names} (= {dv})",
+                           f"libnvidia-compute{names} (= {dv})",
+                           f"nvidia-compute-utils{names} (= {dv})"])
+        # the real ones: the open flavour bounds the version both ways, the proprietary
+        # one from below only
+        common = f"nvidia-kernel-common{names}"
+        bounds = ([f"{common} (<= {version}-1)"] if suffix else []) + [f"{common} (>= {version})"]
+        module = Deb(f"linux-modules-nvidia{names}{suffix}-{release}", modules_version,
+                     f"Linux kernel nvidia modules for version {release} ({flavour}, "
+                     "stand-in)\nPrebuilt and signed with the kernel's build key, which the "
+                     "kernel trusts: loads under Secure Boot with no key to enrol.",
+                     depends=bounds, section="restricted/kernel")
+        _exclusive(module, "nvidia-dkms-kernel")
+        module.add(f"/lib/modules/{release}/kernel/nvidia-{branch}srv/nvidia.ko",
+                   f"version={version}\nsigner={kernel_view.KERNEL_BUILD_KEY_SIGNER}\n"
+                   f"sig_sha256={kernel_view.KERNEL_BUILD_KEY_SHA256}\n")
+        _loads_at_boot(module)
+        module.scripts["postinst"] = f"{kernel_modules.MODPROBE_NVIDIA} || true\n"
+        yield module
+
+
+def _userspace(version: str, dv: str, names: str, fabric_names: str,
+               fabric_version: str) -> Iterator[Deb]:
+    """The packages both packagings share by role: the libraries (the simulator), tools,
+    the persistence daemon, the kernel module's common files, fabric manager and NSCQ;
+    `names` is what their names carry of the branch (`-550`, ``, `-550-server`)."""
+    exact = f"(= {dv})"
+    compute = _exclusive(Deb(f"libnvidia-compute{names}", dv,
+                             f"NVIDIA libcompute package (stand-in)\n"
+                             f"libcuda and libnvidia-ml {version}; in the gpuprov lab they "
+                             "drive the simulated GPUs of the node's hardware description.",
+                             depends=["python3", "python3-yaml"]), "libnvidia-compute")
+    for lib in ("libnvidia-ml", "libcuda"):
+        compute.add(f"{LIB}/{lib}.so.{version}", f"stand-in {lib} {version}\n")
+        compute.symlinks[f"{LIB}/{lib}.so.1"] = f"{lib}.so.{version}"
+    for name in SIM_MODULES:
+        compute.add(f"{SIM_DIR}/gpuprov_sim/{name}.py", (SIM_SOURCES / f"{name}.py").read_text())
+    yield compute
+
+    yield _exclusive(Deb(f"nvidia-utils{names}", dv, "NVIDIA driver support binaries "
+                         "(stand-in)\nnvidia-smi.", depends=[f"libnvidia-compute{names} {exact}"])
+                     .add("/usr/bin/nvidia-smi", _python_tool("nvidia_smi", "main()"), 0o755),
+                     "nvidia-utils")
+
+    yield _exclusive(
+        Deb(f"nvidia-compute-utils{names}", dv, "NVIDIA compute utilities (stand-in)\n"
+            "nvidia-persistenced and its unit.", depends=[f"libnvidia-compute{names} {exact}"])
+        .add("/usr/bin/nvidia-persistenced",
+             _python_tool("daemons", "persistenced(sys.argv[1:])"), 0o755)
+        .add(f"{UNIT_DIR}/nvidia-persistenced.service",
+             _unit("NVIDIA Persistence Daemon",
+                   "/usr/bin/nvidia-persistenced --user nvidia-persistenced --verbose",
+                   "Wants=syslog.target\n")),
+        "nvidia-compute-utils")
+
+    yield _exclusive(Deb(f"nvidia-kernel-common{names}", dv, "Shared files used by the "
+                         "NVIDIA kernel module (stand-in)\nGSP firmware.")
+                     .add(f"/usr/lib/firmware/nvidia/{version}/gsp_ga10x.bin", b"\0" * 64),
+                     "nvidia-kernel-common")
+
+    yield _exclusive(Deb(f"nvidia-fabricmanager{fabric_names}", fabric_version, "Fabric Manager "
+               "for NVSwitch based systems (stand-in)\nRefuses to start when the loaded driver "
+               "is at another version, as the real one does.",
+               depends=[f"nvidia-kernel-common{names} {exact}",
+                        f"libnvidia-compute{names} {exact}"])
            .add("/usr/bin/nv-fabricmanager",
                 _python_tool("daemons", f"fabricmanager(sys.argv[1:], version={version!r})"),
                 0o755)
@@ -199,11 +241,20 @@ def driver_packages(branch: str, version: str, revision: str) -> Iterator[Deb]:
                 _unit("NVIDIA fabric manager service",
                       "/usr/bin/nv-fabricmanager -c /usr/share/nvidia/nvswitch/fabricmanager.cfg",
                       "After=network-online.target\n")), "nvidia-fabricmanager")
-    yield _exclusive(Deb(f"libnvidia-nscq{b}", f"{version}-1", "NVSwitch Configuration and "
-                         "Query library (stand-in)").add(f"{LIB}/libnvidia-nscq.so.{version}",
-                                                         "stand-in\n"), "libnvidia-nscq")
-    if not b:
-        yield pinning_package(version)
+    yield _exclusive(Deb(f"libnvidia-nscq{fabric_names}", fabric_version, "NVSwitch "
+                         "Configuration and Query library (stand-in)")
+                     .add(f"{LIB}/libnvidia-nscq.so.{version}", "stand-in\n"), "libnvidia-nscq")
+
+
+def _loads_at_boot(deb: Deb) -> None:
+    """The lab's boot-time module load (what modprobe does for a server's GPUs)."""
+    deb.add(f"{UNIT_DIR}/{MODULE_UNIT}",
+            "[Unit]\nDescription=Load the NVIDIA kernel module (gpuprov lab)\n"
+            "DefaultDependencies=no\nBefore=sysinit.target\n\n[Service]\nType=oneshot\n"
+            f"ExecStart=-{kernel_modules.MODPROBE_NVIDIA}\n\n"
+            "[Install]\nWantedBy=sysinit.target\n")
+    deb.symlinks[f"/etc/systemd/system/sysinit.target.wants/{MODULE_UNIT}"] = \
+        f"{UNIT_DIR}/{MODULE_UNIT}"
 
 
 def pinning_package(version: str) -> Deb:
@@ -352,12 +403,24 @@ def cuda_repo_packages() -> Iterator[Deb]:
         yield from dcgm_packages(version, data["dcgm"]["epoch"], data["dcgm"]["cuda_majors"])
 
 
-def kernel_repo_packages() -> Iterator[Deb]:
-    """The distribution archive's headers of the lab's kernel: what the driver role installs
-    before the driver. Their postinst runs the header hooks (DKMS rebuilds its modules for
-    the kernel), as Ubuntu's linux-headers-<release> does."""
+def archive_repo_packages() -> Iterator[Deb]:
+    """The distribution archive's packages of the lab's kernel: its headers (what the driver
+    role installs before a DKMS driver) and Canonical's own driver packages with the
+    prebuilt, signed modules for it (gpuprov_module_signing: canonical-precompiled)."""
+    data = recipe()["ubuntu_drivers"]
+    for branch, spec in data["branches"].items():
+        for rebuild, version in enumerate(spec["versions"], start=1):
+            yield from ubuntu_driver_packages(str(branch), version, data["revision"],
+                                              f"{data['kernel_version']}+{rebuild}")
+    yield from _kernel_headers()
+
+
+def _kernel_headers() -> Iterator[Deb]:
+    """The lab kernel's headers. Their postinst runs the header hooks (DKMS rebuilds its
+    modules for the kernel), as Ubuntu's linux-headers-<release> does."""
     release = kernel_view.KERNEL_RELEASE
-    deb = Deb(f"linux-headers-{release}", "6.1.0-1", f"Linux kernel headers for {release} "
+    version = recipe()["ubuntu_drivers"]["kernel_version"]
+    deb = Deb(f"linux-headers-{release}", version, f"Linux kernel headers for {release} "
               "(stand-in)\nWhat DKMS builds against.", section="kernel")
     deb.add(f"{kernel_view.HEADERS_DIR}/Makefile", kernel_view.HEADERS_MAKEFILE)
     deb.scripts["postinst"] = (
@@ -368,7 +431,7 @@ def kernel_repo_packages() -> Iterator[Deb]:
     # the meta-package an Ubuntu server installs, which follows the newest kernel's headers
     # (what gpuprov_kernel_hold holds)
     yield Deb("linux-headers-generic", "6.1.0.1", "Generic Linux kernel headers (stand-in)",
-              depends=[f"linux-headers-{release} (= 6.1.0-1)"], section="kernel")
+              depends=[f"linux-headers-{release} (= {version})"], section="kernel")
 
 
 def container_repo_packages() -> Iterator[Deb]:

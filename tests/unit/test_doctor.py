@@ -137,7 +137,8 @@ def test_a_healthy_host_has_no_finding():
     ({"packages": {"nvidia-utils-550-server": ("550.127.05-0ubuntu1", False),
                    "linux-modules-nvidia-550-server-generic": ("6.8.0-45.45", False)}},
      "archive-driver", BLOCKER, "linux-modules-nvidia-550-server-generic, nvidia-utils-550-"
-     "server", "apt-get purge linux-modules-nvidia-550-server-generic nvidia-utils-550-server"),
+     "server", "apt-get purge --allow-change-held-packages linux-modules-nvidia-550-server-generic "
+     "nvidia-utils-550-server"),
     ({"free_kib": {"/var": 50 * findings.GIB, "/usr": 3 * findings.GIB,
                    "/opt": 50 * findings.GIB}}, "disk-space", BLOCKER,
      "/usr has 3.0 GiB free, the stack needs 10 GiB there", "free space in /usr"),
@@ -216,7 +217,10 @@ def test_the_signing_plan_comes_from_the_inventory(tmp_path):
                                           "gpuprov_mok_certificate_file": str(cert)})
     assert plan == findings.ModuleSigning("site-mok", "Example Site MOK 2026")
     assert doctor_run._signing("node07", {}) == findings.ModuleSigning()
-    with pytest.raises(InputError, match="host node07: gpuprov_module_signing: 'mok'"):
+    assert doctor_run._signing("node07", {"gpuprov_module_signing": "canonical-precompiled"}) \
+        == findings.ModuleSigning("canonical-precompiled")
+    with pytest.raises(InputError, match=r"host node07: gpuprov_module_signing: 'mok' \(expected "
+                                         "none, site-mok or canonical-precompiled\\)"):
         doctor_run._signing("node07", {"gpuprov_module_signing": "mok"})
     (tmp_path / "junk.der").write_bytes(b"not a certificate")
     with pytest.raises(InputError, match=r"host node07: .*junk.der: not an X.509"):
@@ -227,9 +231,51 @@ def test_the_signing_plan_comes_from_the_inventory(tmp_path):
 def test_the_doctor_counts_installed_kernels_as_the_driver_role_does():
     """A leftover /lib/modules/K of a removed kernel has no modules.dep: neither the role
     nor the doctor may count it, so both read the kernels with the same loop."""
-    kernel_tasks = collection.ROLES / "nvidia_driver" / "tasks" / "kernel.yml"
+    kernel_tasks = collection.ROLES / "nvidia_driver" / "tasks" / "kernels.yml"
     tasks = yaml.safe_load(kernel_tasks.read_text())
     listing = next(t for t in tasks if t.get("register") == "nvidia_driver_kernel_listing")
     role_loop = " ".join(listing["ansible.builtin.command"]["argv"][2].split())
     assert " ".join(probe.INSTALLED_KERNELS.split()) in role_loop
     assert probe.INSTALLED_KERNELS in probe.script(probe.Commands())
+
+
+PRECOMPILED = findings.ModuleSigning("canonical-precompiled")
+MODULE = f"linux-modules-nvidia-550-server-open-{KERNEL}"
+
+
+def test_canonical_precompiled_needs_no_key_nor_headers_only_a_module_per_kernel():
+    """Secure Boot on, no DKMS key, no headers: fine when the archive has the prebuilt
+    module of the locked branch for the kernel; a kernel without one is a blocker."""
+    ready = healthy(secure_boot="enabled", kernels={KERNEL: False}, precompiled_modules={MODULE})
+    assert findings.judge(ready, LOCK, signing=PRECOMPILED) == []
+    installed = healthy(kernels={KERNEL: False},
+                        packages={MODULE: ("6.8.0-45.45+1", True)})
+    assert findings.judge(installed, LOCK, signing=PRECOMPILED) == []
+    older = healthy(kernels={KERNEL: False, "6.8.0-31-generic": False},
+                    precompiled_modules={MODULE,
+                                         "linux-modules-nvidia-535-server-6.8.0-31-generic"})
+    found = only(findings.judge(older, LOCK, signing=PRECOMPILED))
+    assert (found.severity, found.check) == (BLOCKER, "precompiled-module")
+    assert found.seen == ("the archive has no prebuilt module of branch 550 for installed "
+                          "kernel 6.8.0-31-generic (linux-modules-nvidia-550-server[-open]-"
+                          "6.8.0-31-generic)")
+    assert "gpuprov_module_signing: none or site-mok" in found.fix
+
+
+def test_canonical_precompiled_refuses_nvidias_packages_and_dkms_modules():
+    leftover = healthy(precompiled_modules={MODULE},
+                       packages={"nvidia-dkms-550": ("550.90.07-0ubuntu1", True),
+                                 "libnvidia-compute-550": ("550.90.07-0ubuntu1", True),
+                                 "nvidia-fabricmanager-550": ("550.90.07-1", True),
+                                 "nvidia-utils-550-server": ("550.90.07-0ubuntu0.22.04.1", True)},
+                       dkms=probe.dkms_status(
+                           [f"nvidia/550.90.07, {KERNEL}, x86_64: installed"])[0])
+    found = {f.check: f for f in findings.judge(leftover, LOCK, signing=PRECOMPILED)}
+    assert set(found) == {"repository-driver", "dkms"}
+    assert found["repository-driver"].fix == ("apt-get purge --allow-change-held-packages "
+                                               "libnvidia-compute-550 nvidia-dkms-550 "
+                                               "(then reboot)")
+    assert found["dkms"].seen.startswith("DKMS holds nvidia/550.90.07: ")
+    assert found["dkms"].fix.startswith("dkms remove nvidia/550.90.07 --all;")
+    # and the other way round: Canonical's packages under DKMS signing stay a blocker
+    assert "archive-driver" in {f.check for f in findings.judge(leftover, LOCK)}

@@ -70,6 +70,21 @@ def test_a_converged_node_is_in_sync():
     assert _lines(_output()) == []
 
 
+def test_canonicals_packaging_is_judged_at_the_lock_with_its_holds():
+    """A canonical-precompiled node: Canonical's -server packages at Ubuntu's revision are
+    the lock's driver; the role holds them, so a released hold is drift."""
+    canonical = {name: spec for name, spec in PACKAGES.items()
+                 if not name.endswith("-550")}
+    canonical |= {"nvidia-headless-no-dkms-550-server": ("550.90.07-0ubuntu0.22.04.1", "hi"),
+                  "nvidia-utils-550-server": ("550.90.07-0ubuntu0.22.04.1", "hi"),
+                  "libnvidia-compute-550-server": ("550.90.07-0ubuntu0.22.04.1", "hi"),
+                  "linux-modules-nvidia-550-server-6.8.0-45-generic": ("6.8.0-45.45+1", "hi")}
+    assert _lines(_output(canonical)) == []
+    canonical["nvidia-utils-550-server"] = ("550.90.07-0ubuntu0.22.04.1", "ii")
+    assert _lines(_output(canonical)) == [
+        "node01: hold on nvidia-utils-550-server: expected held, found not held"]
+
+
 def test_a_package_changed_by_hand_and_a_hold_removed():
     changed = {**PACKAGES, "datacenter-gpu-manager-4-core": ("1:4.4.1-1", "hi"),
                "nvidia-container-toolkit": ("1.16.2-1", "ii"),

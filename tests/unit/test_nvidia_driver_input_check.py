@@ -7,7 +7,9 @@ from tests.ansible_local import run_task_file
 TASKS = collection.ROLES / "nvidia_driver" / "tasks" / "validate.yml"
 GOOD = {"nvidia_driver_version": "550.90.07", "nvidia_driver_fabricmanager_version": "550.90.07",
         "nvidia_driver_module_signing": "none", "nvidia_driver_mok_signing_key_file": "",
-        "nvidia_driver_mok_certificate_file": "", "nvidia_driver_mok_enrollment_password_hash": ""}
+        "nvidia_driver_mok_certificate_file": "", "nvidia_driver_mok_enrollment_password_hash": "",
+        # the role's vars/main.yml derives these
+        "nvidia_driver_branch": "550", "nvidia_driver_precompiled": False}
 
 
 def _run(tmp_path, **overrides):
@@ -39,3 +41,12 @@ def test_site_mok_with_its_files_passes(tmp_path):
                   nvidia_driver_mok_certificate_file="/etc/gpuprov/mok.der",
                   nvidia_driver_mok_enrollment_password_hash="$6$abc")
     assert result.returncode == 0, result.stdout
+
+
+def test_canonical_precompiled_is_refused_from_r590(tmp_path):
+    assert _run(tmp_path, nvidia_driver_precompiled=True).returncode == 0
+    result = _run(tmp_path, nvidia_driver_precompiled=True, nvidia_driver_version="590.48.01",
+                  nvidia_driver_fabricmanager_version="590.48.01", nvidia_driver_branch="590")
+    assert result.returncode == 2, result.stdout
+    assert ("gpuprov_module_signing: canonical-precompiled with driver 590.48.01: Canonical's "
+            "packaging of branch 590 and later is not known to gpuprov yet") in result.stdout

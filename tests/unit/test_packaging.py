@@ -87,7 +87,7 @@ def test_the_collection_builds_installs_and_its_playbooks_parse_alone(tmp_path):
                              capture_output=True, text=True, timeout=120, env=env)
     # the installed collection's filters, each documented: the 8 driver decisions, the
     # madison reader and the certificate reader
-    assert filters.stdout.count("gpuprov.gpu.nvidia_") == 8
+    assert filters.stdout.count("gpuprov.gpu.nvidia_") == 10
     assert "gpuprov.gpu.apt_versions" in filters.stdout
     assert "gpuprov.gpu.certificate_subject_cn" in filters.stdout
     assert "UNDOCUMENTED" not in filters.stdout

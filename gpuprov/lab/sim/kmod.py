@@ -6,7 +6,9 @@ and every path is under `root`, so the unit tests run them in a temporary direct
 The "module" a build leaves is a small text file: its version, and the signer's name and
 certificate digest when DKMS's framework.conf(.d) names a signing key and certificate
 (DKMS 3 signs what it builds then). Loading refuses, under Secure Boot, a module whose
-signing certificate the firmware has not enrolled, in the kernel's words.
+signing certificate neither the kernel's builtin keyring holds nor the firmware has enrolled, in the
+kernel's words. A packaged module (Canonical's prebuilt ones, under kernel/) is found when
+DKMS has none in updates/.
 """
 
 from __future__ import annotations
@@ -27,10 +29,12 @@ class Node:
     """Where a node keeps its kernels, DKMS tree and firmware state (all under `root`)."""
 
     def __init__(self, root: str, kernel_release_command: str, secure_boot_file: str,
-                 enrolled_file: str, loaded_file: str, taint_file: str = ""):
+                 enrolled_file: str, loaded_file: str, taint_file: str = "",
+                 builtin_keys_file: str = ""):
         self.root = root
         self.kernel_release_command = kernel_release_command
         self.secure_boot_file, self.enrolled_file = secure_boot_file, enrolled_file
+        self.builtin_keys_file = builtin_keys_file
         self.loaded_file, self.taint_file = loaded_file, taint_file
 
     def path(self, absolute: str) -> str:
@@ -47,6 +51,23 @@ class Node:
 
     def installed_module(self, kernel: str, module: str) -> str:
         return self.path(f"/lib/modules/{kernel}/updates/dkms/{module}.ko")
+
+    def module_file(self, kernel: str, module: str) -> str:
+        """The file modprobe loads: DKMS's in updates/ first (Ubuntu's depmod.conf searches
+        updates before the kernel's tree), then a packaged one under kernel/ (Canonical's
+        prebuilt modules: kernel/nvidia-<branch>srv/)."""
+        dkms = self.installed_module(kernel, module)
+        if os.path.exists(dkms):
+            return dkms
+        packaged = sorted(glob.glob(self.path(f"/lib/modules/{kernel}/kernel/*/{module}.ko")))
+        return packaged[0] if packaged else dkms
+
+    def trusted_keys(self) -> list[str]:
+        """Certificate digests the kernel accepts a signature from: its builtin keys and
+        the MOKs the firmware enrolled."""
+        return (_read(self.path(self.enrolled_file)).split()
+                + (_read(self.path(self.builtin_keys_file)).split()
+                   if self.builtin_keys_file else []))
 
     def built_module(self, module: str, version: str, kernel: str) -> str:
         return self.path(f"/var/lib/dkms/{module}/{version}/{kernel}/{ARCH}/module/{module}.ko")
@@ -230,7 +251,7 @@ def modinfo_main(argv: list[str], **paths: str) -> int:
         else:
             names.append(arg)
     kernel, name = values.get("-k") or node.running(), (names or [""])[0]
-    path = node.installed_module(kernel, name)
+    path = node.module_file(kernel, name)
     module = read_module(path)
     if module is None:
         print(f"modinfo: ERROR: Module {name} not found.", file=sys.stderr)
@@ -239,7 +260,7 @@ def modinfo_main(argv: list[str], **paths: str) -> int:
         if module.get(values["-F"]):
             print(module[values["-F"]])
         return 0
-    print(f"{'filename:':<16}/lib/modules/{kernel}/updates/dkms/{name}.ko")
+    print(f"{'filename:':<16}/{os.path.relpath(path, node.root)}")
     for key in ("version", "signer"):
         print(f"{key + ':':<16}{module.get(key, '')}")
     return 0
@@ -253,17 +274,16 @@ def modprobe_nvidia_main(argv: list[str], **paths: str) -> int:
     if _read(loaded).strip():
         return 0
     kernel = node.running()
-    module = read_module(node.installed_module(kernel, "nvidia"))
+    module = read_module(node.module_file(kernel, "nvidia"))
     if module is None:
         print(f"modprobe: FATAL: Module nvidia not found in directory /lib/modules/{kernel}",
               file=sys.stderr)
         return 1
-    if _read(node.path(node.secure_boot_file)).strip() == "enabled":
-        enrolled = _read(node.path(node.enrolled_file)).split()
-        if not module.get("sig_sha256") or module["sig_sha256"] not in enrolled:
-            print("modprobe: ERROR: could not insert 'nvidia': Key was rejected by service",
-                  file=sys.stderr)
-            return 1
+    secure_boot = _read(node.path(node.secure_boot_file)).strip() == "enabled"
+    if secure_boot and module.get("sig_sha256", "") not in node.trusted_keys():
+        print("modprobe: ERROR: could not insert 'nvidia': Key was rejected by service",
+              file=sys.stderr)
+        return 1
     os.makedirs(os.path.dirname(loaded), exist_ok=True)
     with open(loaded, "w") as fh:
         fh.write(module["version"] + "\n")

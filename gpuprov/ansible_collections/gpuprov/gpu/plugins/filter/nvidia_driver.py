@@ -149,6 +149,59 @@ def module_signers(lines: list[str]) -> dict:
     return signers
 
 
+# `apt-cache show` stanzas of Canonical's prebuilt modules: which driver each version was
+# built for is in its dependency on nvidia-kernel-common-<branch>-server (`(>= 550.54.15)`).
+_COMMON_FLOOR = re.compile(r"nvidia-kernel-common-[0-9]+-server \(>= ([^)\s]+)\)")
+
+
+def precompiled_modules(show_lines: list[str], packages: list[str], version: str) -> dict:
+    """From `apt-cache show` of the prebuilt module packages (one per installed kernel),
+    each package's version built for driver `version`: {"specs": ["pkg=ver"], "missing":
+    [pkg], "why_missing": words naming what the archive carries instead}."""
+    built_for: dict[str, list[tuple[str, str]]] = {p: [] for p in packages}
+    stanza: dict[str, str] = {}
+    for line in [*show_lines, ""]:
+        if line.strip():
+            key, _, value = line.partition(":")
+            if not line.startswith(" "):
+                stanza[key] = value.strip()
+            continue
+        if stanza.get("Package") in built_for:
+            floor = _COMMON_FLOOR.search(stanza.get("Depends", ""))
+            built_for[stanza["Package"]].append((stanza.get("Version", ""),
+                                                 floor[1] if floor else "?"))
+        stanza = {}
+    found = {p: next((v for v, driver in built if driver == version), None)
+             for p, built in built_for.items()}
+    missing = [p for p in packages if not found[p]]
+    why = "; ".join(
+        f"{p} " + (f"carries modules for driver {', '.join(d for _, d in built_for[p])}"
+                   if built_for[p] else "is in no configured repository")
+        for p in missing)
+    return {"specs": [f"{p}={found[p]}" for p in packages if found[p]], "missing": missing,
+            "why_missing": why}
+
+
+def precompiled_gaps(lines: list[str], version: str, signer: str) -> dict:
+    """`module KERNEL VERSION|SIGNER` lines (what modinfo printed for each installed
+    kernel's nvidia module, empty when none) -> the kernels whose module is absent, at
+    another version, or not signed by `signer`, each worded."""
+    problems = {}
+    for line in lines:
+        parts = line.strip().split(" ", 2)
+        if len(parts) < 2 or parts[0] != "module":
+            continue
+        found, _, signed_by = (parts[2] if len(parts) == 3 else "").partition("|")
+        if not found:
+            problems[parts[1]] = "has no nvidia module"
+        elif found != version:
+            problems[parts[1]] = f"has nvidia {found}, not {version}"
+        elif signed_by.strip() != signer:
+            problems[parts[1]] = (f"has a module signed by '{signed_by.strip() or 'nobody'}', "
+                                  f"not '{signer}'")
+    return problems
+
+
 class FilterModule:
     def filters(self) -> dict:
         return {
@@ -160,4 +213,6 @@ class FilterModule:
             "nvidia_kernel_headers": kernel_headers,
             "nvidia_dkms_gaps": dkms_gaps,
             "nvidia_module_signers": module_signers,
+            "nvidia_precompiled_modules": precompiled_modules,
+            "nvidia_precompiled_gaps": precompiled_gaps,
         }
