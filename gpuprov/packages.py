@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 DRIVER_PACKAGE = re.compile(r"^(nvidia-driver|nvidia-open|cuda-drivers|libnvidia-(compute|gl|"
-                            r"encode|decode|fbc1|cfg1|extra|common)|nvidia-(kernel|utils|dkms|"
+                            r"encode|decode|fbc1|cfg1|extra|common)|nvidia-(kernel|utils|dkms|headless|"
                             r"compute-utils|persistenced|modprobe|settings)|xserver-xorg-video-"
                             r"nvidia|nvidia-fabricmanager|libnvidia-nscq)")
 TOOLKIT_PACKAGES = ("nvidia-container-toolkit", "nvidia-container-toolkit-base",

@@ -28,8 +28,10 @@ MIN_FREE_GIB = {"/var": 4, "/usr": 10, "/opt": 8}
 # server-generic`): apt mixes them with NVIDIA's repository packages into a broken set.
 UBUNTU_ARCHIVE_DRIVER = re.compile(r"^((lib)?nvidia-[a-z0-9-]+-\d+-server(-open)?|"
                                    r"linux-(modules|objects|signatures)-nvidia-.*)$")
-# Both packagings name these alike (at their own revisions): apt moves between them.
+# Both packagings name these alike; the archive's revision names the Ubuntu release
+# (550.127.08-0ubuntu0.22.04.1), NVIDIA's does not (550.127.08-1).
 SHARED_NAMES = re.compile(r"^(nvidia-fabricmanager|libnvidia-nscq)(-\d+)?$")
+UBUNTU_REVISION = re.compile(r"-[0-9]+ubuntu[0-9]+\.[0-9]+\.[0-9]+")
 # gpuprov_module_signing: Canonical's packages and prebuilt signed modules, no DKMS.
 PRECOMPILED = "canonical-precompiled"
 
@@ -197,8 +199,9 @@ def _precompiled_modules(facts: HostFacts, lock: Lock) -> list[Finding]:
 
 
 def _repository_packages(facts: HostFacts) -> list[Finding]:
-    found = sorted(p for p in facts.packages if DRIVER_PACKAGE.match(p)
-                   and not UBUNTU_ARCHIVE_DRIVER.match(p) and not SHARED_NAMES.match(p))
+    # all of them: apt cannot remove a held package and keep what depends on it
+    found = sorted(p for p, (version, _) in facts.packages.items()
+                   if DRIVER_PACKAGE.match(p) and not _canonicals(p, version))
     if not found:
         return []
     return [Finding(BLOCKER, "repository-driver", "NVIDIA's repository driver packages are "
@@ -215,8 +218,17 @@ def _run_installer(facts: HostFacts) -> list[Finding]:
                     "nvidia-uninstall --silent (then reboot), before provisioning")]
 
 
+def _canonicals(name: str, version: str) -> bool:
+    """Whether an installed driver package is Canonical's packaging (else NVIDIA's)."""
+    if SHARED_NAMES.match(name):
+        return UBUNTU_REVISION.search(version) is not None
+    return UBUNTU_ARCHIVE_DRIVER.match(name) is not None
+
+
 def _archive_packages(facts: HostFacts) -> list[Finding]:
-    found = sorted(p for p in facts.packages if UBUNTU_ARCHIVE_DRIVER.match(p))
+    found = sorted(p for p, (version, _) in facts.packages.items()
+                   if (DRIVER_PACKAGE.match(p) or UBUNTU_ARCHIVE_DRIVER.match(p))
+                   and _canonicals(p, version))
     if not found:
         return []
     return [Finding(BLOCKER, "archive-driver", "Ubuntu's own driver packages are installed "

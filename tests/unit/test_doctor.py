@@ -272,10 +272,18 @@ def test_canonical_precompiled_refuses_nvidias_packages_and_dkms_modules():
                            [f"nvidia/550.90.07, {KERNEL}, x86_64: installed"])[0])
     found = {f.check: f for f in findings.judge(leftover, LOCK, signing=PRECOMPILED)}
     assert set(found) == {"repository-driver", "dkms"}
+    # NVIDIA's fabric manager too (its revision says whose), not Canonical's -server tools
     assert found["repository-driver"].fix == ("apt-get purge --allow-change-held-packages "
                                                "libnvidia-compute-550 nvidia-dkms-550 "
-                                               "(then reboot)")
+                                               "nvidia-fabricmanager-550 (then reboot)")
     assert found["dkms"].seen.startswith("DKMS holds nvidia/550.90.07: ")
     assert found["dkms"].fix.startswith("dkms remove nvidia/550.90.07 --all;")
-    # and the other way round: Canonical's packages under DKMS signing stay a blocker
-    assert "archive-driver" in {f.check for f in findings.judge(leftover, LOCK)}
+    # and the other way round: Canonical's packages under DKMS signing stay a blocker, its
+    # fabric manager with them
+    canonical = healthy(packages={
+        "nvidia-fabricmanager-550": ("550.90.07-0ubuntu0.22.04.1", True),
+        "nvidia-utils-550-server": ("550.90.07-0ubuntu0.22.04.1", True)})
+    found = only(findings.judge(canonical, LOCK))
+    assert (found.check, found.fix) == ("archive-driver", "apt-get purge --allow-change-held-"
+                                        "packages nvidia-fabricmanager-550 nvidia-utils-550-"
+                                        "server (then reboot)")
