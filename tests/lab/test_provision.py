@@ -462,10 +462,11 @@ def test_canonical_precompiled_modules_load_under_secure_boot_with_nothing_enrol
         assert summary(again.stdout)["node03"]["changed"] == 0, again.stdout[-3000:]
     finally:
         # back to a node without a driver, as the tests after this one expect of node03
-        assert rack.lab.ssh("node03", "dpkg-query -W -f='${Package}\\n' | grep -E "
-                            "'(-server(-open)?$|^linux-modules-nvidia-)' | DEBIAN_FRONTEND="
-                            "noninteractive xargs -r apt-get purge -y "
-                            "--allow-change-held-packages").returncode == 0
+        # (Canonical's driver packages only: openssh-server ends in -server too)
+        canonicals = "'^((lib)?nvidia-.*-server(-open)?|linux-modules-nvidia-.*)$'"
+        assert rack.lab.ssh("node03", f"dpkg-query -W -f='${{Package}}\\n' | grep -E "
+                            f"{canonicals} | DEBIAN_FRONTEND=noninteractive xargs -r "
+                            "apt-get purge -y --allow-change-held-packages").returncode == 0
         assert gpuprov("lab", "fault", "node03", "--clear").returncode == 0
 
 
