@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpuprov.config import state_dir
-from gpuprov.errors import InputError
+from gpuprov.errors import ClaimLost, InputError
 from gpuprov.ledger_store import SqliteStore, open_store
 from gpuprov.model import (
     Action,
@@ -275,8 +275,20 @@ class Ledger:
                         raise _busy(row, host)
             time.sleep(0.1)
 
+    def _still_holding(self, run_id: str) -> None:
+        """A run records its end only while its claim on its hosts held the whole time:
+        lost (ClaimLost), the run stays unfinished and reads `interrupted`, no node of it
+        accepted."""
+        if not self.store.still_held():
+            self.store.release()
+            raise ClaimLost(f"ledger {self.store.location}: run {run_id} lost its claim on its "
+                            "hosts (its connection to the server dropped), so another "
+                            "controller may have run on them meanwhile: its end is not "
+                            "recorded and it reads interrupted; run it again")
+
     def finish_run(self, run_id: str, outcomes: list[HostOutcome]) -> None:
         """All outcomes and the run's end in one transaction: all of it lands, or none."""
+        self._still_holding(run_id)
         with self._transaction() as db:
             db.executemany(
                 "INSERT INTO host_outcomes (run_id, host, outcome, ok, changed, failed,"
@@ -303,6 +315,7 @@ class Ledger:
 
     def finish_validation(self, run_id: str) -> None:
         """Every judged node's verdict and the run's end, in one transaction."""
+        self._still_holding(run_id)
         with self._transaction() as db:
             db.execute("UPDATE node_results SET verdict = judged WHERE run_id = ?", (run_id,))
             db.execute("UPDATE runs SET status = 'finished', finished_at = ? WHERE id = ?",

@@ -41,6 +41,7 @@ class Store:
     def schema_version(self) -> int: ...
     def hold(self, hosts: list[str], busy: Callable[[str], None]) -> dict: ...
     def release(self) -> None: ...
+    def still_held(self) -> bool: ...
     def alive(self, row: Any) -> bool: ...
 
 
@@ -100,6 +101,9 @@ class SqliteStore(Store):
 
     def release(self) -> None:
         pass
+
+    def still_held(self) -> bool:
+        return True             # the run's own process holds them while it lives
 
     def alive(self, row: Any) -> bool:
         try:
@@ -230,6 +234,17 @@ class PostgresStore(Store):
         if self._holder is not None:
             _let_go(self._holder)
             self._holder = None
+
+    def still_held(self) -> bool:
+        """Whether the run's connection, and with it its advisory locks, is still there: a
+        dropped one (a network cut, a restarted server) let the server free its hosts."""
+        if self._holder is None:
+            return False
+        try:
+            self._holder.execute("SELECT 1")
+        except self._psycopg.Error:
+            return False
+        return True
 
     def alive(self, row: Any) -> bool:
         session = row.get("session")

@@ -10,10 +10,12 @@ import subprocess
 import sys
 import time
 
+import psycopg
 import pytest
 
+from gpuprov.errors import ClaimLost
 from gpuprov.ledger import MIGRATIONS, HostBusy, Ledger
-from gpuprov.model import HostOutcome
+from gpuprov.model import CheckResult, HostOutcome, NodeResult, Status, Verdict
 from tests.conftest import gpuprov
 
 
@@ -114,6 +116,27 @@ def test_two_controllers_racing_for_one_node_one_wins_and_a_killed_one_frees_it(
         Ledger(url).start_run("v-other", "validate", "/inv", ["node07"], {}, {}, "/ev")
     ledger.finish_validation("v-next")     # releases it
     Ledger(url).start_run("v-after", "validate", "/inv", ["node07"], {}, {}, "/ev")
+
+
+def test_a_run_whose_connection_dropped_records_no_end_and_accepts_no_node(postgres):
+    """The server drops the run's connection mid-run (a network cut, a restart): its hosts
+    were free for another controller meanwhile, so the run's end is refused, nothing it
+    judged is accepted, and it reads interrupted."""
+    url = postgres.new_database()
+    ledger = Ledger(url)
+    ledger.start_run("v-cut", "validate", "/inv/rack3.ini", ["node07"], {}, {}, "/ev")
+    ledger.record_node("v-cut", NodeResult("v-cut", "node07", Verdict.ACCEPTED, None,
+                                           "h100-sxm-8", "", "/ev", time.time(), time.time(),
+                                           [CheckResult("xid", Status.PASS, "no Xid")], []))
+    with psycopg.connect(url, autocommit=True) as admin:
+        session, = admin.execute("SELECT session FROM runs WHERE id = 'v-cut'").fetchone()
+        admin.execute("SELECT pg_terminate_backend(%s)", (session,))
+    with pytest.raises(ClaimLost, match=r"run v-cut lost its claim on its hosts \(its "
+                                        r"connection to the server dropped\)"):
+        ledger.finish_validation("v-cut")
+    assert ledger.current_verdicts() == {}
+    assert ledger.run("v-cut").status == "interrupted"
+    Ledger(url).start_run("v-again", "validate", "/inv", ["node07"], {}, {}, "/ev")
 
 
 @pytest.mark.parametrize("url, message", [
