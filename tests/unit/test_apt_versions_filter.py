@@ -4,6 +4,9 @@
 import importlib.util
 import re
 
+import jinja2
+import yaml
+
 from gpuprov import collection
 
 _spec = importlib.util.spec_from_file_location(
@@ -64,13 +67,42 @@ def test_dcgm_epoch_must_match_exactly_and_words_name_the_lock():
         packages[:1]
 
 
-def test_nccl_for_another_cuda_series_is_missing():
-    madison = ["  libnccl2 | 2.20.5-1+cuda12.4 | file:/srv/m/cuda  Packages",
-               "libnccl-dev | 2.20.5-1+cuda12.3 | file:/srv/m/cuda  Packages"]
-    result = filters.apt_versions(madison, ["libnccl2", "libnccl-dev"],
-                                  re.escape("2.20.5-1+cuda12.4"))
-    assert result["specs"] == ["libnccl2=2.20.5-1+cuda12.4"]
-    assert result["missing"] == ["libnccl-dev"]
-    # without `wanted`, the words name the regex
-    assert result["why_missing"] == ("libnccl-dev 2\\.20\\.5\\-1\\+cuda12\\.4 absent (the "
-                                     "repositories have: 2.20.5-1+cuda12.3)")
+def _nccl_role(nccl: str, cuda: str) -> tuple[str, str]:
+    """The nccl_tests role's regex and words (vars/main.yml), rendered as Ansible would
+    (its regex_escape is re.escape)."""
+    text = (collection.ROLES / "nccl_tests" / "vars" / "main.yml").read_text()
+    role_vars = yaml.safe_load(text)
+    env = jinja2.Environment()
+    env.filters["regex_escape"] = re.escape
+    values = {"nccl_tests_nccl_version": nccl, "nccl_tests_cuda_version": cuda}
+    values["nccl_tests_cuda_major"] = env.from_string(
+        role_vars["nccl_tests_cuda_major"]).render(values)
+    return tuple(env.from_string(role_vars[name]).render(values)
+                 for name in ("nccl_tests_nccl_build_regex", "nccl_tests_nccl_wanted"))
+
+
+# NCCL 2.28.9 as NVIDIA's repository builds it: for CUDA 12.9 and 13.0, and 2.30.4 for 13.2
+# (users' apt lines: `libnccl2=2.28.9-1+cuda13.0`, `libnccl2=2.28.9-1+cuda12.9`); no 13.1.
+NCCL_MADISON = [f"{p} | {v} | https://developer.download.nvidia.com/compute/cuda/repos/"
+                "ubuntu2404/x86_64  Packages" for p in ("libnccl2", "libnccl-dev")
+                for v in ("2.30.4-1+cuda13.2", "2.28.9-1+cuda13.0", "2.28.9-1+cuda12.9",
+                          "2.21.5-1+cuda12.4", "2.20.5-1+cuda12.4", "2.20.5-1+cuda12.3")]
+
+
+def test_nccl_is_the_newest_build_for_the_lock_s_cuda_major_no_later_than_its_minor():
+    packages = ["libnccl2", "libnccl-dev"]
+    for nccl, cuda, build in (("2.28.9-1", "13.1", "2.28.9-1+cuda13.0"),
+                              ("2.28.9-1", "13.0", "2.28.9-1+cuda13.0"),
+                              ("2.20.5-1", "12.4", "2.20.5-1+cuda12.4"),
+                              ("2.20.5-1", "12.3", "2.20.5-1+cuda12.3"),
+                              ("2.28.9-1", "12.9", "2.28.9-1+cuda12.9")):
+        result = filters.apt_versions(NCCL_MADISON, packages, *_nccl_role(nccl, cuda))
+        assert result["specs"] == [f"{p}={build}" for p in packages], (nccl, cuda)
+    # a build for a later minor (13.2) or another major (12.9 under 13.x) is never taken
+    result = filters.apt_versions(NCCL_MADISON, packages[:1], *_nccl_role("2.30.4-1", "13.1"))
+    assert result["why_missing"] == ("libnccl2 2.30.4-1+cuda13.0 to +cuda13.1 absent (the "
+                                     "repositories have: 2.30.4-1+cuda13.2, 2.28.9-1+cuda13.0, "
+                                     "2.28.9-1+cuda12.9, 2.21.5-1+cuda12.4, 2.20.5-1+cuda12.4, "
+                                     "2.20.5-1+cuda12.3)")
+    assert filters.apt_versions(NCCL_MADISON, packages[:1],
+                                *_nccl_role("2.28.9-1", "12.4"))["missing"] == packages[:1]
