@@ -90,7 +90,7 @@ def test_the_filters_load_and_decide_as_under_the_newest(tmp_path, oldest):
     listed = set(re.findall(r"gpuprov\.gpu\.\w+", docs.stdout))
     documented = {f"gpuprov.gpu.{p.stem}"
                   for p in (collection.ROOT / "plugins" / "filter").glob("*.yml")}
-    assert listed == documented and len(listed) == 10
+    assert listed == documented and len(listed) == 12
     assert "UNDOCUMENTED" not in docs.stdout
 
 
