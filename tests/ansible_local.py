@@ -1,16 +1,19 @@
 """Run one of a role's task files under ansible-playbook on a local connection, for the
 unit tests of a role's decisions (no lab, no SSH)."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import yaml
 
+from gpuprov import collection
 from tests.conftest import BIN
 
 
 def run_task_file(tmp_path: Path, task_file: Path, variables: dict):
+    """ansible-playbook on this tree's collection (its filters), whatever else is installed."""
     playbook = tmp_path / "play.yml"
     playbook.write_text(yaml.safe_dump([{
         "hosts": "localhost", "gather_facts": False, "vars": variables,
@@ -18,4 +21,5 @@ def run_task_file(tmp_path: Path, task_file: Path, variables: dict):
     return subprocess.run(
         [str(BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local",
          "-e", f"ansible_python_interpreter={sys.executable}", str(playbook)],
-        capture_output=True, text=True, timeout=120)
+        capture_output=True, text=True, timeout=120,
+        env={**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(collection.COLLECTIONS_PATH)})

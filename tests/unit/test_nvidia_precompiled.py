@@ -7,7 +7,10 @@ proprietary one from below only."""
 
 import importlib.util
 
+import yaml
+
 from gpuprov import collection
+from tests.ansible_local import run_task_file
 
 _spec = importlib.util.spec_from_file_location(
     "nvidia_driver_filters", collection.ROOT / "plugins" / "filter" / "nvidia_driver.py")
@@ -69,3 +72,43 @@ def test_every_installed_kernel_needs_the_locked_module_signed_by_the_kernels_ke
                               f"'{SIGNER}'",
         "5.15.0-103-generic": f"has a module signed by 'nobody', not '{SIGNER}'"}
     assert filters.precompiled_gaps(lines[:1], "550.90.07", SIGNER) == {}
+
+
+def _after_install(tmp_path, modules: dict[str, str]):
+    """The role's after-install check (tasks/precompiled.yml) on this machine, its modinfo
+    a script answering for each kernel's module as `VERSION|SIGNER`, with the role's own
+    read command (vars/main.yml)."""
+    modinfo = tmp_path / "modinfo"
+    cases = "".join(f'  {kernel}) v="{spec.split("|")[0]}"; s="{spec.split("|")[1]}";;\n'
+                    for kernel, spec in modules.items())
+    modinfo.write_text('#!/bin/sh\nk=$2; f=$4\ncase "$k" in\n' + cases
+                       + '  *) exit 1;;\nesac\n[ -n "$v" ] || exit 1\n'
+                       'if [ "$f" = version ]; then echo "$v"; else echo "$s"; fi\n')
+    modinfo.chmod(0o755)
+    role_vars = yaml.safe_load((collection.ROLES / "nvidia_driver" / "vars" / "main.yml")
+                               .read_text())
+    return run_task_file(tmp_path, collection.ROLES / "nvidia_driver" / "tasks" / "precompiled.yml",
+                         {"nvidia_driver_version": "550.90.07",
+                          "nvidia_driver_precompiled_signer": SIGNER,
+                          "nvidia_driver_modinfo_command": str(modinfo),
+                          "nvidia_driver_kernels": {k: False for k in modules},
+                          "nvidia_driver_precompiled_read":
+                              role_vars["nvidia_driver_precompiled_read"]})
+
+
+def test_the_after_install_check_passes_a_signed_module_per_kernel_and_names_the_rest(tmp_path):
+    good = {kernel: f"550.90.07|{SIGNER}" for kernel in ("5.15.0-106-generic",
+                                                          "5.15.0-107-generic")}
+    passed = _after_install(tmp_path, good)
+    assert passed.returncode == 0, passed.stdout
+    failed = _after_install(tmp_path, {**good, "5.15.0-107-generic": "|",
+                                       "5.15.0-108-generic": "550.90.07|Example Site MOK"})
+    assert failed.returncode == 2, failed.stdout
+    assert "kernel 5.15.0-107-generic has no nvidia module" in failed.stdout
+    assert ("kernel 5.15.0-108-generic has a module signed by 'Example Site MOK', not "
+            f"'{SIGNER}'") in failed.stdout
+    assert "purge nvidia-dkms-*" in failed.stdout
+    older = _after_install(tmp_path, {**good, "5.15.0-107-generic": f"550.54.15|{SIGNER}"})
+    assert older.returncode == 2, older.stdout
+    assert "kernel 5.15.0-107-generic has nvidia 550.54.15, not 550.90.07" in older.stdout
+    assert "dpkg -l 'linux-modules-nvidia-*'" in older.stdout
