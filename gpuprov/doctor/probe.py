@@ -41,14 +41,16 @@ def script(commands: Commands) -> str:
     locks = " ".join(DPKG_LOCKS)
     return "\n".join([
         f"echo '{MARK}kernel'; {commands.kernel_release} 2>/dev/null",
+        # read once: printed here, and the precompiled modules' lookup below uses them
+        f"installed=$({INSTALLED_KERNELS})",
         f"echo '{MARK}kernels'",
-        INSTALLED_KERNELS,
+        'echo "$installed" | grep .',
         f"echo '{MARK}headers-candidate'",
         f"apt-cache policy \"linux-headers-$({commands.kernel_release} 2>/dev/null)\" 2>/dev/null "
         "| sed -n 's/^ *Candidate: //p'",
         f"echo '{MARK}precompiled-modules'",
         # Canonical's prebuilt module packages the archive has for the installed kernels
-        f"kernels=$({INSTALLED_KERNELS} | cut -d' ' -f1); "
+        "kernels=$(echo \"$installed\" | cut -d' ' -f1); "
         "apt-cache pkgnames linux-modules-nvidia- 2>/dev/null | while read -r p; do "
         "for k in $kernels; do case \"$p\" in *-\"$k\") echo \"$p\";; esac; done; done",
         f"echo '{MARK}secureboot'",
