@@ -19,12 +19,17 @@ def run(
     check: bool = True,
     timeout: float | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """Run argv, capture its output as text; bytes input is passed through untouched."""
+    """Run argv, capture its output as text; bytes input is passed through untouched.
+
+    Without input the command reads an empty stdin, never the caller's: a tool that
+    waits on an inherited terminal or pipe would hang the run.
+    """
     args = [str(a) for a in argv]
     try:
         raw = subprocess.run(
             args,
             input=input.encode() if isinstance(input, str) else input,
+            stdin=subprocess.DEVNULL if input is None else None,
             capture_output=True,
             cwd=cwd,
             env=env,

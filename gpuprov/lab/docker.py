@@ -50,8 +50,22 @@ def lab_containers() -> list[str]:
     return sorted(line for line in result.stdout.split() if line)
 
 
-def exec_in(name: str, *argv: str, check: bool = True, input: str | None = None):
-    return run(["docker", "exec", "-i", name, *argv], check=check, input=input)
+# The longest exec the lab makes is a package install on its Slurm head; past this a call
+# is hung, not slow, and fails naming itself instead of stalling a run for good.
+EXEC_TIMEOUT_S = 600
+
+
+def exec_in(name: str, *argv: str, check: bool = True, input: str | None = None,
+            timeout: float = EXEC_TIMEOUT_S):
+    """Run argv in a container; stdin is attached only when there is input to send.
+
+    `docker exec -i` with an empty or idle stdin can hang after the command has exited
+    (moby/moby#37870, #13052): an empty input is sent as no stdin at all, which the
+    command reads as end of file just the same.
+    """
+    attach = ["-i"] if input else []
+    return run(["docker", "exec", *attach, name, *argv], check=check, input=input or None,
+               timeout=timeout)
 
 
 def remove(name: str) -> None:
