@@ -2,10 +2,12 @@
 unit tests of a role's decisions (no lab, no SSH)."""
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
+import jinja2
 import yaml
 
 from gpuprov import collection
@@ -23,3 +25,15 @@ def run_task_file(tmp_path: Path, task_file: Path, variables: dict):
          "-e", f"ansible_python_interpreter={sys.executable}", str(playbook)],
         capture_output=True, text=True, timeout=120,
         env={**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(collection.COLLECTIONS_PATH)})
+
+
+def render_role_vars(role: str, values: dict, names: list[str]) -> dict:
+    """A role's derived variables (vars/main.yml), rendered in the given order as Ansible
+    would (its regex_escape is re.escape), each seeing the ones before it."""
+    role_vars = yaml.safe_load((collection.ROLES / role / "vars" / "main.yml").read_text())
+    env = jinja2.Environment()
+    env.filters["regex_escape"] = re.escape
+    rendered = dict(values)
+    for name in names:
+        rendered[name] = env.from_string(role_vars[name]).render(rendered)
+    return rendered

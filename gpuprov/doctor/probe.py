@@ -27,14 +27,22 @@ INSTALLED_KERNELS = (
     'k=${dep%/modules.dep}; k=${k##*/}; '
     'if [ -d "/lib/modules/$k/build" ]; then echo "$k headers"; '
     'else echo "$k no-headers"; fi; done')
+# Canonical's prebuilt module packages the archive has for the installed kernels
+PRECOMPILED_MODULES = (
+    "kernels=$(echo \"$installed\" | cut -d' ' -f1); "
+    "apt-cache pkgnames linux-modules-nvidia- 2>/dev/null | while read -r p; do "
+    "for k in $kernels; do case \"$p\" in *-\"$k\") echo \"$p\";; esac; done; done")
 DKMS_DEFAULT_CERT = "/var/lib/dkms/mok.pub"    # DKMS 3 creates and uses this key pair
 
 
 @dataclass(frozen=True)
 class Commands:
-    """The commands whose output differs on some hosts (the lab's inventory sets them)."""
+    """What the probe runs on a host: the commands whose output differs on some hosts (the
+    lab's inventory sets them), and whether Canonical's prebuilt modules are looked up
+    (only under canonical-precompiled signing: the archive's package list is long)."""
     kernel_release: str = "uname -r"
     lsmod: str = "lsmod"
+    precompiled_modules: bool = False
 
 
 def script(commands: Commands) -> str:
@@ -49,10 +57,7 @@ def script(commands: Commands) -> str:
         f"apt-cache policy \"linux-headers-$({commands.kernel_release} 2>/dev/null)\" 2>/dev/null "
         "| sed -n 's/^ *Candidate: //p'",
         f"echo '{MARK}precompiled-modules'",
-        # Canonical's prebuilt module packages the archive has for the installed kernels
-        "kernels=$(echo \"$installed\" | cut -d' ' -f1); "
-        "apt-cache pkgnames linux-modules-nvidia- 2>/dev/null | while read -r p; do "
-        "for k in $kernels; do case \"$p\" in *-\"$k\") echo \"$p\";; esac; done; done",
+        *([PRECOMPILED_MODULES] if commands.precompiled_modules else []),
         f"echo '{MARK}secureboot'",
         "if command -v mokutil >/dev/null 2>&1; then mokutil --sb-state 2>&1; "
         "elif [ -d /sys/firmware/efi ]; then echo 'gpuprov: no mokutil'; "

@@ -42,10 +42,12 @@ def _plan(inventory: Inventory, host: str
           ) -> tuple[Lock, probe.Commands, dict, findings.ModuleSigning]:
     variables = inventory.variables(host, also=HOST_VARIABLES)
     lock = Lock.of_inventory_host(variables, host, inventory.path)
+    signing = _signing(host, variables)
     commands = probe.Commands(
         kernel_release=str(variables.get("gpuprov_doctor_kernel_release_command")
                            or probe.Commands.kernel_release),
-        lsmod=str(variables.get("gpuprov_validate_lsmod_command") or probe.Commands.lsmod))
+        lsmod=str(variables.get("gpuprov_validate_lsmod_command") or probe.Commands.lsmod),
+        precompiled_modules=signing.mode == findings.PRECOMPILED)
     space = variables.get("gpuprov_doctor_min_free_gib") or {}
     if not isinstance(space, dict) or not all(
             isinstance(v, (int, float)) and not isinstance(v, bool) for v in space.values()):
@@ -55,7 +57,7 @@ def _plan(inventory: Inventory, host: str
     if unknown:
         raise InputError(f"host {host}: gpuprov_doctor_min_free_gib: unknown path "
                          f"{sorted(unknown)[0]!r} (known: {', '.join(probe.SPACE_PATHS)})")
-    return lock, commands, space, _signing(host, variables)
+    return lock, commands, space, signing
 
 
 def _signing(host: str, variables: dict) -> findings.ModuleSigning:

@@ -397,8 +397,9 @@ def cuda_repo_packages() -> Iterator[Deb]:
     for runtime, spec in data["cudnn"].items():
         for version in spec["versions"]:
             yield from cudnn_packages(runtime, str(spec["cuda"]), version)
-    for version in data["nccl"]["versions"]:
-        yield from nccl_packages(version, str(data["nccl"]["cuda"]))
+    for build in data["nccl"]:
+        for version in build["versions"]:
+            yield from nccl_packages(version, str(build["cuda"]))
     for version in data["dcgm"]["versions"]:
         yield from dcgm_packages(version, data["dcgm"]["epoch"], data["dcgm"]["cuda_majors"])
 

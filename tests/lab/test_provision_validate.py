@@ -460,22 +460,28 @@ def test_slurm_unreachable_slurmctld_is_one_line_and_nothing_runs(slurm):
     assert len(slurm.rack.cli("nodes", "node01").stdout.splitlines()) == before
 
 
-def _lock_copy(rack: Rack, directory: Path, driver: str) -> Path:
-    """The lab inventory with another driver in its versions lock (an operator's edit)."""
+def _lock_copy(rack: Rack, directory: Path, fields: dict[str, str]) -> Path:
+    """The lab inventory with other versions in its lock (an operator's edit)."""
     shutil.copytree(rack.inventory.parent, directory)
     versions = directory / "group_vars/all/versions.yml"
-    versions.write_text(re.sub(r"(?m)^gpuprov_driver_version: .*$",
-                               f"gpuprov_driver_version: {driver}", versions.read_text()))
+    text = versions.read_text()
+    for name, value in fields.items():
+        text = re.sub(rf"(?m)^{name}: .*$", f'{name}: "{value}"', text)
+    versions.write_text(text)
     return directory / rack.inventory.name
 
 
-def _driver_packages(node: str) -> dict[str, str]:
+# The stack's packages on a node: the driver's, cuDNN, DCGM and NCCL (`ii` or held).
+STACK_PACKAGE = re.compile(r"^((lib)?nvidia-(?!container)|libcudnn|datacenter-gpu-manager|"
+                           r"libnccl|cuda-toolkit-)")
+
+
+def _stack_packages(node: str) -> dict[str, str]:
     out = gpuprov("lab", "ssh", node, "--",
                   "dpkg-query -W -f='${Package} ${Version} ${db:Status-Abbrev}\\n'",
                   check=True).stdout
     return {name: version for name, version, status in (line.split() for line in
-            out.splitlines()) if status in ("ii", "hi") and re.match(
-            r"^(lib)?nvidia-(?!container)", name)}
+            out.splitlines()) if status in ("ii", "hi") and STACK_PACKAGE.match(name)}
 
 
 def _state(rack: Rack, node: str) -> str:
@@ -484,27 +490,43 @@ def _state(rack: Rack, node: str) -> str:
     return row.split()[1]
 
 
+# R590 with what CUDA 13.1 brings: cuDNN's CUDA 13 build, DCGM's CUDA 13 diagnostics, and
+# NCCL's newest build for CUDA 13 no later than 13.1 (+cuda13.0)
+R590_CUDA13 = {"gpuprov_driver_version": "590.48.01", "gpuprov_cuda_version": "13.1",
+               "gpuprov_cudnn_version": "9.17.1.4", "gpuprov_nccl_version": "2.28.9-1"}
+
+
 def test_driver_upgrade_to_r590_and_rollback_each_validated(rack, tmp_path):
-    """550 -> 590 (the repository's new packaging: unsuffixed names, a pinning package) on a
-    converged NVSwitch node, idempotent, accepted; then `--rollback` to 550, accepted."""
+    """550 with CUDA 12.4 -> 590 with CUDA 13.1 (the repository's new driver packaging:
+    unsuffixed names, a pinning package; cuDNN, DCGM and NCCL change CUDA major) on a
+    converged NVSwitch node, idempotent, accepted; then `--rollback` to the 550 lock, exactly
+    the packages it had, accepted."""
     node = "node02"
     if _state(rack, node) == "never-validated":     # run alone: the rack has no verdict yet
         assert report_of(rack.validate(node, "--json"))[node]["verdict"] == "accepted"
-    before = _driver_packages(node)
+    before = _stack_packages(node)
     assert before["nvidia-fabricmanager-550"].startswith("550.90.07")
-    upgrade_inventory = _lock_copy(rack, tmp_path / "r590", "590.48.01")
+    assert before["libcudnn9-cuda-12"] == "9.1.0.70-1", before
+    upgrade_inventory = _lock_copy(rack, tmp_path / "r590", R590_CUDA13)
 
     upgraded = rack.cli("provision", "-i", str(upgrade_inventory), "-l", node,
                         "--allow-reboot", timeout=900)
     assert upgraded.returncode == 0, upgraded.stdout[-3000:]
     assert _state(rack, node) == "needs-validation"
-    after = _driver_packages(node)
+    after = _stack_packages(node)
     assert not [p for p in after if re.search(r"-5[0-9]{2}(-open)?$", p)], after
     for package in ("nvidia-driver-pinning-590.48.01", "nvidia-dkms-open", "libnvidia-compute",
                     "nvidia-utils", "nvidia-fabricmanager", "libnvidia-nscq"):
         assert after[package].startswith("590.48.01-"), (package, after)
-    again = rack.cli("provision", "-i", str(upgrade_inventory), "-l", node, "-t", "driver",
-                     timeout=900)
+    # one cuDNN 9 build and DCGM's diagnostics for CUDA 13 only; NCCL's CUDA 13.0 build
+    assert {p: v for p, v in after.items() if p.startswith("libcudnn")} == {
+        "libcudnn9-cuda-13": "9.17.1.4-1", "libcudnn9-dev-cuda-13": "9.17.1.4-1"}, after
+    assert sorted(p for p in after if p.startswith("datacenter-gpu-manager-4-cuda")) == [
+        "datacenter-gpu-manager-4-cuda13"], after
+    assert after["libnccl2"] == "2.28.9-1+cuda13.0", after
+    nvcc = gpuprov("lab", "ssh", node, "--", "/usr/local/cuda/bin/nvcc -V", check=True).stdout
+    assert "release 13.1, V13.1.115" in nvcc
+    again = rack.cli("provision", "-i", str(upgrade_inventory), "-l", node, timeout=900)
     assert again.returncode == 0, again.stdout[-3000:]
     assert re.search(rf"(?m)^{node}\s+converged\s+\d+\s+0\s", again.stdout), again.stdout
     validated = report_of(gpuprov("validate", "-i", str(upgrade_inventory), node, "--soak",
@@ -517,7 +539,11 @@ def test_driver_upgrade_to_r590_and_rollback_each_validated(rack, tmp_path):
     assert rolled.returncode == 0, rolled.stdout[-3000:]
     assert "rollback to the lock of run p" in rolled.stdout
     assert "driver_version 550.90.07" in rolled.stdout
-    assert _driver_packages(node) == before
+    # the CUDA 13.1 toolkit stays installed beside 12.4 (toolkits coexist; /usr/local/cuda
+    # points at the lock's), everything else is exactly what the node had
+    restored = _stack_packages(node)
+    assert restored.pop("cuda-toolkit-13-1").startswith("13.1.1-"), restored
+    assert restored == before
     assert _state(rack, node) == "needs-validation"
     back = report_of(rack.validate(node, "--json"))
     assert back[node]["verdict"] == "accepted", blocking(back[node])

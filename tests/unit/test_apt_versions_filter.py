@@ -4,10 +4,8 @@
 import importlib.util
 import re
 
-import jinja2
-import yaml
-
 from gpuprov import collection
+from tests.ansible_local import render_role_vars
 
 _spec = importlib.util.spec_from_file_location(
     "apt_versions_filter", collection.ROOT / "plugins" / "filter" / "apt_versions.py")
@@ -68,17 +66,11 @@ def test_dcgm_epoch_must_match_exactly_and_words_name_the_lock():
 
 
 def _nccl_role(nccl: str, cuda: str) -> tuple[str, str]:
-    """The nccl_tests role's regex and words (vars/main.yml), rendered as Ansible would
-    (its regex_escape is re.escape)."""
-    text = (collection.ROLES / "nccl_tests" / "vars" / "main.yml").read_text()
-    role_vars = yaml.safe_load(text)
-    env = jinja2.Environment()
-    env.filters["regex_escape"] = re.escape
-    values = {"nccl_tests_nccl_version": nccl, "nccl_tests_cuda_version": cuda}
-    values["nccl_tests_cuda_major"] = env.from_string(
-        role_vars["nccl_tests_cuda_major"]).render(values)
-    return tuple(env.from_string(role_vars[name]).render(values)
-                 for name in ("nccl_tests_nccl_build_regex", "nccl_tests_nccl_wanted"))
+    """The nccl_tests role's regex and words (vars/main.yml)."""
+    names = ["nccl_tests_cuda_major", "nccl_tests_nccl_build_regex", "nccl_tests_nccl_wanted"]
+    rendered = render_role_vars("nccl_tests", {"nccl_tests_nccl_version": nccl,
+                                               "nccl_tests_cuda_version": cuda}, names)
+    return rendered[names[1]], rendered[names[2]]
 
 
 # NCCL 2.28.9 as NVIDIA's repository builds it: for CUDA 12.9 and 13.0, and 2.30.4 for 13.2

@@ -239,6 +239,16 @@ def test_the_doctor_counts_installed_kernels_as_the_driver_role_does():
     assert probe.INSTALLED_KERNELS in probe.script(probe.Commands())
 
 
+def test_the_archive_s_prebuilt_modules_are_looked_up_only_under_canonical_precompiled():
+    """The archive's package list is long: DKMS hosts do not pay for a lookup they ignore."""
+    assert probe.PRECOMPILED_MODULES not in probe.script(probe.Commands())
+    script = probe.script(probe.Commands(precompiled_modules=True))
+    assert probe.PRECOMPILED_MODULES in script
+    result = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=60,
+                            check=True)
+    assert probe.parse(result.stdout, "this machine").precompiled_modules == set()
+
+
 PRECOMPILED = findings.ModuleSigning("canonical-precompiled")
 MODULE = f"linux-modules-nvidia-550-server-open-{KERNEL}"
 

@@ -139,7 +139,11 @@ def test_standin_repositories_carry_two_versions_and_real_dependencies():
     fm = cuda[("nvidia-fabricmanager-550", "550.90.07-1")]
     assert "libnvidia-compute-550 (= 550.90.07-0ubuntu1)" in fm.depends
     assert cuda[("libcudnn8", "8.9.7.29-1+cuda12.2")]
-    assert {"cuda-toolkit-12-2", "cuda-toolkit-12-4", "libcudnn9-cuda-12"} <= names
+    assert {"cuda-toolkit-12-2", "cuda-toolkit-12-4", "cuda-toolkit-13-1", "libcudnn9-cuda-12",
+            "libcudnn9-cuda-13"} <= names
+    # cuDNN 9's CUDA 12 and 13 builds share their header names: one must go for the other
+    assert set(cuda[("libcudnn9-dev-cuda-12", "9.1.0.70-1")].files) & set(
+        cuda[("libcudnn9-dev-cuda-13", "9.17.1.4-1")].files)
     ctk = {(d.name, d.version): d for d in standins.container_repo_packages()}
     assert {n for n, _ in ctk} == {"nvidia-container-toolkit", "nvidia-container-toolkit-base",
                                    "libnvidia-container-tools", "libnvidia-container1"}
@@ -154,11 +158,14 @@ def test_source_tarballs_are_reproducible(tmp_path, build):
 
 
 def test_nccl_and_dcgm_standins_carry_two_versions_under_the_real_names():
+    """Two per CUDA build: NCCL for 12.4 and 13.0, DCGM's diagnostics for CUDA 12 and 13."""
     cuda = {(d.name, d.version): d for d in standins.cuda_repo_packages()}
     for name in ("libnccl2", "libnccl-dev"):
-        assert {v for n, v in cuda if n == name} == {"2.20.5-1+cuda12.4", "2.21.5-1+cuda12.4"}
+        assert {v for n, v in cuda if n == name} == {"2.20.5-1+cuda12.4", "2.21.5-1+cuda12.4",
+                                                     "2.27.7-1+cuda13.0", "2.28.9-1+cuda13.0"}
     assert "libnccl2 (= 2.21.5-1+cuda12.4)" in cuda[("libnccl-dev", "2.21.5-1+cuda12.4")].depends
-    for name in ("datacenter-gpu-manager-4-core", "datacenter-gpu-manager-4-cuda12"):
+    for name in ("datacenter-gpu-manager-4-core", "datacenter-gpu-manager-4-cuda12",
+                 "datacenter-gpu-manager-4-cuda13"):
         assert {v for n, v in cuda if n == name} == {"1:4.2.3-1", "1:4.4.1-1"}
     assert "datacenter-gpu-manager-4-core (= 1:4.2.3-1)" in cuda[
         ("datacenter-gpu-manager-4-cuda12", "1:4.2.3-1")].depends
