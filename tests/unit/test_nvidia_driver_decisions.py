@@ -127,6 +127,7 @@ def test_the_signer_is_the_certificates_subject_in_der_and_pem(tmp_path):
 
 def test_each_kernels_signer_from_modinfo():
     lines = ["nvidia/550.90.07, 6.8.0-45-generic, x86_64: installed",
-             "signer 6.8.0-45-generic Example Site MOK 2026", "signer 6.8.0-31-generic "]
+             "module 6.8.0-45-generic 550.90.07|Example Site MOK 2026",
+             "module 6.8.0-31-generic |"]
     assert filters.module_signers(lines) == {"6.8.0-45-generic": "Example Site MOK 2026",
                                              "6.8.0-31-generic": ""}

@@ -92,8 +92,8 @@ def _after_install(tmp_path, modules: dict[str, str]):
                           "nvidia_driver_precompiled_signer": SIGNER,
                           "nvidia_driver_modinfo_command": str(modinfo),
                           "nvidia_driver_kernels": {k: False for k in modules},
-                          "nvidia_driver_precompiled_read":
-                              role_vars["nvidia_driver_precompiled_read"]})
+                          **{name: role_vars[name] for name in (
+                              "nvidia_driver_module_read", "nvidia_driver_precompiled_read")}})
 
 
 def test_the_after_install_check_passes_a_signed_module_per_kernel_and_names_the_rest(tmp_path):

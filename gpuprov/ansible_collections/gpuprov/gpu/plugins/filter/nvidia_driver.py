@@ -138,15 +138,22 @@ def dkms_gaps(status_lines: list[str], kernels: dict, version: str) -> dict:
     return {"missing": missing, "buildable": [k for k in missing if kernels[k]]}
 
 
-def module_signers(lines: list[str]) -> dict:
-    """`signer KERNEL NAME` lines (NAME what `modinfo -k KERNEL -F signer nvidia` printed,
-    empty when unsigned or absent) -> {kernel: signer}."""
-    signers = {}
+def _modules(lines: list[str]) -> dict:
+    """`module KERNEL VERSION|SIGNER` lines (the role's nvidia_driver_module_read: what
+    modinfo printed for each installed kernel's nvidia module, empty when none) ->
+    {kernel: (version, signer)}; other lines (dkms status before them) are skipped."""
+    modules = {}
     for line in lines:
         parts = line.strip().split(" ", 2)
-        if len(parts) >= 2 and parts[0] == "signer":
-            signers[parts[1]] = parts[2].strip() if len(parts) == 3 else ""
-    return signers
+        if len(parts) >= 2 and parts[0] == "module":
+            found, _, signer = (parts[2] if len(parts) == 3 else "").partition("|")
+            modules[parts[1]] = (found.strip(), signer.strip())
+    return modules
+
+
+def module_signers(lines: list[str]) -> dict:
+    """The module lines -> {kernel: signer} ("" when unsigned or absent)."""
+    return {kernel: signer for kernel, (_, signer) in _modules(lines).items()}
 
 
 # `apt-cache show` stanzas of Canonical's prebuilt modules: which driver each version was
@@ -183,22 +190,16 @@ def precompiled_modules(show_lines: list[str], packages: list[str], version: str
 
 
 def precompiled_gaps(lines: list[str], version: str, signer: str) -> dict:
-    """`module KERNEL VERSION|SIGNER` lines (what modinfo printed for each installed
-    kernel's nvidia module, empty when none) -> the kernels whose module is absent, at
-    another version, or not signed by `signer`, each worded."""
+    """The module lines -> the kernels whose module is absent, at another version, or not
+    signed by `signer`, each worded."""
     problems = {}
-    for line in lines:
-        parts = line.strip().split(" ", 2)
-        if len(parts) < 2 or parts[0] != "module":
-            continue
-        found, _, signed_by = (parts[2] if len(parts) == 3 else "").partition("|")
+    for kernel, (found, signed_by) in _modules(lines).items():
         if not found:
-            problems[parts[1]] = "has no nvidia module"
+            problems[kernel] = "has no nvidia module"
         elif found != version:
-            problems[parts[1]] = f"has nvidia {found}, not {version}"
-        elif signed_by.strip() != signer:
-            problems[parts[1]] = (f"has a module signed by '{signed_by.strip() or 'nobody'}', "
-                                  f"not '{signer}'")
+            problems[kernel] = f"has nvidia {found}, not {version}"
+        elif signed_by != signer:
+            problems[kernel] = f"has a module signed by '{signed_by or 'nobody'}', not '{signer}'"
     return problems
 
 
