@@ -97,8 +97,10 @@ SMI_BEFORE = EvidenceKind("nvidia-smi-q.xml", "identity", parse_smi_query, "nvid
                           "`nvidia-smi -q -x` before the soak", fallback="nvidia-smi-q.txt",
                           tool="nvidia-smi")
 SMI_ERROR = EvidenceKind("nvidia-smi-error.txt", "identity", None, None,
-                         "nvidia-smi's own output when it failed (e.g. \"Driver/library "
-                         "version mismatch\"): the reason the node is rejected")
+                         "nvidia-smi's own output when it failed before the soak (e.g. "
+                         "\"Driver/library version mismatch\"), as earlier runs kept it; "
+                         "every failed command now leaves `<file>.error` (the command, its "
+                         "exit status and output) beside the file it did not write")
 FABRIC_MANAGER_LOG = EvidenceKind(
     "fabricmanager.log", "identity", parse_fabric_manager_log,
     "tail -n 5000 {fabric_manager_log}",
@@ -200,12 +202,35 @@ class Evidence:
             raise ParseError(str(path), f"malformed JSON: {exc.msg}") from exc
 
     def smi_error(self) -> str | None:
-        """Why nvidia-smi gave no report: its first line of complaint, if it failed."""
-        text = self.read(SMI_ERROR)
-        if text is None:
+        """Why nvidia-smi gave no report before the soak: its first line of complaint."""
+        return self.failure(SMI_BEFORE)
+
+    def failure(self, kind: EvidenceKind) -> str | None:
+        """Why `kind`'s command left no file: the tool's own first line of complaint and its
+        exit status, from the error record the collector kept (`<file>.error`; earlier runs
+        kept nvidia-smi's before the soak as `nvidia-smi-error.txt`). None when it did not
+        fail."""
+        names = [error_file(kind)]
+        if kind.tool == "nvidia-smi":   # nvidia-smi failing first explains its later absences
+            names += [error_file(SMI_BEFORE), SMI_ERROR.file]
+        path = next((self.path(n) for n in names if self.path(n).is_file()), None)
+        if path is None:
             return None
-        lines = [line.strip() for line in text.splitlines()]
+        lines = [line.strip() for line in path.read_text(errors="replace").splitlines()]
         status = next((line for line in lines if line.startswith("exit status")), "")
         message = next((line for line in lines if line and not line.startswith(("$", "exit"))),
                        "no output")
-        return f"nvidia-smi failed ({status or 'exit status unknown'}): {message}"
+        command = next((line[2:] for line in lines if line.startswith("$ ")), "")
+        program = next((w for w in command.split() if "=" not in w), kind.file)
+        tool = kind.tool or program.rsplit("/", 1)[-1]
+        return f"{tool} failed ({status or 'exit status unknown'}): {message}"
+
+
+def error_file(kind: EvidenceKind) -> str:
+    """Where the collector keeps what a failed command printed instead of `kind`'s file."""
+    return f"{kind.file}.error"
+
+
+def error_record(command: str, status: int, output: str) -> str:
+    """The error file's content: the command, its exit status, what it printed."""
+    return f"$ {command}\nexit status {status}\n{output}"

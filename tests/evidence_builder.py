@@ -135,6 +135,12 @@ LOCK = {
 }
 
 
+def fabric_manager_log() -> str:
+    """A real fabric manager log up to its first error: multicast teams set up and freed."""
+    text = capture("fabricmanager/nonfatal-nvswitch-error-multicast-gpud.log")
+    return text[:text.index("[ERROR]")].rsplit("\n", 1)[0] + "\n"
+
+
 def healthy_h100(directory: Path) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     files = {
@@ -168,6 +174,7 @@ def healthy_h100(directory: Path) -> Path:
                      + "".join(f"{b}:00.0 Bridge [0680]: NVIDIA Corporation Device [10de:22a3]"
                                " (rev a1)\n" for b in H100_NVSWITCH_BUS),
         "ibstat.txt": ibstat(),
+        "fabricmanager.log": fabric_manager_log(),
         "systemctl.txt": systemctl({"nvidia-persistenced.service": "active",
                                     "nvidia-fabricmanager.service": "active",
                                     "docker.service": "active"}),

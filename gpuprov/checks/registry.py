@@ -97,20 +97,26 @@ class Check:
         if self.applies is not None and not self.applies(ctx.profile):
             return results.result(Status.SKIP, self.skip_reason)
         absent_needs = [need for need in self.needs if _absent(ctx, need)]
+        if absent_needs:
+            # a tool that failed is a finding (nvidia-smi's "Unable to determine the device
+            # handle" is a GPU lost), not a gap in the evidence, and never a skip
+            failures = [f for need in absent_needs for f in _failures(ctx, need)]
+            if failures:
+                action = (Action.REBOOT if any(f.startswith("nvidia-smi") for f in failures)
+                          else None)
+                return results.fail(failures[0], {"tool_failures": failures}, action=action)
         if self.optional and absent_needs:
             return results.result(Status.SKIP, self.skip_reason)
         absent = [_need_name(need) for need in absent_needs]
         if absent:
-            # nvidia-smi that failed is a finding about the GPUs, not a gap in the evidence
-            tools = {k.tool for need in absent_needs
-                     for k in (need if isinstance(need, tuple) else (need,))}
-            failure = ctx.evidence.smi_error() if "nvidia-smi" in tools else None
-            if failure:
-                return results.fail(failure, {"nvidia_smi_error": failure},
-                                    action=Action.REBOOT)
             return results.result(Status.MISSING,
                                   f"no evidence: {', '.join(absent)} not collected")
         return self.evaluate(ctx, results)
+
+
+def _failures(ctx: Context, need: Need) -> list[str]:
+    kinds = need if isinstance(need, tuple) else (need,)
+    return [f for k in kinds if (f := ctx.evidence.failure(k))]
 
 
 _declared: list[Check] = []

@@ -47,6 +47,8 @@ def parse_fabric_manager_log(text: str, source: str) -> FabricManagerLog:
         elif m.group("level") in ("ERROR", "FATAL") and NOT_AN_ERROR not in message:
             (nonfatal if "non-fatal" in message.lower() else errors).append(
                 f"[{m.group('ts')}] {message}")
-    if text.strip() and not lines:
+    if not text.strip():   # fabric manager logs its start: an empty log is no evidence
+        raise ParseError(source, "empty: fabric manager wrote nothing to its log")
+    if not lines:
         raise ParseError(source, "not a fabric manager log: no `[time] [LEVEL] [tid N]` line")
     return FabricManagerLog(lines, errors, nonfatal, earlier)

@@ -24,6 +24,7 @@ A file in none of these forms is not a kernel log: a ParseError naming it.
 
 from __future__ import annotations
 
+import json
 import re
 from collections import deque
 from dataclasses import dataclass, field
@@ -40,8 +41,16 @@ _ISO = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[,.]\d+)?(?:[+-]\d\d:?\d\d|Z)?"
 _ISO_AT_START = re.compile(rf"^(?:\w+\s*:\s*\w+\s*:\s*)?(?P<ts>{_ISO})")
 _MONO_FORM = re.compile(r"^\[\s*(?P<secs>\d+\.\d+)\]")
 _RELATIVE_FORM = re.compile(r"^\[\s*\+\d+\.\d+\]")
-_SYSLOG_FORM = re.compile(r"^(?P<ts>\w{3}\s+\d+ \d\d:\d\d:\d\d(?:\.\d+)?) \S+ kernel:\s?"
+# the host is absent under `journalctl --no-hostname`
+_SYSLOG_FORM = re.compile(r"^(?P<ts>\w{3}\s+\d+ \d\d:\d\d:\d\d(?:\.\d+)?)\s+(?:\S+\s+)?kernel:\s?"
                           r"(?:\[\s*(?P<secs>\d+\.\d+)\])?")
+# journalctl -o short-full: `Fri 2025-02-14 05:03:41 UTC host kernel:` (zone as printed)
+_FULL_FORM = re.compile(r"^\w{3} (?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?) "
+                        r"(?P<zone>[A-Z]{1,5}|[+-]\d{4})? ?(?:\S+ )?kernel:")
+# journalctl -o short-unix: `1739509421.123456 host kernel:`
+_UNIX_FORM = re.compile(r"^(?P<epoch>\d{9,11}\.\d+) (?:\S+ )?kernel:")
+# a bare `kernel:` prefix (journalctl's message with its identifier, syslog without a stamp)
+_BARE_FORM = re.compile(r"^kernel: ")
 _KMSG_FORM = re.compile(r"^\d+,\d+,(?P<usecs>\d+),[^;]*;")
 _BOOT = re.compile(r"Linux version \d|^-- Boot [0-9a-f]+ --|^-- Reboot --")
 # Where to look for a line in a known form before calling a file "not a kernel log":
@@ -216,6 +225,11 @@ def _when(line: str) -> tuple[datetime | None, float | None]:
     if m := _SYSLOG_FORM.match(line):
         secs = float(m.group("secs")) if m.group("secs") else None
         return _syslog_time(m.group("ts")), secs
+    if m := _FULL_FORM.match(line):
+        parsed = datetime.fromisoformat(m.group("ts"))
+        return (parsed if m.group("zone") in (None, "UTC", "GMT", "+0000") else None), None
+    if m := _UNIX_FORM.match(line):
+        return datetime.fromtimestamp(float(m.group("epoch")), UTC).replace(tzinfo=None), None
     if m := _ISO_AT_START.match(line):
         parsed = datetime.fromisoformat(m.group("ts").replace(",", "."))
         return (parsed.astimezone(UTC).replace(tzinfo=None) if parsed.tzinfo else parsed), None
@@ -224,7 +238,16 @@ def _when(line: str) -> tuple[datetime | None, float | None]:
 
 def _in_known_form(line: str) -> bool:
     return any(p.match(line) for p in (_T_FORM, _MONO_FORM, _RELATIVE_FORM, _ISO_AT_START,
-                                       _SYSLOG_FORM, _KMSG_FORM)) or bool(_BOOT.match(line))
+                                       _SYSLOG_FORM, _FULL_FORM, _UNIX_FORM, _BARE_FORM,
+                                       _KMSG_FORM)) or bool(_BOOT.match(line))
+
+
+def _kernel_message(line: str) -> bool:
+    """A line with no stamp at all that the kernel printed (`grep NVRM`, `journalctl -o
+    cat`): one a matcher or marker recognises, or one of the GPU driver's own."""
+    if line.startswith(("NVRM: ", "nvidia-nvswitch", "nvidia-nvlink: ", "nvidia-peermem ")):
+        return True
+    return any(m.needle in line and m.pattern.search(line) for m in matchers())
 
 
 def _check_form(text: str, source: str) -> None:
@@ -234,9 +257,10 @@ def _check_form(text: str, source: str) -> None:
     if "\x00" in text[:65536]:
         raise ParseError(source, "binary data, not a kernel log")
     head = text.splitlines()[:_FORM_PROBE_LINES]
-    if not any(_in_known_form(line.strip()) for line in head):
+    if not any(_in_known_form(line.strip()) for line in head) and not any(
+            _kernel_message(line.strip()) for line in text.splitlines()):
         raise ParseError(source, "not a kernel log: no line in a dmesg, dmesg -T, ISO, "
-                                 "journalctl, syslog or kmsg form")
+                                 "journalctl, syslog or kmsg form, and no kernel message")
 
 
 def _classify(matcher: Matcher, code: int | None, text: str) -> tuple[str, str, dict]:
@@ -270,9 +294,71 @@ def _classify(matcher: Matcher, code: int | None, text: str) -> tuple[str, str, 
     return matcher.name, matcher.klass, details
 
 
+def _journal_records(text: str) -> str:
+    """journalctl's record forms (`-o json`, `-o verbose`, `-o export`) as one line per
+    message, `<ISO time> kernel: MESSAGE`, with `-- Boot <id> --` where the boot changes;
+    any other text unchanged."""
+    start = text.lstrip()[:4096]
+    if start.startswith("{") and '"MESSAGE"' in start:
+        records = []
+        for line in text.splitlines():
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict):
+                records.append(record)
+    elif re.search(r"^\s+MESSAGE=|^MESSAGE=", start, re.M) and (
+            "__REALTIME_TIMESTAMP=" in start or _VERBOSE_HEADER.search(start)):
+        records = _field_records(text)
+    else:
+        return text
+    out, boot = [], None
+    for record in records:
+        if record.get("_BOOT_ID") and record["_BOOT_ID"] != boot:
+            boot = record["_BOOT_ID"]
+            out.append(f"-- Boot {boot} --")
+        when = record.get("__REALTIME_TIMESTAMP")
+        stamp = (datetime.fromtimestamp(int(when) / 1e6, UTC).isoformat()
+                 if str(when or "").isdigit() else "")
+        message = record.get("MESSAGE", "")
+        if isinstance(message, list):   # journald's form for a message that is not UTF-8
+            message = bytes(message).decode(errors="replace")
+        for part in str(message).splitlines() or [""]:
+            out.append(f"{stamp} kernel: {part}".strip() if stamp else f"kernel: {part}")
+    return "\n".join(out) + "\n"
+
+
+# journalctl -o verbose: `Fri 2025-02-14 05:03:41.123456 UTC [s=…;i=…;b=<boot>;m=…;t=<µs>;x=…]`
+_VERBOSE_HEADER = re.compile(r"^\w{3} \d{4}-\d\d-\d\d [\d:.]+ \S+ \[s=\w+;i=\w+;b=(?P<boot>\w+);"
+                             r"m=\w+;t=(?P<t>[0-9a-f]+);", re.M)
+
+
+def _field_records(text: str) -> list[dict]:
+    """`-o verbose` (a header line, then indented FIELD=value) and `-o export` (FIELD=value
+    lines, a blank line between records) as dicts."""
+    records: list[dict] = []
+    current: dict | None = None
+    for line in text.splitlines():
+        if header := _VERBOSE_HEADER.match(line):
+            current = {"_BOOT_ID": header["boot"],
+                       "__REALTIME_TIMESTAMP": str(int(header["t"], 16))}
+            records.append(current)
+        elif not line.strip():
+            current = None
+        elif "=" in line:
+            if current is None:
+                current = {}
+                records.append(current)
+            name, _, value = line.strip().partition("=")
+            current.setdefault(name, value)
+    return records
+
+
 def parse_kernel_log(text: str, source: str) -> KernelLog:
     """Every event the matchers recognise, in log order, with the boot it belongs to. A
     kernel log with none gives no events; a file that is not a kernel log raises."""
+    text = _journal_records(text)
     _check_form(text, source)
     table, marks = matchers(), markers()
     events: list[KernelEvent] = []

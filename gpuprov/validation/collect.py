@@ -4,9 +4,10 @@ A `Collector` fills one node's evidence directory (docs/evidence.md) stage by st
 command on the node with a hard timeout (coreutils `timeout` on the node, so a hung tool
 is killed there), keeps stdout under the contract's file name when the command worked,
 and logs every command (exit status, seconds, file) in meta.json. A tool that fails leaves
-its file absent, so its checks read `missing`, never `pass`; only nvidia-smi's own failure
-text is kept (`nvidia-smi-error.txt`), because "Driver/library version mismatch" is the
-reason a node is rejected. SSH failing (exit 255, nothing printed) raises `Unreachable`.
+its file absent and what it printed in `<file>.error` (the command, exit status, output):
+its checks fail with the tool's own message ("Unable to determine the device handle for
+GPU…" after the soak is a GPU lost under load), never `pass`, never a silent skip. SSH
+failing (exit 255, nothing printed) raises `Unreachable`.
 """
 
 from __future__ import annotations
@@ -131,6 +132,10 @@ class Collector:
         kept = str(file) if file and result.rc == 0 else None
         if kept:
             self.write(kept, result.stdout)
+            (self.directory / f"{kept}.error").unlink(missing_ok=True)
+        elif file:   # the tool's own complaint is the evidence: never a silent absence
+            self.write(f"{file}.error", evidence.error_record(
+                label or command, result.rc, result.stdout + result.stderr))
         self.meta["commands"].append({"command": label or command, "rc": result.rc,
                                       "seconds": seconds, "file": kept})
         return result
@@ -195,10 +200,7 @@ def identity(c: Collector) -> None:
             c.collect(evidence.FABRIC_MANAGER_LOG)
         if c.settings.profile.data.get("nics"):
             c.collect(evidence.NICS)
-        smi = c.collect(evidence.SMI_BEFORE)
-        if smi.rc != 0:
-            c.write(evidence.SMI_ERROR, f"$ nvidia-smi -q -x\nexit status {smi.rc}\n"
-                               f"{smi.stdout}{smi.stderr}")
+        c.collect(evidence.SMI_BEFORE)
         python = torch_python(c)
         if python:
             probe = c.upload("torch_env.py", probe_source("torch_env"))

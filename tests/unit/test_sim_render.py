@@ -67,6 +67,7 @@ def test_topo_legend_matches_real_capture():
 def test_healthy_lab_kind_passes_its_profile(kind, tmp_path):
     hw = kinds.describe("node03", kind)
     files = {"nvidia-smi-q.xml": render.smi_xml(hw, DRIVER, "now"),
+             "nvidia-smi-q-after.xml": render.smi_xml(hw, DRIVER, "now"),
              "nvidia-smi-topo.txt": render.topo(hw),
              "nvidia-smi-nvlink-status.txt": render.nvlink_status(hw),
              "nvidia-smi-nvlink-errors-before.txt": render.nvlink_errors(hw),

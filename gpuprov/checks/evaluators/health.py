@@ -9,9 +9,9 @@ from gpuprov.model import Action, CheckResult, most_drastic
 
 
 @check("ecc", stage="soak", needs=(SMI_BEFORE,), action=Action.RMA,
-       rule="ECC enabled where required; no row-remap failure, pending remap or pending "
-            "retirement; no uncorrectable error or remapped row during the soak; lifetime "
-            "uncorrectable counts and correctable growth warn")
+       rule="ECC enabled where required (N/A: no ECC, fails); no row-remap failure, "
+            "pending remap or pending retirement; no uncorrectable error or remapped row "
+            "during the soak; lifetime uncorrectable counts and correctable growth warn")
 def ecc(ctx: Context, r: Results) -> CheckResult:
     before = ctx.evidence.read(SMI_BEFORE)
     after = ctx.evidence.read(SMI_AFTER)
@@ -29,8 +29,10 @@ def ecc(ctx: Context, r: Results) -> CheckResult:
                        "pending": g.remap_pending, "failure": g.remap_failure},
              "retired": {"sbe": g.retired_sbe, "dbe": g.retired_dbe, "pending": g.retired_pending}}
         values["gpus"][g.index] = v
-        if ctx.profile["ecc_required"] and g.ecc_enabled is False:
-            fails.append((g.index, f"{g.label()}: ECC disabled"))
+        if ctx.profile["ecc_required"] and g.ecc_enabled is not True:
+            # "N/A" (a GPU without ECC, a consumer part) or not reported: no proof of ECC
+            state = "disabled" if g.ecc_enabled is False else "not available (N/A)"
+            fails.append((g.index, f"{g.label()}: ECC {state}, the profile requires it"))
             actions.append(Action.NONE)
         if g.remap_failure:
             fails.append((g.index, f"{g.label()}: row remapping failure (needs service)"))

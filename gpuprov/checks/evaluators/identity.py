@@ -25,8 +25,9 @@ from gpuprov.pci import BusId
 
 
 @check("gpu_inventory", stage="identity", needs=(SMI_BEFORE,), action=Action.RESEAT_OR_INSPECT,
-       rule="GPU count, model, memory as the profile says; lspci and nvidia-smi agree; no "
-            "GPU gone from nvidia-smi after the soak; one VBIOS version (warn)")
+       rule="GPU count, model, memory as the profile says; lspci and nvidia-smi agree; "
+            "nvidia-smi answers after the soak (unless the soak was skipped) and lists every "
+            "GPU it listed before; one VBIOS version (warn)")
 def gpu_inventory(ctx: Context, r: Results) -> CheckResult:
     smi = ctx.evidence.read(SMI_BEFORE)
     spec = ctx.profile["gpu"]
@@ -48,7 +49,18 @@ def gpu_inventory(ctx: Context, r: Results) -> CheckResult:
             extra += f" (on the PCI bus but not in the driver: {', '.join(lost)})"
         return r.fail(f"{len(gpus)} GPUs visible, profile expects {spec['count']}{extra}",
                       values, gpu=GpuRef(None, lost[0]) if len(lost) == 1 else None)
-    gone = _gone_after_soak(gpus, ctx.evidence.read(SMI_AFTER))
+    after = ctx.evidence.read(SMI_AFTER)
+    if after is None and "soak" not in ctx.evidence.meta.get("skipped", {}):
+        # the soak ran (or was never recorded as skipped): no report after it is a GPU lost
+        # under load until nvidia-smi's own words say otherwise
+        why = ctx.evidence.failure(SMI_AFTER) or f"{SMI_AFTER.file} not collected"
+        named = _named_gpus(gpus, why)
+        if named:
+            values["lost_after_soak"] = [g.bus_id for g in named]
+        return r.fail(f"no nvidia-smi report after the soak"
+                      f"{' (' + named[0].label() + ')' if named else ''}: {why}", values,
+                      gpu=r.at_fault(g.index for g in named), action=Action.REBOOT)
+    gone = _gone_after_soak(gpus, after)
     if gone:
         values["gone_after_soak"] = [g.bus_id for g in gone]
         more = f" (+{len(gone) - 1} more)" if len(gone) > 1 else ""
@@ -82,6 +94,17 @@ def _gone_after_soak(gpus, after) -> list:
         return []
     kept = {BusId.parse(g.bus_id) for g in after.gpus if g.bus_id}
     return [g for g in gpus if g.bus_id and BusId.parse(g.bus_id) not in kept]
+
+
+# nvidia-smi names a GPU it cannot reach: "Unable to determine the device handle for
+# GPU0000:3B:00.0: Unknown Error" (its 8-digit domain cut to 4 when it prints it)
+_ADDRESS_IN_MESSAGE = re.compile(r"(?:[0-9A-Fa-f]{4,8}:)?[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]")
+
+
+def _named_gpus(gpus, message: str) -> list:
+    """The listed GPUs whose PCI address a tool's message names."""
+    named = {b for m in _ADDRESS_IN_MESSAGE.findall(message) if (b := BusId.find(m))}
+    return [g for g in gpus if g.bus_id and BusId.parse(g.bus_id) in named]
 
 
 def _lost_from_driver(gpus, lspci: list[str]) -> list[str]:
@@ -186,8 +209,10 @@ def cudnn(ctx: Context, r: Results) -> CheckResult:
 
 
 @check("torch_env", stage="identity", needs=(TORCH_ENV,), action=Action.NONE,
-       rule="torch and its CUDA build as locked; the driver runs torch's CUDA; torch sees "
-            "the profile's GPU count and has kernels for its architecture")
+       rule="torch and its CUDA build as locked; a torch without CUDA fails (warns when the "
+            "lock asks for the cpu build: the GPUs are then not exercised by torch); the "
+            "driver runs torch's CUDA; torch sees the profile's GPU count and has kernels "
+            "for its architecture")
 def torch_env(ctx: Context, r: Results) -> CheckResult:
     env = ctx.evidence.read(TORCH_ENV)
     values = dict(env)
@@ -201,21 +226,29 @@ def torch_env(ctx: Context, r: Results) -> CheckResult:
             return r.fail(f"torch {torch_version}, lock says {ctx.lock.torch_version}", values)
         if build != ctx.lock.torch_cuda_build:
             return r.fail(f"torch build {build}, lock says {ctx.lock.torch_cuda_build}", values)
-    if env["cuda_version"]:
-        smi = ctx.evidence.read(SMI_BEFORE)
-        if smi is not None:
-            finding = compat.driver_runs_cuda(smi.driver_version, str(env["cuda_version"]),
-                                              "torch's CUDA")
-            if not finding.ok:
-                return r.fail(finding.reason, values)
-        if env["device_count"] != ctx.profile.gpu_count:
-            return r.fail(f"torch sees {env['device_count']} GPUs, profile expects "
-                          f"{ctx.profile.gpu_count}", values, action=Action.REBOOT)
-        cc = ctx.profile["gpu"].get("compute_capability")
-        arch = f"sm_{cc.replace('.', '')}" if cc else None
-        if arch and env["arch_list"] and arch not in env["arch_list"]:
-            return r.fail(f"torch {env['torch_version']} has no {arch} kernels "
-                          f"(built for {', '.join(env['arch_list'])})", values)
+    if not env["cuda_version"]:
+        # a CPU build (or a CUDA build that found no driver) leaves the GPUs unexercised:
+        # DDP falls back to gloo and its rank count and bandwidth floor mean nothing
+        if ctx.lock is not None and ctx.lock.torch_cuda_build == "cpu":
+            return r.warn(f"torch {env['torch_version']} is a CPU build, as the lock asks: "
+                          "the GPUs were not exercised by torch", values)
+        return r.fail(f"torch {env['torch_version']} has no CUDA ({build} build, "
+                      f"{env['device_count']} device(s)): the profile's "
+                      f"{ctx.profile.gpu_count} GPUs are not usable from torch", values)
+    smi = ctx.evidence.read(SMI_BEFORE)
+    if smi is not None:
+        finding = compat.driver_runs_cuda(smi.driver_version, str(env["cuda_version"]),
+                                          "torch's CUDA")
+        if not finding.ok:
+            return r.fail(finding.reason, values)
+    if env["device_count"] != ctx.profile.gpu_count:
+        return r.fail(f"torch sees {env['device_count']} GPUs, profile expects "
+                      f"{ctx.profile.gpu_count}", values, action=Action.REBOOT)
+    cc = ctx.profile["gpu"].get("compute_capability")
+    arch = f"sm_{cc.replace('.', '')}" if cc else None
+    if arch and env["arch_list"] and arch not in env["arch_list"]:
+        return r.fail(f"torch {env['torch_version']} has no {arch} kernels "
+                      f"(built for {', '.join(env['arch_list'])})", values)
     return r.passed(f"torch {env['torch_version']} ({build}), "
                     f"{env['device_count']} device(s) visible", values)
 

@@ -1,31 +1,25 @@
-"""Evidence variations for the judgement parity test: the healthy H100 node with each
-evidence file removed, each real capture of a kind swapped in, and the fault edits the
-evaluator tests make, judged under every shipped profile.
+"""Evidence variations the judgement snapshot (snapshot_scenarios.py) starts from: the
+healthy H100 node with each evidence file removed, each real capture of a kind swapped
+in, and the fault edits the evaluator tests make, judged under every shipped profile.
 
-`golden-judgements.json` holds what `judge` gave for each before the check registry
-(issue #16); `test_judgement_parity` holds today's results equal to it, `action` aside.
-Regenerate only for a deliberate change of behaviour:
-`python -m tests.unit.checks.parity_scenarios`.
+(They began as issue #16's parity scenarios; the parity golden file they were judged
+against is gone: the snapshot holds every one of them, with more fields.)
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from tests.evidence_builder import (
     FIXTURES,
-    LOCK,
     gpu_burn_log,
-    healthy_h100,
     nvlink_errors,
     replace,
     topo_all_pairs,
 )
 
-GOLDEN = Path(__file__).parent / "golden-judgements.json"
 PROFILES = ("h100-sxm-8", "a100-sxm-8", "l40s-pcie-4")
 
 EVIDENCE_FILES = (
@@ -105,53 +99,3 @@ def scenarios() -> Iterator[tuple[str, Callable[[Path], None]]]:
                 yield (f"{folder}/{capture.name} as {target}",
                        lambda n, c=capture, t=target: replace(n, t, c.read_text()))
     yield from EDITS.items()
-
-
-def judge_all(workdir: Path, judge_one: Callable[[Path, str], dict]) -> dict[str, dict]:
-    """{scenario | profile: judgement dict, or {"error": message}}."""
-    out = {}
-    for number, (name, apply) in enumerate(scenarios()):
-        node = healthy_h100(workdir / f"s{number}" / "node07")
-        apply(node)
-        for profile in PROFILES:
-            out[f"{name} | {profile}"] = judge_one(node, profile)
-    return out
-
-
-def _drop_values_added_since(check: dict) -> None:
-    """Values checks record since the golden file, for later users (#20: each GPU's slowest
-    NVLink link, which baselines learn); what was judged before is still compared."""
-    if check["id"] == "nvlink_status":
-        for link in (check["values"].get("links") or {}).values():
-            link.pop("slowest_gbps", None)
-
-
-def judge_one(node: Path, profile_name: str) -> dict:
-    from gpuprov.checks.run import judge
-    from gpuprov.evidence import Evidence
-    from gpuprov.lock import Lock
-    from gpuprov.parsers.errors import ParseError
-    from gpuprov.profiles import load_profile
-
-    lock = Lock.from_vars({f"gpuprov_{k}": v for k, v in LOCK.items()}, "test")
-    try:
-        judgement = judge(Evidence(node), load_profile(profile_name), lock)
-    except ParseError as exc:
-        return {"error": str(exc).replace(str(node), "<node>")}
-    data = json.loads(json.dumps(judgement.as_dict(), default=str))
-    for check in data["checks"]:
-        check.pop("action", None)
-        _drop_values_added_since(check)
-        # the measured values are large: their digest keeps the golden file small
-        check["values"] = hashlib.sha256(json.dumps(check["values"], sort_keys=True)
-                                         .encode()).hexdigest()[:16]
-    return data
-
-
-if __name__ == "__main__":
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as tmp:
-        GOLDEN.write_text(json.dumps(judge_all(Path(tmp), judge_one), indent=0,
-                                     sort_keys=True) + "\n")
-    print(f"wrote {GOLDEN}")

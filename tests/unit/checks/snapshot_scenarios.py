@@ -6,8 +6,9 @@ fabric manager logs), judged under every shipped profile.
 status, summary, device, action and a digest of its measured values);
 `test_judgement_snapshot` holds today's results equal to it. It is the regression net under
 the targeted tests: a change to what a check measures or records shows here even where no
-targeted test looks. Regenerate only for a deliberate change, and read the diff:
-`python -m tests.unit.checks.snapshot_scenarios`.
+targeted test looks. `python -m tests.unit.checks.snapshot_scenarios` prints what changed
+and writes nothing; with `--regenerate` it writes the new snapshot, only for a deliberate
+change whose printed lines were read.
 """
 
 from __future__ import annotations
@@ -75,9 +76,43 @@ def judge_all(workdir: Path) -> dict[str, dict]:
     return out
 
 
+def changes(before: dict[str, dict], now: dict[str, dict]) -> list[str]:
+    """What a regeneration would change, one line per field (values as their digest)."""
+    out = [f"{key}: gone" for key in sorted(before.keys() - now.keys())]
+    out += [f"{key}: new" for key in sorted(now.keys() - before.keys())]
+    for key in sorted(before.keys() & now.keys()):
+        was, is_ = before[key], now[key]
+        if "checks" not in was or "checks" not in is_:
+            if was != is_:
+                out.append(f"{key}: {was} -> {is_}")
+            continue
+        out += [f"{key}: {field} {was[field]!r} -> {is_[field]!r}"
+                for field in ("verdict", "reason") if was[field] != is_[field]]
+        old_checks = {c["id"]: c for c in was["checks"]}
+        for check in is_["checks"]:
+            prior = old_checks.pop(check["id"], None)
+            if prior is None:
+                out.append(f"{key}: {check['id']} new: {check['status']} {check['summary']!r}")
+                continue
+            out += [f"{key}: {check['id']}.{field} {prior.get(field)!r} -> {check.get(field)!r}"
+                    for field in ("status", "summary", "action", "gpu", "values")
+                    if prior.get(field) != check.get(field)]
+        out += [f"{key}: {gone} gone" for gone in old_checks]
+    return out
+
+
 if __name__ == "__main__":
+    import sys
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
-        SNAPSHOT.write_text(json.dumps(judge_all(Path(tmp)), indent=0, sort_keys=True) + "\n")
-    print(f"wrote {SNAPSHOT}")
+        now = judge_all(Path(tmp))
+    changed = changes(json.loads(SNAPSHOT.read_text()), now)
+    print("\n".join(changed) or "no change")
+    if "--regenerate" not in sys.argv[1:]:
+        if changed:
+            print(f"{len(changed)} change(s) not written: read them, then run again with "
+                  "--regenerate", file=sys.stderr)
+        sys.exit(1 if changed else 0)
+    SNAPSHOT.write_text(json.dumps(now, indent=0, sort_keys=True) + "\n")
+    print(f"wrote {SNAPSHOT} ({len(changed)} change(s))")

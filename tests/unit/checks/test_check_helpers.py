@@ -17,7 +17,7 @@ from gpuprov.model import GpuRef, Status
 from gpuprov.packages import upstream
 from gpuprov.parsers.errors import ParseError
 from gpuprov.profiles import load_profile
-from tests.evidence_builder import capture, healthy_h100, replace
+from tests.evidence_builder import capture, fabric_manager_log, healthy_h100, replace
 
 H100 = load_profile("h100-sxm-8")
 
@@ -91,7 +91,7 @@ def test_non_fatal_sxids_name_the_first_and_fabric_manager_lists_twenty(tmp_path
     replace(node, "fabricmanager.log", errors)
     [result] = judge(Evidence(node), H100, None, only=("nvswitch",)).checks
     assert len(result.values["fabric_manager_log"]["errors"]) == 20
-    replace(node, "fabricmanager.log", None)
+    replace(node, "fabricmanager.log", fabric_manager_log())
     [result] = judge(Evidence(node), H100, None, only=("nvswitch",)).checks
     assert result.status == Status.WARN
     first = result.values["sxid"][0]

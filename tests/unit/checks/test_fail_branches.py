@@ -111,6 +111,10 @@ CASES: list[Case] = [
      "fail", 4, "clocks held down by hw_slowdown", None),
     ("ecc-off", "ecc", smi(0, ("ECC Mode", "Current"), "Disabled"),
      "fail", 0, "ECC disabled", (("gpus", 0, "ecc_enabled"), False)),
+    # a GPU without ECC (nvidia-smi prints N/A, as for consumer GPUs) where it is required
+    ("ecc-not-available", "ecc", smi(0, ("ECC Mode", "Current"), "N/A"),
+     "fail", 0, "ECC not available (N/A), the profile requires it",
+     (("gpus", 0, "ecc_enabled"), None)),
     ("remap-failure", "ecc", smi(2, ("Remapped Rows", "Remapping Failure Occurred"), "Yes"),
      "fail", 2, "row remapping failure (needs service)", (("gpus", 2, "remap", "failure"), True)),
     ("ue-during-soak", "ecc",

@@ -41,3 +41,25 @@ def test_a_gpu_whose_recovery_action_is_reboot_fails_with_reboot(tmp_path):
     assert (result.status, result.action) == ("fail", "reboot")
     assert result.gpu.bus_id == "00000000:5D:00.0"
     assert result.summary.endswith(": recovery action Reboot")
+
+
+def test_a_reboot_the_before_soak_report_asks_for_fails_though_the_after_report_is_clean(
+        tmp_path):
+    """Issue 36: the recovery action read from both snapshots, not only the latest."""
+    node = healthy_h100(tmp_path / "node07")
+    replace(node, "nvidia-smi-q.txt",
+            fixture("nvidia-smi-q/h100-sxm-x8-565.57.01-q-gpu3-recovery-reboot.txt"))
+    replace(node, "nvidia-smi-q-after.txt", fixture("nvidia-smi-q/h100-sxm-x8-565.57.01-q.txt"))
+    [result] = judge(Evidence(node), H100, None, only=("gpu_reset_required",)).checks
+    assert (result.status, result.action) == ("fail", "reboot")
+    assert result.gpu.bus_id == "00000000:5D:00.0"
+    assert result.summary.endswith(": recovery action Reboot (before the soak)")
+
+
+def test_without_the_after_soak_report_the_before_soak_report_is_judged(tmp_path):
+    node = healthy_h100(tmp_path / "node07")
+    replace(node, "nvidia-smi-q.txt",
+            fixture("nvidia-smi-q/h100-sxm-x8-565.57.01-q-gpu2-drain-and-reset.txt"))
+    replace(node, "nvidia-smi-q-after.txt", None)
+    [result] = judge(Evidence(node), H100, None, only=("gpu_reset_required",)).checks
+    assert (result.status, result.gpu.index) == ("fail", 2)

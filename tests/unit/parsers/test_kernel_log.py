@@ -58,7 +58,7 @@ def test_the_labs_injected_lines_are_what_the_matcher_reads(kind, code):
 
 EMPTY = "empty: no kernel log lines (a restricted dmesg prints nothing)"
 NOT_A_LOG = ("not a kernel log: no line in a dmesg, dmesg -T, ISO, journalctl, syslog or kmsg "
-             "form")
+             "form, and no kernel message")
 
 
 @pytest.mark.parametrize("text,message", [

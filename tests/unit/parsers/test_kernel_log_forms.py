@@ -4,6 +4,8 @@ injected lines naming the device in the form each catalog prints."""
 
 from __future__ import annotations
 
+import json
+import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -69,3 +71,100 @@ def test_injected_lines_name_the_device_as_each_catalog_prints_it():
         example_line("xid", 9999, gpu, 3)
     with pytest.raises(KeyError, match=r"^'no-such-kind : no example line in the catalogs'$"):
         example_line("no-such-kind", None, gpu, 3)
+
+
+# --- every form a kernel log reaches gpuprov in (issue 36) -------------------------------
+# A real capture's messages (dmesg --time-format iso: Xid 13 and Xid 43 on one GPU), printed
+# the way each tool prints a kernel message: journalctl's -o forms (systemd's journalctl(1)
+# OUTPUT OPTIONS), with and without the host (--no-hostname), `grep NVRM` of the journal
+# (`kernel:` and the message), and bare messages (`journalctl -o cat`, `grep NVRM` of a
+# stampless file). Each must give the same events as the capture itself.
+def _messages() -> list[str]:
+    from tests.evidence_builder import capture
+    text = capture("dmesg-xid/xid13-xid43-dmesg-iso-format.txt")
+    return [m.group(1) for line in text.splitlines()
+            if (m := re.match(r"^kern\s*:\w+\s*: \S+ (.*)$", line))]
+
+
+EPOCH = 1_763_719_500   # 2025-11-21T10:05:00Z
+BOOT = "3f5e8b1c2a9d4e6f8a7b6c5d4e3f2a1b"
+
+
+def _short(host: str) -> list[str]:
+    return [f"Nov 21 10:05:{i:02d} {host}kernel: {m}" for i, m in enumerate(_messages())]
+
+
+FORMS = {
+    "journalctl -k": lambda: _short("node07 "),
+    "journalctl --no-hostname -k": lambda: _short(""),
+    "journalctl -o short-iso": lambda: [f"2025-11-21T10:05:{i:02d}+0000 node07 kernel: {m}"
+                                        for i, m in enumerate(_messages())],
+    "journalctl -o short-full": lambda: [f"Fri 2025-11-21 10:05:{i:02d} UTC node07 kernel: {m}"
+                                         for i, m in enumerate(_messages())],
+    "journalctl -o short-unix": lambda: [f"{EPOCH + i}.000000 node07 kernel: {m}"
+                                         for i, m in enumerate(_messages())],
+    "journalctl -o short-monotonic": lambda: [f"[  {100 + i}.000000] node07 kernel: {m}"
+                                              for i, m in enumerate(_messages())],
+    "journalctl -o json": lambda: [json.dumps({
+        "__REALTIME_TIMESTAMP": str((EPOCH + i) * 10**6), "_BOOT_ID": BOOT,
+        "_TRANSPORT": "kernel", "MESSAGE": m}) for i, m in enumerate(_messages())],
+    "journalctl -o verbose": lambda: [
+        line for i, m in enumerate(_messages()) for line in (
+            f"Fri 2025-11-21 10:05:{i:02d}.000000 UTC [s=9a8b7c;i={i:x};b={BOOT};m=5f5e100;"
+            f"t={(EPOCH + i) * 10**6:x};x=1a2b3c]",
+            "    _TRANSPORT=kernel", "    SYSLOG_IDENTIFIER=kernel", f"    MESSAGE={m}")],
+    "journalctl -o export": lambda: [
+        line for i, m in enumerate(_messages()) for line in (
+            f"__REALTIME_TIMESTAMP={(EPOCH + i) * 10**6}", f"_BOOT_ID={BOOT}",
+            "_TRANSPORT=kernel", f"MESSAGE={m}", "")],
+    "grep NVRM of the journal (bare kernel: prefix)": lambda: [f"kernel: {m}"
+                                                               for m in _messages()],
+    "journalctl -o cat / grep of a stampless log": _messages,
+}
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_every_form_of_a_real_capture_gives_its_events(form):
+    from tests.evidence_builder import capture
+    real = parse_kernel_log(capture("dmesg-xid/xid13-xid43-dmesg-iso-format.txt"), "real")
+    log = parse_kernel_log("\n".join(FORMS[form]()) + "\n", form)
+    assert [(e.kind, e.code, e.device) for e in log.events] == \
+        [(e.kind, e.code, e.device) for e in real.events]
+    assert sorted({e.code for e in log.events}) == [13, 43] and len(log.events) > 2
+    assert log.boots == 1 and not log.earlier_boots()
+
+
+@pytest.mark.parametrize("form", ["journalctl -o short-full", "journalctl -o short-unix",
+                                  "journalctl -o json", "journalctl -o verbose",
+                                  "journalctl -o export"])
+def test_journal_forms_keep_each_message_s_instant(form):
+    log = parse_kernel_log("\n".join(FORMS[form]()) + "\n", form)
+    start = datetime.fromtimestamp(EPOCH, UTC).replace(tzinfo=None)
+    assert [e.time for e in log.events] == [start + timedelta(seconds=i)
+                                            for i in range(len(_messages()))
+                                            if "NVRM: Xid" in _messages()[i]]
+
+
+def test_a_journal_record_of_another_boot_starts_a_boot():
+    first = FORMS["journalctl -o json"]()
+    later = [line.replace(BOOT, "0" * 32) for line in first]
+    log = parse_kernel_log("\n".join(first + later) + "\n", "json")
+    half = len(_messages())
+    assert log.boots == 2
+    assert len(log.earlier_boots()) == len(log.current_boot()) == half   # every line an Xid
+
+
+def test_lines_without_any_stamp_cannot_be_placed_in_time():
+    log = parse_kernel_log("\n".join(_messages()) + "\n", "cat")
+    assert all(e.time is None and e.uptime_s is None for e in log.events)
+    assert not log.placed
+
+
+def test_the_driver_s_reset_required_assertion_is_a_reset_class_event():
+    # the form of the driver's nvAssertOkFailedNoLog line with NV_ERR_RESET_REQUIRED (0x62),
+    # as scitix/sichek's dmesg rules test it (not a capture)
+    line = ("[Mon Jan  1 12:00:01 2024] NVRM: nvAssertOkFailedNoLog: Assertion failed: Reset "
+            "required [NV_ERR_RESET_REQUIRED] (0x00000062) returned from status @ "
+            "kernel_channel.c:2874")
+    [event] = parse_kernel_log(line + "\n", "k").events
+    assert (event.kind, event.klass, event.action) == ("reset-required", "reset", "reset-gpu")
