@@ -108,6 +108,15 @@ def _fallen_off_bus(access, hw, gpu):
     return f"GPU {gpu['bus_id']} fell off the bus ({len(hw['gpus'])} left in the driver)", undo
 
 
+def _gpu_lost_in_soak(access, hw, gpu):
+    """Healthy until loaded: halfway through gpu-burn the GPU falls off the bus (the R570+
+    kernel lines), its gpu-burn client dies and nvidia-smi fails on it from then on."""
+    lines = _catalog_lines(gpu, "fallen-off-bus")
+    gpu["falls_off_in_soak"] = lines
+    return (f"GPU {gpu['index']} ({gpu['bus_id']}) falls off the bus halfway through the "
+            "soak", {"kernel_log_messages": lines})
+
+
 def _gsp_timeout(access, hw, gpu):
     undo = _kernel_log(access, _catalog_lines(gpu, "gsp-timeout"))
     return f"GPU {gpu['index']} GSP heartbeat timed out (no Xid line)", undo
@@ -378,6 +387,8 @@ FAULTS = {f.name: f for f in (
     FaultKind("dcgm-fail", True, _dcgm_fail, "a GPU fails DCGM's memory test (level 2 and up)"),
     FaultKind("fallen-off-bus", True, _fallen_off_bus,
               "a GPU falls off the bus (gone from nvidia-smi, the R570+ kernel message)"),
+    FaultKind("gpu-lost-in-soak", True, _gpu_lost_in_soak,
+              "a GPU falls off the bus under load: nvidia-smi fails on it after the soak"),
     FaultKind("gsp-timeout", True, _gsp_timeout, "a GSP heartbeat timeout in the kernel log"),
     FaultKind("aer", True, _aer, "an uncorrected fatal PCIe AER error on a GPU's bus"),
     FaultKind("sxid", False, _sxid, "a fatal SXid from the first NVSwitch"),
@@ -411,6 +422,13 @@ FAULTS = {f.name: f for f in (
     FaultKind("machine-check", False, _machine_check,
               "the kernel tainted by a machine check whose log lines have rotated away"),
 )}
+
+
+def _drop_messages(access: NodeAccess, path: str, messages: set[str]) -> None:
+    """Lines whose message (after `kernel: `) is one of these, taken out of a log."""
+    log = access.read(path) or ""
+    access.write(path, "".join(line + "\n" for line in log.splitlines()
+                               if line.partition(" kernel: ")[2] not in messages))
 
 
 def _drop_lines(access: NodeAccess, path: str, drop: set[str]) -> None:
@@ -452,6 +470,8 @@ def clear(node: str) -> list[str]:
                           ("fm_log_lines", FABRIC_MANAGER_LOG)):
             if key in undo:
                 _drop_lines(access, path, set(undo[key]))
+        if "kernel_log_messages" in undo:   # logged by the node itself, with its own stamp
+            _drop_messages(access, sim_node.KERNEL_LOG, set(undo["kernel_log_messages"]))
         if "port_range" in undo:
             access.sysctl(PORT_RANGE_SYSCTL, undo["port_range"])
         if undo.get("qdisc"):

@@ -196,10 +196,13 @@ ROUNDS = [
      ("node03", "reset-required", 0, "gpu_reset_required")],
     # DCGM (installed by the rack's lock): its level-2 memory test fails on one GPU; a
     # machine check whose log lines rotated away leaves only the kernel's taint
-    [("node02", "dcgm-fail", 4, "dcgm_diag"), ("node01", "machine-check", None, "kernel_taint")],
+    [("node02", "dcgm-fail", 4, "dcgm_diag"), ("node01", "machine-check", None, "kernel_taint"),
+     # a GPU lost under load: nvidia-smi after the soak fails as a real one does (issue 36)
+     ("node03", "gpu-lost-in-soak", 1, "gpu_inventory")],
 ]
 # the action each of those rounds' faults must recommend
-ACTIONS = {"fallen-off-bus": "reboot", "gsp-timeout": "reset-gpu", "aer": "reseat-or-inspect",
+ACTIONS = {"fallen-off-bus": "reboot", "gpu-lost-in-soak": "reboot", "gsp-timeout": "reset-gpu",
+           "aer": "reseat-or-inspect",
            "sxid": "reboot", "reset-required": "reset-gpu", "xid": "reset-gpu",
            "nic-down": "reseat-or-inspect", "nic-degraded": "reseat-or-inspect",
            "fabric-degraded": "reboot", "dcgm-fail": "rma", "machine-check": "reseat-or-inspect"}
@@ -243,6 +246,14 @@ def test_each_fault_is_rejected_with_its_check_naming_the_gpu(rack, round_):
         elif kind == "fallen-off-bus":   # gone from the driver: named by its PCI address
             assert named and named["bus_id"] and named["index"] is None
             assert "fallen off the bus" in failing[check_id]["summary"]
+        elif kind == "gpu-lost-in-soak":   # nvidia-smi's own words, the GPU named
+            summary = failing[check_id]["summary"]
+            assert "no nvidia-smi report after the soak" in summary, summary
+            assert "nvidia-smi failed (exit status 15): Unable to determine the device handle" \
+                in summary, summary
+            assert named and named["index"] == gpu, failing[check_id]
+            assert failing["gpu_burn"]["summary"].find("died during the soak") >= 0
+            assert "fallen off the bus" in failing["kernel_log"]["summary"]
         elif kind == "missing-gpu":   # gone from the driver: named by its PCI address
             assert named and named["bus_id"] and "not in the driver" in failing[check_id][
                 "summary"]

@@ -118,3 +118,54 @@ def test_a_kernel_log_that_is_not_one_is_exit_2_naming_the_file(node):
     assert result.returncode == 2
     assert result.stderr.strip() == (f"gpuprov: error: {node}/dmesg.txt: binary data, not a "
                                      "kernel log")
+
+
+CPU_TORCH = json.dumps({"torch_version": "2.13.0+cpu", "cuda_version": None,
+                        "cudnn_version": None, "nccl_version": None, "device_count": 0,
+                        "arch_list": []})
+LOST = ("$ nvidia-smi -q -x\nexit status 15\n"
+        "Unable to determine the device handle for GPU0000:3A:00.0: Unknown Error\n")
+
+
+def _without_lock(node):
+    meta = json.loads((node / "meta.json").read_text())
+    replace(node, "meta.json", json.dumps({**meta, "lock": None}))
+
+
+# issue 36: evidence that is absent or holds a tool's error is never a pass
+@pytest.mark.parametrize(("change", "check_id", "named"), [
+    (lambda n: replace(n, "nvidia-smi-q-after.txt", None), "gpu_inventory",
+     "no nvidia-smi report after the soak: nvidia-smi-q-after.xml not collected"),
+    (lambda n: (replace(n, "nvidia-smi-q-after.txt", None),
+                replace(n, "nvidia-smi-q-after.xml.error", LOST)), "gpu_inventory",
+     "no nvidia-smi report after the soak (GPU 2 (00000000:3A:00.0, serial 1654423003947)): "
+     "nvidia-smi failed (exit status 15): Unable to determine the device handle for "
+     "GPU0000:3A:00.0: Unknown Error"),
+    (lambda n: replace(n, "fabricmanager.log", None), "nvswitch",
+     "no evidence: fabricmanager.log not collected"),
+    (lambda n: (replace(n, "torch-env.json", CPU_TORCH), _without_lock(n)), "torch_env",
+     "torch 2.13.0+cpu has no CUDA (cpu build, 0 device(s)): the profile's 8 GPUs are not "
+     "usable from torch"),
+], ids=["no-after-soak-report", "after-soak-gpu-lost", "no-fabric-manager-log", "cpu-torch"])
+def test_absent_or_failed_evidence_rejects_naming_the_cause(node, change, check_id, named):
+    change(node)
+    result = gpuprov("evaluate", str(node), "--profile", "h100-sxm-8", "--json")
+    assert result.returncode == 1, result.stdout + result.stderr
+    data = json.loads(result.stdout)
+    failing = {c["id"]: c for c in data["checks"] if c["status"] in ("fail", "missing")}
+    assert data["verdict"] == "rejected" and check_id in failing, failing
+    assert failing[check_id]["summary"] == named
+
+
+def test_cpu_torch_the_lock_asks_for_warns_that_the_gpus_were_not_exercised(node, tmp_path):
+    replace(node, "torch-env.json", CPU_TORCH)
+    lock = tmp_path / "lock.yml"
+    lock.write_text(yaml.safe_dump({**{f"gpuprov_{k}": v for k, v in LOCK.items()},
+                                    "gpuprov_torch_version": "2.13.0",
+                                    "gpuprov_torch_cuda_build": "cpu"}))
+    result = gpuprov("evaluate", str(node), "--profile", "h100-sxm-8", "--lock", str(lock),
+                     "--json")
+    torch = next(c for c in json.loads(result.stdout)["checks"] if c["id"] == "torch_env")
+    assert result.returncode == 0, torch
+    assert torch["status"] == "warn"
+    assert torch["summary"].endswith("as the lock asks: the GPUs were not exercised by torch")

@@ -66,6 +66,33 @@ def test_gpu_burn_output_parses_like_real_runs(sim_node, capsys):
         assert re.search(pattern, real, re.M), pattern
 
 
+def test_a_gpu_lost_under_load_dies_in_gpu_burn_and_nvidia_smi_then_fails_on_it(
+        sim_node, monkeypatch, tmp_path, capsys):
+    """Issue 36: the lab's lost GPU fails as a real one does; nvidia-smi's message and exit
+    status from real reports (open-gpu-kernel-modules#387, LLaVA#1466; nvidia-smi(1): 15)."""
+    from gpuprov.lab import faults
+    from gpuprov.lab.sim import nvidia_smi
+    hw, save = sim_node
+    kernel_log = tmp_path / "kern.log"
+    monkeypatch.setattr(node, "KERNEL_LOG", str(kernel_log))
+    _, undo = faults._gpu_lost_in_soak(None, hw, hw["gpus"][3])
+    save(hw)
+    assert nvidia_smi.main(["-q", "-x"]) == 0       # healthy until loaded
+    capsys.readouterr()
+    assert gpu_burn.main(["2"]) == 0
+    run = parse_gpu_burn(capsys.readouterr().out, "sim")
+    assert [i for i, g in run.gpus.items() if g.died] == [3]
+    assert nvidia_smi.main(["-q", "-x"]) == nvidia_smi.RC_GPU_LOST == 15
+    bus = hw["gpus"][3]["bus_id"][-12:]
+    assert capsys.readouterr().out == (f"Unable to determine the device handle for GPU{bus}: "
+                                       "Unknown Error\n")
+    from gpuprov.parsers.kernel_log import parse_kernel_log
+    [event] = parse_kernel_log(kernel_log.read_text(), "kern.log").events
+    assert (event.kind, event.bus_id()) == ("fallen-off-bus", hw["gpus"][3]["bus_id"])
+    assert undo["kernel_log_messages"] == [line.partition(" kernel: ")[2]
+                                           for line in kernel_log.read_text().splitlines()]
+
+
 @pytest.mark.usefixtures("sim_node")
 def test_gpu_burn_built_for_a_newer_gpu_fails_to_start_yet_says_ok(capsys):
     """The real tool's false pass: the kernel cannot load, the verdict is still OK."""

@@ -8,13 +8,16 @@ init lines, `\\r` progress lines with per-GPU Gflop/s, error counts and temperat
 the real one it exits 0 even when a GPU is FAULTY, and reports OK for a GPU whose test
 could not even start (a compare.ptx built for a newer compute capability).
 
-Faults in the description: `burn_errors` (errors per reporting interval) and
-`gflops_factor` on a GPU.
+Faults in the description: `burn_errors` (errors per reporting interval),
+`gflops_factor`, and `falls_off_in_soak` (the kernel lines to log when, halfway through the
+soak, the GPU falls off the bus: its client dies, the driver loses it) on a GPU.
 """
 
 from __future__ import annotations
 
+import datetime
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -43,6 +46,7 @@ Examples:
 """
 SUMMARY_EVERY_S = 10
 RESULT_BYTES = 268435456
+DEAD_COUNT = -533715488   # what the died capture (wilicc/gpu-burn#69) shows for each
 
 
 def _ptx_target(path: str) -> int | None:
@@ -72,6 +76,22 @@ def _cuda_init_error(hw: dict) -> str | None:
     if not hw["gpus"]:
         return "CUDA_ERROR_NO_DEVICE"
     return None
+
+
+def _fall_off_the_bus(hw: dict, gpus: list[dict]) -> set[int]:
+    """GPUs set to fall off the bus under load do so now: the driver logs it (the lines the
+    fault prepared), loses the GPU (nvidia-smi fails on it), its gpu-burn client dies."""
+    falling = [g for g in gpus if g.get("falls_off_in_soak")]
+    if not falling:
+        return set()
+    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%f+00:00")
+    with open(node.KERNEL_LOG, "a") as log:
+        for g in falling:
+            for line in g.pop("falls_off_in_soak"):
+                log.write(f"{stamp} {socket.gethostname()} kernel: {line}\n")
+            g["lost"] = True
+    node.save_description(hw)
+    return {g["index"] for g in falling} | {g["index"] for g in gpus if g.get("lost")}
 
 
 def _date() -> str:
@@ -157,19 +177,25 @@ def main(argv: list[str] | None = None) -> int:
     start = time.monotonic()
     next_summary = SUMMARY_EVERY_S
     elapsed = 0.0
+    died: set[int] = set()
     while elapsed < seconds:
         time.sleep(min(1.0, seconds - elapsed))
         elapsed = time.monotonic() - start
+        if elapsed >= seconds / 2:
+            died |= _fall_off_the_bus(hw, gpus)
         for g in gpus:
             i = g["index"]
-            procd[i] = int(rate[i] * elapsed / ops_per_iter)
+            procd[i] = -1 if i in died else int(rate[i] * elapsed / ops_per_iter)
             if g.get("burn_errors") and i in working:
                 interval_errors[i] += int(g["burn_errors"])
                 faulty[i] = True
         temps = " - ".join(f"{_load_temp(hw, g, elapsed)} C" for g in gpus)
-        procd_text = " - ".join(f"{procd[g['index']]} ({rate[g['index']]:.0f} Gflop/s)"
+        procd_text = " - ".join(f"{procd[g['index']]} "
+                                f"({0 if g['index'] in died else rate[g['index']]:.0f} Gflop/s)"
                                 for g in gpus)
-        errors_text = " - ".join(str(interval_errors[g["index"]]) for g in gpus)
+        # a dead client's count is garbage with the mark (wilicc/gpu-burn#69)
+        errors_text = " - ".join(f"{DEAD_COUNT}  (DIED!)" if g["index"] in died
+                                 else str(interval_errors[g["index"]]) for g in gpus)
         pct = min(100.0, 100.0 * elapsed / seconds) if seconds else 100.0
         _out(f"\r{pct:.1f}%  proc'd: {procd_text}   errors: {errors_text}   temps: {temps} ")
         if elapsed >= next_summary:

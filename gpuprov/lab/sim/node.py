@@ -3,7 +3,9 @@
 Runs on the node (python3 + python3-yaml, which Ubuntu servers carry for cloud-init)
 and on the controller (tests, `gpuprov lab fault`), so it holds paths and readers only.
 
-- the hardware description, written by the lab (never by a role);
+- the hardware description, written by the lab (never by a role), and by the simulated
+  hardware itself when its state changes under load (a GPU that falls off the bus during
+  gpu-burn);
 - the "loaded kernel module" version: what /sys/module/nvidia/version holds on a real
   server. It lives in /run, so a reboot (container restart) forgets it and the boot-time
   load of the installed module sets it again;
@@ -36,6 +38,20 @@ KERNEL_LOG = "/var/log/kern.log"
 def description(path: str = DESCRIPTION) -> dict:
     with open(path) as fh:
         return yaml.safe_load(fh)
+
+
+def save_description(hw: dict, path: str | None = None) -> None:
+    """The description after the hardware changed under load (a GPU lost in the soak)."""
+    path = path or DESCRIPTION
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as fh:
+        yaml.safe_dump(hw, fh, sort_keys=False)
+    os.replace(tmp, path)
+
+
+def lost_gpus(hw: dict) -> list[dict]:
+    """GPUs the driver lost (fallen off the bus under load): every NVML call on one fails."""
+    return [g for g in hw["gpus"] if g.get("lost")]
 
 
 def read_value(path: str) -> str | None:

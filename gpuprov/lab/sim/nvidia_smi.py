@@ -1,8 +1,9 @@
 """The lab's `nvidia-smi`: the node's description in the real tool's formats and failures.
 
 Installed as /usr/bin/nvidia-smi by the stand-in nvidia-utils-<branch> package. It fails
-the way the real one does: no NVML library, no loaded kernel module, or a module at a
-different version than the library ("Driver/library version mismatch").
+the way the real one does: no NVML library, no loaded kernel module, a module at a
+different version than the library ("Driver/library version mismatch"), or a GPU the
+driver lost ("Unable to determine the device handle", exit 15).
 """
 
 from __future__ import annotations
@@ -20,12 +21,18 @@ NO_LIBRARY = ("NVIDIA-SMI couldn't find libnvidia-ml.so library in your system. 
               "system PATH.\n")
 BAD_ARGS = "Invalid combination of input arguments. Please run 'nvidia-smi -h' for help.\n"
 
-# nvidia-smi(1) RETURN VALUE
-RC_BAD_ARGS, RC_NOT_FOUND, RC_NO_DRIVER, RC_NO_LIBRARY, RC_MISMATCH = 2, 6, 9, 12, 18
+# nvidia-smi(1) RETURN VALUE (15: a GPU has fallen off the bus or is otherwise inaccessible)
+RC_BAD_ARGS, RC_NOT_FOUND, RC_NO_DRIVER, RC_NO_LIBRARY, RC_GPU_LOST, RC_MISMATCH = (
+    2, 6, 9, 12, 15, 18)
 
 
 class Usage(Exception):
     pass
+
+
+def _handle_address(bus_id: str) -> str:
+    """nvidia-smi's PCI address in that message: a 4-digit domain, `0000:4F:00.0`."""
+    return bus_id[-12:] if len(bus_id) > 12 else bus_id
 
 
 def _select(hw: dict, ids: list[str]) -> dict:
@@ -113,6 +120,13 @@ def main(argv: list[str] | None = None) -> int:
     if not hw["gpus"]:
         sys.stdout.write("No devices were found\n")
         return RC_NOT_FOUND
+    lost = node.lost_gpus(hw)
+    if lost:
+        # a GPU the driver lost fails the whole query, as on real servers: the message of
+        # open-gpu-kernel-modules#387, haotian-liu/LLaVA#1466 (`nvidia-smi`, `-a -i 0`)
+        sys.stdout.write(f"Unable to determine the device handle for GPU"
+                         f"{_handle_address(lost[0]['bus_id'])}: Unknown Error\n")
+        return RC_GPU_LOST
     live = render.Live(persistence=node.running(node.PERSISTENCED_PID),
                        fabric_manager=node.running(node.FABRICMANAGER_PID))
     try:
