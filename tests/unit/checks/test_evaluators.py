@@ -307,3 +307,15 @@ def test_cudnn_without_kernels_for_the_architecture_warns(node, tmp_path):
     assert (result.status, result.summary) == (
         "warn", "cuDNN 9.1.0 has no kernels for Blackwell (first in cuDNN 9.10)")
     assert by_id["cudnn"].values["architecture_source"].startswith("cuDNN support matrices")
+
+
+def test_cudnn_8_2_on_hopper_warns_that_it_has_no_kernels_for_it(node):
+    """Issue 36: cuDNN 8.2 predates Hopper (its support matrix ends at Ampere)."""
+    replace(node, "cudnn-version.h", "#define CUDNN_MAJOR 8\n#define CUDNN_MINOR 2\n"
+                                     "#define CUDNN_PATCHLEVEL 4\n")
+    replace(node, "packages.txt", "")
+    replace(node, "nvcc-version.txt", None)   # the architecture alone decides here
+    _, by_id = results(node, H100, lock=None)
+    result = by_id["cudnn"]
+    assert result.status == "warn"
+    assert "cuDNN 8.2.4 has no kernels for Hopper (first in cuDNN 8.6)" in result.summary
