@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from gpuprov.doctor.probe import DKMS_DEFAULT_CERT, HostFacts
+from gpuprov.doctor.probe import HostFacts
 from gpuprov.lock import Lock
 from gpuprov.packages import (
     CUDNN_HELD,
@@ -86,7 +86,7 @@ def _secure_boot(facts: HostFacts, signing: ModuleSigning) -> list[Finding]:
                         "then provision again")]
     if facts.mok_enrolled:
         return [Finding(WARNING, "secure-boot", "Secure Boot is on; DKMS signs with an "
-                        f"enrolled key ({', '.join(facts.dkms_signing) or DKMS_DEFAULT_CERT})",
+                        f"enrolled key ({', '.join(facts.dkms_signing) or facts.dkms_certificate})",
                         "nothing, as long as that key stays enrolled")]
     why = ("its DKMS signing certificate is not enrolled" if facts.mok_enrolled is False
            else "no DKMS signing key is configured")
@@ -94,8 +94,8 @@ def _secure_boot(facts: HostFacts, signing: ModuleSigning) -> list[Finding]:
                     "nvidia module would be refused (\"Key was rejected by service\")",
                     "set gpuprov_module_signing: site-mok with the site's key (provisioning "
                     f"signs and enrols it), or enrol this one (mokutil --import "
-                    f"{DKMS_DEFAULT_CERT}, confirmed at the console on the next boot), or turn "
-                    "Secure Boot off in the firmware")]
+                    f"{facts.dkms_certificate}, confirmed at the console on the next boot), or "
+                    "turn Secure Boot off in the firmware")]
 
 
 _NO_KERNEL = Finding(BLOCKER, "kernel", "the running kernel's release could not be read",

@@ -33,6 +33,29 @@ PRECOMPILED_MODULES = (
     "apt-cache pkgnames linux-modules-nvidia- 2>/dev/null | while read -r p; do "
     "for k in $kernels; do case \"$p\" in *-\"$k\") echo \"$p\";; esac; done; done")
 DKMS_DEFAULT_CERT = "/var/lib/dkms/mok.pub"    # DKMS 3 creates and uses this key pair
+# Ubuntu's (and Debian's) shim MOK, made by `update-secureboot-policy --new-key`: Ubuntu's
+# dkms signs with it (dkms 2.8.7 on 22.04 always; 3.0.x on 24.04 through framework.conf).
+# dkms's README names it as the key to set for Debian and Ubuntu (dell/dkms README.md,
+# "Module signing"); issue 37 for the Ubuntu defaults.
+SHIM_MOK_KEY = "/var/lib/shim-signed/mok/MOK.priv"
+SHIM_MOK_CERT = "/var/lib/shim-signed/mok/MOK.der"
+
+
+def mok_script(conf_files: str = f"{DKMS_CONF} /etc/dkms/framework.conf.d/*.conf",
+               shim: tuple[str, str] = (SHIM_MOK_KEY, SHIM_MOK_CERT),
+               dkms_default: str = DKMS_DEFAULT_CERT) -> str:
+    """DKMS's signing lines, the certificate it signs with (framework.conf's, else the shim
+    MOK where its key pair exists, else DKMS 3's own) and whether that one is enrolled."""
+    key, cert = shim
+    return (
+        f"cat {conf_files} 2>/dev/null "
+        "| grep -E '^[[:space:]]*mok_(signing_key|certificate)='; "
+        f"cert=$(cat {conf_files} 2>/dev/null | "
+        "sed -n 's/^[[:space:]]*mok_certificate=[\"]*\\([^\"]*\\)[\"]*$/\\1/p' | tail -1); "
+        f"if [ -z \"$cert\" ] && [ -f {key} ] && [ -f {cert} ]; then cert={cert}; fi; "
+        f"cert=${{cert:-{dkms_default}}}; echo \"gpuprov: certificate $cert\"; "
+        "if [ -f \"$cert\" ] && command -v mokutil >/dev/null 2>&1; then "
+        "mokutil --test-key \"$cert\" 2>&1; else echo \"gpuprov: no certificate $cert\"; fi")
 
 
 @dataclass(frozen=True)
@@ -63,13 +86,7 @@ def script(commands: Commands) -> str:
         "elif [ -d /sys/firmware/efi ]; then echo 'gpuprov: no mokutil'; "
         "else echo 'gpuprov: not EFI'; fi",
         f"echo '{MARK}mok'",
-        f"cat {DKMS_CONF} /etc/dkms/framework.conf.d/*.conf 2>/dev/null "
-        "| grep -E '^[[:space:]]*mok_(signing_key|certificate)='; "
-        f"cert=$(cat {DKMS_CONF} /etc/dkms/framework.conf.d/*.conf 2>/dev/null | "
-        "sed -n 's/^[[:space:]]*mok_certificate=[\"]*\\([^\"]*\\)[\"]*$/\\1/p' "
-        f"| tail -1); cert=${{cert:-{DKMS_DEFAULT_CERT}}}; "
-        "if [ -f \"$cert\" ] && command -v mokutil >/dev/null 2>&1; then "
-        "mokutil --test-key \"$cert\" 2>&1; else echo \"gpuprov: no certificate $cert\"; fi",
+        mok_script(),
         f"echo '{MARK}dkms'",
         "command -v dkms >/dev/null 2>&1 && dkms status 2>&1 || echo 'gpuprov: no dkms'",
         f"echo '{MARK}run-installer'",
@@ -118,6 +135,7 @@ class HostFacts:
     secure_boot: str = "unknown"       # enabled | disabled | unsupported | unknown
     secure_boot_text: str = ""
     dkms_signing: list[str] = field(default_factory=list)    # framework.conf mok_* lines
+    dkms_certificate: str = DKMS_DEFAULT_CERT   # the certificate DKMS signs with
     mok_enrolled: bool | None = None   # None: no certificate to test
     mok_text: str = ""
     dkms: list[DkmsEntry] | None = None          # None: dkms not installed
@@ -147,7 +165,11 @@ def parse(text: str, source: str) -> HostFacts:
     facts.secure_boot, facts.secure_boot_text = secure_boot_state(found.get("secureboot", []))
     mok = found.get("mok", [])
     facts.dkms_signing = [line.strip() for line in mok if line.strip().startswith("mok_")]
-    tested = [line for line in mok if not line.strip().startswith("mok_")]
+    facts.dkms_certificate = next((line.split("gpuprov: certificate ", 1)[1].strip()
+                                   for line in mok if line.startswith("gpuprov: certificate ")),
+                                  DKMS_DEFAULT_CERT)
+    tested = [line for line in mok if not line.strip().startswith("mok_")
+              and not line.startswith("gpuprov: certificate ")]
     facts.mok_text = "\n".join(tested).strip()
     facts.mok_enrolled = mok_test_key(facts.mok_text)
     dkms = found.get("dkms", [])

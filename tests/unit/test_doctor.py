@@ -297,3 +297,45 @@ def test_canonical_precompiled_refuses_nvidias_packages_and_dkms_modules():
     assert (found.check, found.fix) == ("archive-driver", "apt-get purge --allow-change-held-"
                                         "packages nvidia-fabricmanager-550 nvidia-utils-550-"
                                         "server (then reboot)")
+
+
+MOKUTIL = """#!/bin/sh
+# mokutil --test-key CERT, as mokutil words it (enrolled: the certificates in ENROLLED)
+case " $ENROLLED " in *" $2 "*) echo "$2 is already enrolled";; *) echo "$2 is not enrolled";; esac
+"""
+
+
+@pytest.mark.parametrize("have, conf, enrolled, cert", [
+    # Ubuntu: the shim MOK update-secureboot-policy made, framework.conf silent (dkms 2.8.7)
+    (("shim.key", "shim.der", "dkms.pub"), "", "shim.der", "shim.der"),
+    # DKMS 3's own pair only (Debian, upstream)
+    (("dkms.pub",), "", "dkms.pub", "dkms.pub"),
+    # framework.conf names its certificate (Ubuntu 24.04's dkms 3.0.x, or a site's)
+    (("shim.key", "shim.der", "site.der"), 'mok_certificate="{d}/site.der"\n', "", "site.der"),
+])
+def test_the_certificate_dkms_signs_with_is_the_one_tested(tmp_path, have, conf, enrolled,
+                                                           cert):
+    """Issue 37: a Secure Boot host whose Ubuntu MOK is enrolled is no blocker."""
+    for name in have:
+        (tmp_path / name).write_text("x")
+    (tmp_path / "framework.conf").write_text(conf.format(d=tmp_path))
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "mokutil").write_text(MOKUTIL)
+    (bin_dir / "mokutil").chmod(0o755)
+    script = probe.mok_script(str(tmp_path / "framework.conf"),
+                              (str(tmp_path / "shim.key"), str(tmp_path / "shim.der")),
+                              str(tmp_path / "dkms.pub"))
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin",
+           "ENROLLED": str(tmp_path / enrolled) if enrolled else ""}
+    out = subprocess.run(["sh", "-c", f"echo '{probe.MARK}mok'; {script}; "
+                          f"echo '{probe.MARK}end'"], capture_output=True, text=True,
+                         timeout=30, env=env, check=True).stdout
+    facts = probe.parse(out, "node07")
+    assert facts.dkms_certificate == str(tmp_path / cert)
+    assert facts.mok_enrolled is bool(enrolled)
+    facts.secure_boot = "enabled"
+    found = only([f for f in findings.judge(facts, LOCK) if f.check == "secure-boot"])
+    assert found.severity == (WARNING if enrolled else BLOCKER), found.seen
+    if not enrolled:
+        assert f"mokutil --import {tmp_path / cert}" in found.fix
