@@ -90,6 +90,19 @@ def _exclusive(deb: Deb, role: str) -> Deb:
     return deb
 
 
+# The packaged unit as NVIDIA's and Ubuntu's packaging ship it: static (no [Install]),
+# persistence mode off, stopped when nothing needs it. `systemctl cat` on Ubuntu 24.04
+# (/usr/lib/systemd/system/nvidia-persistenced.service, quoted in a public note: find_string
+# "persistenced --no-persistence-mode --verbose"); `systemctl status` shows it `static`
+# (the same searches); issue 37.
+PERSISTENCED_UNIT = (
+    "[Unit]\nDescription=NVIDIA Persistence Daemon\nWants=syslog.target\n"
+    "StopWhenUnneeded=true\nBefore=systemd-backlight@backlight:nvidia_0.service\n\n"
+    "[Service]\nType=forking\nExecStart=/usr/bin/nvidia-persistenced --user "
+    "nvidia-persistenced --no-persistence-mode --verbose\n"
+    "ExecStopPost=/bin/rm -rf /var/run/nvidia-persistenced\n")
+
+
 def _unit(description: str, exec_start: str, extra: str = "") -> str:
     return (f"[Unit]\nDescription={description}\n{extra}\n[Service]\nType=forking\n"
             f"ExecStart={exec_start}\n\n[Install]\nWantedBy=multi-user.target\n")
@@ -216,10 +229,7 @@ def _userspace(version: str, dv: str, names: str, fabric_names: str,
             "nvidia-persistenced and its unit.", depends=[f"libnvidia-compute{names} {exact}"])
         .add("/usr/bin/nvidia-persistenced",
              _python_tool("daemons", "persistenced(sys.argv[1:])"), 0o755)
-        .add(f"{UNIT_DIR}/nvidia-persistenced.service",
-             _unit("NVIDIA Persistence Daemon",
-                   "/usr/bin/nvidia-persistenced --user nvidia-persistenced --verbose",
-                   "Wants=syslog.target\n")),
+        .add(f"{UNIT_DIR}/nvidia-persistenced.service", PERSISTENCED_UNIT),
         "nvidia-compute-utils")
 
     yield _exclusive(Deb(f"nvidia-kernel-common{names}", dv, "Shared files used by the "

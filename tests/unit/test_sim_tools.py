@@ -314,3 +314,21 @@ def test_dcgmi_health_reports_what_the_armed_watches_see(sim_node, monkeypatch, 
     # a restarted host engine has forgotten the watches
     (tmp_path / "watches").write_text("99999999")
     assert dcgmi.main(["health", "-c", "-j"]) == dcgmi.DCGM_ST_GENERIC_ERROR_EXIT
+
+
+def test_the_packaged_persistence_unit_turns_persistence_mode_off_as_the_real_one(
+        sim_node, monkeypatch, tmp_path, capsys):
+    """Issue 37: NVIDIA's and Ubuntu's unit is static and runs --no-persistence-mode; the
+    lab's does too, and nvidia-smi reports what the running daemon set."""
+    from gpuprov.lab.sim import daemons, nvidia_smi
+    assert "--no-persistence-mode" in standins.PERSISTENCED_UNIT
+    assert "[Install]" not in standins.PERSISTENCED_UNIT
+    monkeypatch.setattr(node, "PERSISTENCE_MODE", str(tmp_path / "mode"))
+    monkeypatch.setattr(node, "running", lambda pid_file: True)
+    monkeypatch.setattr(daemons, "_daemonize", lambda pid_file: None)
+    for argv, shown in ((["--user", "nvidia-persistenced", "--no-persistence-mode"], "Disabled"),
+                        (["--user", "nvidia-persistenced", "--persistence-mode"], "Enabled")):
+        assert daemons.persistenced(argv) == 0
+        capsys.readouterr()
+        assert nvidia_smi.main(["--query-gpu=persistence_mode", "--format=csv,noheader"]) == 0
+        assert set(capsys.readouterr().out.split()) == {shown}

@@ -52,6 +52,10 @@ def persistenced(argv: list[str]) -> int:
         sys.stderr.write("nvidia-persistenced failed to initialize. Check syslog for more "
                          "details.\n")
         return 1
+    # nvidia-persistenced(1): persistence mode on by default, off with --no-persistence-mode
+    os.makedirs(os.path.dirname(node.PERSISTENCE_MODE), exist_ok=True)
+    with open(node.PERSISTENCE_MODE, "w") as fh:
+        fh.write("0\n" if "--no-persistence-mode" in argv else "1\n")
     _daemonize(node.PERSISTENCED_PID)
     return 0
 

@@ -31,6 +31,8 @@ KERNEL_TAINT = f"{RUN_DIR}/kernel-tainted"
 LIB_DIR = "/usr/lib/x86_64-linux-gnu"
 NVML_GLOB = f"{LIB_DIR}/libnvidia-ml.so.*.*"
 PERSISTENCED_PID = "/run/nvidia-persistenced/nvidia-persistenced.pid"
+# the mode the running daemon set (--persistence-mode / --no-persistence-mode)
+PERSISTENCE_MODE = "/run/nvidia-persistenced/persistence-mode"
 FABRICMANAGER_PID = "/run/nvidia-fabricmanager/nv-fabricmanager.pid"
 KERNEL_LOG = "/var/log/kern.log"
 
@@ -77,6 +79,11 @@ def library_version(paths: list[str]) -> str | None:
 
 def nvml_version() -> str | None:
     return library_version(glob.glob(NVML_GLOB))
+
+
+def persistence_mode() -> bool:
+    """Persistence mode is on while the daemon that turned it on runs."""
+    return running(PERSISTENCED_PID) and read_value(PERSISTENCE_MODE) == "1"
 
 
 def running(pid_file: str) -> bool:

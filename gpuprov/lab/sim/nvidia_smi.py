@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write(f"Unable to determine the device handle for GPU"
                          f"{_handle_address(lost[0]['bus_id'])}: Unknown Error\n")
         return RC_GPU_LOST
-    live = render.Live(persistence=node.running(node.PERSISTENCED_PID),
+    live = render.Live(persistence=node.persistence_mode(),
                        fabric_manager=node.running(node.FABRICMANAGER_PID))
     try:
         sys.stdout.write(_render(args, hw, module, live))
