@@ -12,8 +12,9 @@ the simulated kernel):
   DKMS module when a kernel's headers are installed, as the real dkms package's does;
 - `modinfo -F signer|version [-k K] nvidia`, from that file;
 - the module load: refused under Secure Boot unless the module is signed by a key the
-  kernel trusts, built in (its build key, which signed Canonical's prebuilt modules) or
-  enrolled in the firmware ("Key was rejected by service"), as the kernel's lockdown does.
+  kernel trusts, built in (Canonical's module signing key, which signed Canonical's
+  prebuilt modules) or enrolled in the firmware ("Key was rejected by service"), as the
+  kernel's lockdown does.
 
 The installed kernels are the /lib/modules/K directories with a modules.dep, as the
 kernel's own packages leave them; the running one is kernel_view.KERNEL_RELEASE.

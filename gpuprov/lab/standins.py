@@ -168,7 +168,7 @@ def ubuntu_driver_packages(branch: str, version: str, revision: str,
                            modules_version: str) -> Iterator[Deb]:
     """Canonical's packaging of the same driver in the Ubuntu archive: `-<branch>-server`
     names at Ubuntu's revision, no DKMS (`nvidia-headless-no-dkms-…`), and the kernel
-    module prebuilt for one kernel and signed by that kernel's build key
+    module prebuilt for one kernel and signed by Canonical's module signing key
     (`linux-modules-nvidia-<branch>-server[-open]-<kernel release>`, versioned as the
     kernel, tied to its driver by nvidia-kernel-common's version as
     linux-restricted-modules' packages are: see data/lab/standins.yml)."""
@@ -189,13 +189,13 @@ def ubuntu_driver_packages(branch: str, version: str, revision: str,
         bounds = ([f"{common} (<= {version}-1)"] if suffix else []) + [f"{common} (>= {version})"]
         module = Deb(f"linux-modules-nvidia{names}{suffix}-{release}", modules_version,
                      f"Linux kernel nvidia modules for version {release} ({flavour}, "
-                     "stand-in)\nPrebuilt and signed with the kernel's build key, which the "
-                     "kernel trusts: loads under Secure Boot with no key to enrol.",
+                     "stand-in)\nPrebuilt and signed with Canonical's module signing key, which "
+                     "the kernel trusts: loads under Secure Boot with no key to enrol.",
                      depends=bounds, section="restricted/kernel")
         _exclusive(module, "nvidia-dkms-kernel")
         module.add(f"/lib/modules/{release}/kernel/nvidia-{branch}srv/nvidia.ko",
-                   f"version={version}\nsigner={kernel_view.KERNEL_BUILD_KEY_SIGNER}\n"
-                   f"sig_sha256={kernel_view.KERNEL_BUILD_KEY_SHA256}\n")
+                   f"version={version}\nsigner={kernel_view.CANONICAL_MODULE_SIGNER}\n"
+                   f"sig_sha256={kernel_view.CANONICAL_MODULE_KEY_SHA256}\n")
         _loads_at_boot(module)
         module.scripts["postinst"] = f"{kernel_modules.MODPROBE_NVIDIA} || true\n"
         yield module
