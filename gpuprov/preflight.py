@@ -11,7 +11,7 @@ import re
 from dataclasses import asdict, dataclass
 from functools import cache
 
-from gpuprov import compat
+from gpuprov import compat, security
 from gpuprov.errors import InputError
 from gpuprov.inventory import Inventory
 from gpuprov.lock import Lock
@@ -47,6 +47,8 @@ class Plan:
     fabricmanager_version: str | None
     # (name, version) of SEPARATELY_LOCKED that are set; a tuple, as plans are judged cached
     separately_locked: tuple[tuple[str, str], ...] = ()
+    # security bulletins the inventory accepts (gpuprov_security_accepted)
+    security_accepted: frozenset[str] = frozenset()
 
     def recorded_lock(self) -> dict:
         """The lock a provisioning run records for the host (and a rollback restores)."""
@@ -98,6 +100,12 @@ def judge(plan: Plan) -> tuple[tuple[str, str, str], ...]:
         problems.append(("fabric_manager", f"fabric manager {fm} with driver "
                          f"{lock.driver_version}: they must be the same version",
                          m["sources"]["fabric_manager"]))
+    dcgm = dict(plan.separately_locked).get("dcgm_version", "")
+    for breach in security.breaches(lock.driver_version, lock.container_toolkit_version,
+                                    lock.docker_version, dcgm):
+        if breach.bulletin not in plan.security_accepted:
+            problems.append(("security_floor", f"{breach.message} (accept it knowingly: "
+                             f"{security.ACCEPTED_VAR}: [{breach.bulletin}])", breach.source))
     if plan.profile:
         profile = _loaded(plan.profile)
         architecture = profile["gpu"].get("architecture")
@@ -127,7 +135,8 @@ def plan_for(host: str, variables: dict) -> Plan:
     fm = variables.get("gpuprov_fabricmanager_version") or None
     separate = tuple((name, str(variables[f"gpuprov_{name}"])) for name in SEPARATELY_LOCKED
                      if variables.get(f"gpuprov_{name}"))
-    return Plan(lock, str(profile) if profile else None, str(fm) if fm else None, separate)
+    return Plan(lock, str(profile) if profile else None, str(fm) if fm else None, separate,
+                security.accepted(variables, f"host {host}"))
 
 
 def check_inventory(inventory: Inventory, hosts: list[str]

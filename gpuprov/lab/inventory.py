@@ -92,4 +92,8 @@ gpuprov_torch_cuda_build: cpu
 gpuprov_python_version: "3.11"
 gpuprov_dcgm_version: 4.2.3-1
 gpuprov_nccl_version: 2.20.5-1
+# The mirror's stand-ins are at releases below today's security floors (R550 and R535 get
+# no fix, Container Toolkit 1.16/1.17, DCGM 4.2/4.4): accepted knowingly, as a site would
+# accept a bulletin it has mitigated otherwise (gpuprov/data/compat.yml security_floors).
+gpuprov_security_accepted: [nvidia-5821, nvidia-5850, nvidia-5857]
 """

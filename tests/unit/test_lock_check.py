@@ -13,11 +13,27 @@ from tests.conftest import REPO, gpuprov
 EXAMPLE = REPO / "inventory"
 
 
+# The example lock before it moved to a current stack (R550, CUDA 12.4): the compatibility
+# rules below are tested on it; its security floors are accepted, their own tests are below.
+OLDER_LOCK = {"gpuprov_driver_version": "550.127.08", "gpuprov_cuda_version": "12.4",
+              "gpuprov_cudnn_version": "9.1.0.70", "gpuprov_container_toolkit_version": "1.17.3",
+              "gpuprov_docker_version": "5:27.3.1-1~ubuntu.24.04~noble",
+              "gpuprov_torch_cuda_build": "cu126",
+              "gpuprov_security_accepted": ["nvidia-5821", "nvidia-5850", "docker-29.7.0"]}
+
+
 @pytest.fixture
-def rack(tmp_path):
-    """A copy of the example inventory to break."""
+def shipped(tmp_path):
+    """A copy of the example inventory as shipped."""
     shutil.copytree(EXAMPLE, tmp_path / "inventory")
     return tmp_path / "inventory"
+
+
+@pytest.fixture
+def rack(shipped):
+    """A copy of the example inventory on the older lock, to break."""
+    _set(shipped / "group_vars/all/versions.yml", **OLDER_LOCK)
+    return shipped
 
 
 def _set(path, **values):
@@ -195,7 +211,7 @@ def test_limit_matching_no_host(rack):
 def test_an_r590_lock_with_cuda_13_passes(rack):
     """R590 (unsuffixed packages, pinning packages) with CUDA 13.1, cuDNN 9.17 for CUDA 13
     and a cu130 torch: the role installs that packaging, the matrix allows the set."""
-    _set(rack / "group_vars/all/versions.yml", gpuprov_driver_version="590.44.01",
+    _set(rack / "group_vars/all/versions.yml", gpuprov_driver_version="590.48.01",
          gpuprov_cuda_version="13.1", gpuprov_torch_cuda_build="cu130",
          gpuprov_cudnn_version="9.17.0.29")
     result = _check(rack, "--limit", "node01")
@@ -213,3 +229,59 @@ def test_a_cudnn_older_than_its_cuda_major_is_refused(rack):
         "node01: cudnn_cuda: cuDNN 9.1.0.70 predates CUDA 13.x: the first cuDNN 9 with CUDA 13 "
         "builds is 9.13 [PyTorch RELEASE.md")
     assert len(result.stdout.splitlines()) == 1
+
+
+# --- security floors (issue 37) ---------------------------------------------------------
+
+def test_a_lock_below_the_security_floors_is_refused_naming_each_bulletin(shipped):
+    _set(shipped / "group_vars/all/versions.yml", gpuprov_driver_version="550.127.08",
+         gpuprov_cuda_version="12.4", gpuprov_cudnn_version="9.1.0.70",
+         gpuprov_torch_cuda_build="cu126", gpuprov_container_toolkit_version="1.17.3")
+    result = _check(shipped, "--limit", "node01")
+    assert result.returncode == 2
+    lines = result.stdout.splitlines()
+    assert lines == [
+        "node01: security_floor: driver 550.127.08: branch R550 has no fixed release in "
+        "bulletin nvidia-5821 (fixed branches: R535, R570, R580, R590, R595) (accept it "
+        "knowingly: gpuprov_security_accepted: [nvidia-5821]) [Security Bulletin: GPU Display "
+        "Driver - May 2026, https://nvidia.custhelp.com/app/answers/detail/a_id/5821/]",
+        "node01: security_floor: NVIDIA Container Toolkit 1.17.3 is below 1.19.1, which fixes "
+        "bulletin nvidia-5850 (accept it knowingly: gpuprov_security_accepted: [nvidia-5850]) "
+        "[Security Bulletin: NVIDIA Container Toolkit - June 2026 (CVE-2026-24260), "
+        "https://nvidia.custhelp.com/app/answers/detail/a_id/5850/]"]
+
+
+@pytest.mark.parametrize("driver, bulletin", [("590.44.01", "nvidia-5747"),
+                                              ("580.95.05", "nvidia-5821")])
+def test_a_driver_below_its_branch_fix_is_refused(shipped, driver, bulletin):
+    _set(shipped / "group_vars/all/versions.yml", gpuprov_driver_version=driver)
+    result = _check(shipped, "--limit", "node05")
+    assert result.returncode == 2
+    assert f"security_floor: driver {driver} is below" in result.stdout
+    assert f"fixes bulletin {bulletin}" in result.stdout
+
+
+def test_docker_and_dcgm_floors_and_the_distribution_s_docker_unjudged(shipped):
+    _set(shipped / "group_vars/all/versions.yml",
+         gpuprov_docker_version="5:28.5.1-1~ubuntu.24.04~noble", gpuprov_dcgm_version="4.4.1-1")
+    result = _check(shipped, "--limit", "node05")
+    assert result.returncode == 2
+    assert "Docker Engine 28.5.1 is below 29.7.0, which fixes bulletin docker-29.7.0" in (
+        result.stdout)
+    assert "DCGM 4.4.1 is below 4.5.3, which fixes bulletin nvidia-5857" in result.stdout
+    _set(shipped / "group_vars/all/versions.yml", gpuprov_docker_source="distro",
+         gpuprov_docker_version="", gpuprov_dcgm_version="4.5.3-1")
+    assert _check(shipped, "--limit", "node05").returncode == 0
+
+
+def test_an_accepted_bulletin_passes_and_an_unknown_one_is_bad_input(shipped):
+    versions = shipped / "group_vars/all/versions.yml"
+    _set(versions, gpuprov_container_toolkit_version="1.17.3",
+         gpuprov_security_accepted=["nvidia-5850"])
+    assert _check(shipped).returncode == 0
+    _set(versions, gpuprov_security_accepted=["nvidia-9999"])
+    result = _check(shipped)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.strip() == (
+        "gpuprov: error: host node01: gpuprov_security_accepted: unknown bulletin 'nvidia-9999' "
+        "(known: docker-29.7.0, nvidia-5747, nvidia-5821, nvidia-5850, nvidia-5857)")
