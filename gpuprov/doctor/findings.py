@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from gpuprov import releases
+from gpuprov.compat import matrix
 from gpuprov.doctor.probe import HostFacts
 from gpuprov.lock import Lock
 from gpuprov.packages import (
@@ -59,9 +61,16 @@ class ModuleSigning:
     signer: str = ""         # site-mok: its certificate's subject CN
 
 
+@dataclass(frozen=True)
+class Stack:
+    """What the host's lock is installed with, beside the lock: for the release rules."""
+    docker_source: str = "docker-ce"   # docker-ce (Docker's repository) or distro
+    venv_python: bool = True           # some PyTorch environment is a venv (archive python3)
+
+
 def judge(facts: HostFacts, lock: Lock, min_free_gib: dict[str, float] | None = None,
-          signing: ModuleSigning = ModuleSigning()) -> list[Finding]:
-    found: list[Finding] = _secure_boot(facts, signing)
+          signing: ModuleSigning = ModuleSigning(), stack: Stack = Stack()) -> list[Finding]:
+    found: list[Finding] = _release(facts, lock, stack) + _secure_boot(facts, signing)
     if signing.mode == PRECOMPILED:
         found += _precompiled_modules(facts, lock) + _repository_packages(facts)
     else:
@@ -71,6 +80,18 @@ def judge(facts: HostFacts, lock: Lock, min_free_gib: dict[str, float] | None = 
     found += _holds(facts, lock)
     found += _space(facts, {**MIN_FREE_GIB, **(min_free_gib or {})})
     return found
+
+
+def _release(facts: HostFacts, lock: Lock, stack: Stack) -> list[Finding]:
+    """Lock versions that do not exist for the host's OS release (releases.py)."""
+    if facts.os_release is None:
+        return [Finding(WARNING, "release", "no /etc/os-release: the lock's Docker, Python "
+                        "and CUDA are not checked against the host's release",
+                        "check them by hand before provisioning")]
+    found = releases.problems(facts.os_release, lock, stack.docker_source, stack.venv_python)
+    known = facts.os_release.key in matrix()["releases"]
+    return [Finding(BLOCKER if known else WARNING, "release", what, fix)
+            for what, fix in found]
 
 
 def _secure_boot(facts: HostFacts, signing: ModuleSigning) -> list[Finding]:

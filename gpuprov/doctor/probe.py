@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from gpuprov import probing
+from gpuprov import probing, releases
 from gpuprov.ansible_collections.gpuprov.gpu.plugins.filter import nvidia_driver
 from gpuprov.errors import InputError
 
@@ -72,6 +72,8 @@ def script(commands: Commands) -> str:
     locks = " ".join(DPKG_LOCKS)
     return "\n".join([
         f"echo '{MARK}kernel'; {commands.kernel_release} 2>/dev/null",
+        f"echo '{MARK}os-release'",
+        "( . /etc/os-release 2>/dev/null && echo \"$ID $VERSION_ID $VERSION_CODENAME\" )",
         # read once: printed here, and the precompiled modules' lookup below uses them
         f"installed=$({INSTALLED_KERNELS})",
         f"echo '{MARK}kernels'",
@@ -129,6 +131,7 @@ class GpuProcess:
 @dataclass
 class HostFacts:
     kernel: str = ""
+    os_release: releases.OsRelease | None = None   # None: no /etc/os-release
     kernels: dict[str, bool] = field(default_factory=dict)   # release -> headers present
     headers_candidate: str = ""        # what apt would install as the running kernel's headers
     precompiled_modules: set[str] = field(default_factory=set)   # archive's, for these kernels
@@ -154,6 +157,7 @@ def parse(text: str, source: str) -> HostFacts:
     if "end" not in found:
         raise InputError(f"{source}: the doctor's probe output is incomplete")
     facts = HostFacts(kernel="\n".join(found.get("kernel", [])).strip())
+    facts.os_release = releases.parse_os_release(" ".join(found.get("os-release", [])))
     for line in found.get("kernels", []):
         release, _, state = line.rpartition(" ")
         if release:

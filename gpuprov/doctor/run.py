@@ -18,7 +18,7 @@ from gpuprov.lock import Lock
 # the inventory variables the doctor reads besides the lock
 HOST_VARIABLES = ("gpuprov_doctor_kernel_release_command", "gpuprov_validate_lsmod_command",
                   "gpuprov_doctor_min_free_gib", "gpuprov_module_signing",
-                  "gpuprov_mok_certificate_file")
+                  "gpuprov_mok_certificate_file", "gpuprov_docker_source", "pytorch_env_list")
 SIGNING_MODES = ("none", "site-mok", findings.PRECOMPILED)
 
 
@@ -39,7 +39,7 @@ class HostReport:
 
 
 def _plan(inventory: Inventory, host: str
-          ) -> tuple[Lock, probe.Commands, dict, findings.ModuleSigning]:
+          ) -> tuple[Lock, probe.Commands, dict, findings.ModuleSigning, findings.Stack]:
     variables = inventory.variables(host, also=HOST_VARIABLES)
     lock = Lock.of_inventory_host(variables, host, inventory.path)
     signing = _signing(host, variables)
@@ -57,7 +57,18 @@ def _plan(inventory: Inventory, host: str
     if unknown:
         raise InputError(f"host {host}: gpuprov_doctor_min_free_gib: unknown path "
                          f"{sorted(unknown)[0]!r} (known: {', '.join(probe.SPACE_PATHS)})")
-    return lock, commands, space, signing
+    return lock, commands, space, signing, _stack(host, variables)
+
+
+def _stack(host: str, variables: dict) -> findings.Stack:
+    """Docker's source and whether a venv uses the archive's python3 (the roles' defaults:
+    docker-ce, one venv)."""
+    envs = variables.get("pytorch_env_list") or [{"name": "default"}]
+    if not isinstance(envs, list) or not all(isinstance(e, dict) for e in envs):
+        raise InputError(f"host {host}: pytorch_env_list: expected a list of mappings, got "
+                         f"{envs!r}")
+    return findings.Stack(str(variables.get("gpuprov_docker_source") or "docker-ce"),
+                          any(e.get("kind", "venv") != "conda" for e in envs))
 
 
 def _signing(host: str, variables: dict) -> findings.ModuleSigning:
@@ -79,14 +90,14 @@ def _signing(host: str, variables: dict) -> findings.ModuleSigning:
 
 
 def _examine(host: str, plan: tuple, inventory: Path, control_dir: Path) -> HostReport:
-    lock, commands, space, signing = plan
+    lock, commands, space, signing, stack = plan
     try:
         output = probing.run_script(host, inventory, control_dir, probe.script(commands),
                                     probe.MARK)
         facts = probe.parse(output, f"host {host}")
     except (probing.ProbeFailed, InputError) as exc:
         return HostReport(host, False, why=str(exc))
-    return HostReport(host, True, findings.judge(facts, lock, space, signing))
+    return HostReport(host, True, findings.judge(facts, lock, space, signing, stack))
 
 
 def examine_hosts(inventory: Inventory, hosts: list[str], parallel: int = 32

@@ -136,6 +136,16 @@ def test_bad_input_is_one_line_exit_2_and_touches_no_host(rack, tmp_path):
         _set_lock(inventory, **values)
         cases[name] = (rack.provision(inventory=inventory), rule)
 
+    # issue 37: Docker's build for another release, seen by the doctor's read-only probe of
+    # the (Debian 12) lab nodes before anything changes, naming both releases
+    docker = _inventory_copy(rack, tmp_path / "docker-release")
+    _set_lock(docker, gpuprov_docker_source="docker-ce",
+              gpuprov_docker_version="5:29.7.0-1~ubuntu.24.04~noble")
+    cases["lock Docker for another release"] = (
+        rack.provision(inventory=docker),
+        "blocker: release: gpuprov_docker_version 5:29.7.0-1~ubuntu.24.04~noble is Docker's "
+        "build for ubuntu.24.04 (noble); this host runs debian 12 (bookworm)")
+
     unknown = _inventory_copy(rack, tmp_path / "profile")
     unknown.write_text(unknown.read_text().replace("gpuprov_profile=l40s-pcie-4",
                                                    "gpuprov_profile=l40s-pcie-16"))

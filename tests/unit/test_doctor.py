@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpuprov import collection
+from gpuprov import collection, releases
 from gpuprov.doctor import findings, probe
 from gpuprov.doctor.findings import BLOCKER, WARNING
 from gpuprov.errors import InputError
@@ -29,7 +29,8 @@ def capture(name: str) -> list[str]:
 def healthy(**changes) -> probe.HostFacts:
     facts = probe.HostFacts(kernel=KERNEL, kernels={KERNEL: True}, secure_boot="disabled",
                             free_kib={"/var": 50 * findings.GIB, "/usr": 50 * findings.GIB,
-                                      "/opt": 50 * findings.GIB})
+                                      "/opt": 50 * findings.GIB},
+                            os_release=releases.OsRelease("debian", "12", "bookworm"))
     for key, value in changes.items():
         setattr(facts, key, value)
     return facts
@@ -339,3 +340,56 @@ def test_the_certificate_dkms_signs_with_is_the_one_tested(tmp_path, have, conf,
     assert found.severity == (WARNING if enrolled else BLOCKER), found.seen
     if not enrolled:
         assert f"mokutil --import {tmp_path / cert}" in found.fix
+
+
+
+# --- the lock against the host's release (issue 37) -------------------------------------
+NOBLE = releases.OsRelease("ubuntu", "24.04", "noble")
+JAMMY = releases.OsRelease("ubuntu", "22.04", "jammy")
+DEFAULT_LOCK = Lock("590.48.01", "auto", "13.1", "9.17.1.4", "1.19.1",
+                    "5:29.7.0-1~ubuntu.24.04~noble", "2.13.0", "cu130", "3.12")
+
+
+def test_the_default_lock_suits_ubuntu_24_04():
+    assert findings.judge(healthy(os_release=NOBLE), DEFAULT_LOCK) == []
+
+
+def test_a_lock_for_24_04_on_a_22_04_host_is_refused_naming_both_releases():
+    found = [f for f in findings.judge(healthy(os_release=JAMMY), DEFAULT_LOCK)
+             if f.check == "release"]
+    assert [f.severity for f in found] == [BLOCKER, BLOCKER]
+    docker, python = found
+    assert docker.seen.startswith("gpuprov_docker_version 5:29.7.0-1~ubuntu.24.04~noble is "
+                                  "Docker's build for ubuntu.24.04 (noble); this host runs "
+                                  "ubuntu 22.04 (jammy)")
+    assert docker.fix == "lock Docker's build for jammy: 5:<version>-1~ubuntu.22.04~jammy"
+    assert python.seen.startswith("gpuprov_python_version 3.12: ubuntu 22.04 (jammy)'s "
+                                  "python3 is 3.10")
+    assert "packages.ubuntu.com/jammy/python3" in python.seen
+
+
+def test_conda_environments_bring_their_own_python_and_distro_docker_is_not_judged():
+    stack = findings.Stack(docker_source="distro", venv_python=False)
+    assert findings.judge(healthy(os_release=JAMMY), DEFAULT_LOCK, stack=stack) == []
+
+
+def test_cuda_before_the_release_s_first_is_refused():
+    lock = Lock("550.90.07", "auto", "12.4", "9.1.0.70", "1.19.1",
+                "5:29.7.0-1~ubuntu.24.04~noble", "2.5.1", "cu124", "3.12")
+    found = only([f for f in findings.judge(healthy(os_release=NOBLE), lock)
+                  if f.check == "release"])
+    assert found.seen.startswith("gpuprov_cuda_version 12.4: NVIDIA's repository for ubuntu "
+                                 "24.04 (noble) starts at CUDA 12.5")
+
+
+def test_an_unknown_release_warns_and_the_probe_reads_this_machine_s():
+    found = only(findings.judge(healthy(os_release=releases.OsRelease("ubuntu", "26.04",
+                                                                       "resolute")), LOCK))
+    assert (found.check, found.severity) == ("release", WARNING)
+    result = subprocess.run(["sh", "-c", probe.script(probe.Commands())], capture_output=True,
+                            text=True, timeout=60, check=True)
+    mine = probe.parse(result.stdout, "this machine").os_release
+    import platform
+    os_release = platform.freedesktop_os_release()
+    assert mine == releases.OsRelease(os_release["ID"], os_release["VERSION_ID"],
+                                      os_release.get("VERSION_CODENAME", ""))
