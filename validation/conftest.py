@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from gpuprov.checks.registry import stage_checks
 from gpuprov.checks.run import judge
 from gpuprov.evidence import Evidence
 from gpuprov.lock import Lock
@@ -42,10 +43,12 @@ class Node:
         if self.failing_identity and not self.collector.settings.soak_after_identity_failure:
             pytest.skip(f"identity checks failed: {what}")
 
-    def assert_checks(self, *ids: str) -> None:
+    def assert_checks(self, stage: str) -> None:
+        """The checks `stage`'s evidence decides, judged with the stages after it not yet
+        collected."""
         s = self.collector.settings
         judgement = judge(Evidence(self.collector.directory), s.profile, s.lock, strict=False,
-                          only=ids)
+                          only=stage_checks(stage), upto=stage)
         bad = [f"{c.id}: {c.status}: {c.summary}" for c in judgement.checks if c.blocking]
         assert not bad, "\n".join(bad)
 

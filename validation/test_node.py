@@ -8,19 +8,14 @@ uses. The soak and the DDP smoke are skipped on a node that failed its identity 
 
 from __future__ import annotations
 
-from gpuprov.checks.registry import stage_checks
 from gpuprov.evidence import Evidence
 from gpuprov.validation import collect
-
-# Which checks each stage's evidence decides: from the check registry.
-IDENTITY, SNAPSHOT, SOAK, DDP, DCGM = (stage_checks(s) for s in ("identity", "snapshot", "soak",
-                                                                  "ddp", "dcgm"))
 
 
 def test_identity(node):
     collect.identity(node.collector)
     try:
-        node.assert_checks(*IDENTITY)
+        node.assert_checks("identity")
     except AssertionError:
         node.failing_identity.append("identity")
         raise
@@ -28,14 +23,14 @@ def test_identity(node):
 
 def test_interconnect_and_health_before_soak(node):
     collect.snapshot(node.collector, after=False)
-    node.assert_checks(*SNAPSHOT)
+    node.assert_checks("snapshot")
 
 
 def test_gpu_burn_soak(node):
     node.skip_unless_soaked("not soaked")
     collect.soak(node.collector)
     collect.snapshot(node.collector, after=True)
-    node.assert_checks(*SOAK)
+    node.assert_checks("soak")
 
 
 def test_ddp_smoke(node):
@@ -43,10 +38,10 @@ def test_ddp_smoke(node):
     gpus = collect.gpus_listed(Evidence(node.collector.directory))
     collect.ddp_smoke(node.collector, gpus)
     collect.nccl_tests(node.collector, gpus)
-    node.assert_checks(*DDP)
+    node.assert_checks("ddp")
 
 
 def test_dcgm_diagnostics(node):
     node.skip_unless_soaked("no DCGM diagnostics")
     collect.dcgm(node.collector)
-    node.assert_checks(*DCGM)
+    node.assert_checks("dcgm")

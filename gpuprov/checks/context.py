@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpuprov.evidence import SMI_BEFORE, Evidence
+from gpuprov.evidence import SMI_BEFORE, STAGES, Evidence
 from gpuprov.lock import Lock
 from gpuprov.model import GpuRef
 from gpuprov.parsers.smi_gpu import GpuSnapshot
@@ -16,6 +16,17 @@ class Context:
     evidence: Evidence
     profile: Profile
     lock: Lock | None
+    # the last stage collected so far (a run judged stage by stage); None: the whole run
+    upto: str | None = None
+
+    def reached(self, stage: str) -> bool:
+        """Whether `stage` has been collected, so its evidence must be there unless the
+        run says it skipped it."""
+        return self.upto is None or STAGES.index(stage) <= STAGES.index(self.upto)
+
+    def required(self, stage: str) -> bool:
+        """A stage's evidence is required once the stage was reached and not skipped."""
+        return self.reached(stage) and stage not in self.evidence.meta.get("skipped", {})
 
     def gpus(self) -> list[GpuSnapshot]:
         smi = self.evidence.read(SMI_BEFORE)

@@ -33,11 +33,13 @@ class Judgement:
 
 
 def judge(evidence: Evidence, profile: Profile, lock: Lock | None,
-          strict: bool = True, only: Iterable[str] | None = None) -> Judgement:
+          strict: bool = True, only: Iterable[str] | None = None,
+          upto: str | None = None) -> Judgement:
     """Every check (or those in `only`), in registry order. strict: malformed evidence
     raises (evaluate's exit 2); otherwise it fails the checks that read it (a live node's
-    broken output)."""
-    ctx = Context(evidence, profile, lock)
+    broken output). upto: the last stage collected so far (a run judged as it goes);
+    later stages' evidence is not yet required."""
+    ctx = Context(evidence, profile, lock, upto)
     wanted = set(only) if only is not None else None
     results = []
     for spec in all_checks():

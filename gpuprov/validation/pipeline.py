@@ -46,7 +46,8 @@ def validate_node(job: NodeJob, progress: Progress) -> NodeResult:
         progress(s.node, "identity", {})
         collect.identity(collector)
         before = Evidence(job.evidence_dir)   # its parsed nvidia-smi also sizes the DDP run
-        identity = judge(before, s.profile, s.lock, strict=False, only=stage_checks("identity"))
+        identity = judge(before, s.profile, s.lock, strict=False, only=stage_checks("identity"),
+                         upto="identity")
         failing = [c.id for c in identity.checks if c.blocking]
         progress(s.node, "snapshot", {"identity_failing": failing})
         collect.snapshot(collector, after=False)

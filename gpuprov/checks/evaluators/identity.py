@@ -50,7 +50,7 @@ def gpu_inventory(ctx: Context, r: Results) -> CheckResult:
         return r.fail(f"{len(gpus)} GPUs visible, profile expects {spec['count']}{extra}",
                       values, gpu=GpuRef(None, lost[0]) if len(lost) == 1 else None)
     after = ctx.evidence.read(SMI_AFTER)
-    if after is None and "soak" not in ctx.evidence.meta.get("skipped", {}):
+    if after is None and ctx.required("soak"):
         # the soak ran (or was never recorded as skipped): no report after it is a GPU lost
         # under load until nvidia-smi's own words say otherwise
         why = ctx.evidence.failure(SMI_AFTER) or f"{SMI_AFTER.file} not collected"
