@@ -157,3 +157,28 @@ def test_wrong_typed_variable_refused_by_the_argument_spec(lab, tmp_path, role, 
     assert "Validation of arguments failed" in result.stdout and expected in result.stdout
     assert "changed=0" in result.stdout
     assert lab.ssh("node02", STATE).stdout == before
+
+
+def test_a_node_prepared_by_cuda_keyring_converges_its_old_list_retired(bare_node, tmp_path):
+    """Issue 37: cuda-keyring leaves /etc/apt/sources.list.d/cuda-<distro>-<arch>.list with
+    the same URL under its own keyring; apt refuses two Signed-By values for one source
+    ("Conflicting values set for option Signed-By", NVIDIA/cuda-repo-management#4). The
+    role retires that file (kept as .gpuprov.bak) and converges; a second run changes
+    nothing."""
+    from gpuprov.lab.mirror import KEYRING_NAME
+    from gpuprov.lab.paths import NODE_MIRROR_PATH
+    prepared = "/etc/apt/sources.list.d/cuda-debian12-x86_64.list"
+    keyring = "/usr/share/keyrings/cuda-archive-keyring.gpg"
+    line = f"deb [signed-by={keyring}] file://{NODE_MIRROR_PATH}/cuda/ /"
+    setup = bare_node.ssh(NODE, f"cp {NODE_MIRROR_PATH}/keys/{KEYRING_NAME} {keyring} && "
+                                f"echo '{line}' > {prepared} && apt-get update -qq")
+    assert setup.returncode == 0, setup.stderr
+    first = _converge(bare_node, tmp_path, role="cuda_repo")
+    assert first.returncode == 0, first.stdout[-3000:]
+    assert "Retire the other entries" in first.stdout and prepared in first.stdout
+    state = bare_node.ssh(NODE, f"ls {prepared} {prepared}.gpuprov.bak; apt-get update 2>&1")
+    assert f"{prepared}.gpuprov.bak" in state.stdout
+    assert "No such file" in state.stdout + state.stderr            # the .list is gone
+    assert "Conflicting values" not in state.stdout
+    again = _converge(bare_node, tmp_path, role="cuda_repo")
+    assert again.returncode == 0 and "changed=0" in again.stdout, again.stdout[-2000:]
