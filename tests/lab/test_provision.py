@@ -141,10 +141,13 @@ def test_bad_input_is_one_line_exit_2_and_touches_no_host(rack, tmp_path):
     docker = _inventory_copy(rack, tmp_path / "docker-release")
     _set_lock(docker, gpuprov_docker_source="docker-ce",
               gpuprov_docker_version="5:29.7.0-1~ubuntu.24.04~noble")
-    cases["lock Docker for another release"] = (
-        rack.provision(inventory=docker),
-        "blocker: release: gpuprov_docker_version 5:29.7.0-1~ubuntu.24.04~noble is Docker's "
-        "build for ubuntu.24.04 (noble); this host runs debian 12 (bookworm)")
+    # (the doctor prints its findings, blockers and warnings, before the one-line refusal)
+    refused = rack.provision(inventory=docker)
+    assert refused.returncode == 2, (refused.stdout, refused.stderr)
+    assert ("node01: blocker: release: gpuprov_docker_version 5:29.7.0-1~ubuntu.24.04~noble "
+            "is Docker's build for ubuntu.24.04 (noble); this host runs debian 12 (bookworm)"
+            ) in refused.stdout + refused.stderr
+    assert "doctor: blockers on node01, node02, node03: nothing was changed" in refused.stderr
 
     unknown = _inventory_copy(rack, tmp_path / "profile")
     unknown.write_text(unknown.read_text().replace("gpuprov_profile=l40s-pcie-4",
