@@ -16,6 +16,7 @@ import yaml
 
 from gpuprov.errors import InputError
 from gpuprov.lab import docker, fabric, kernel_view, kinds, standins
+from gpuprov.lab.sim import kmod
 from gpuprov.lab.sim import node as sim_node
 from gpuprov.parsers import kernel_log
 from gpuprov.pci import BusId
@@ -347,6 +348,14 @@ def _dpkg_interrupted(access, hw, gpu):
     return f"dpkg interrupted while configuring {victim}", {"dpkg_half_configured": victim}
 
 
+def _dkms_build_fails(access, hw, gpu):
+    """The module no longer compiles (a kernel the driver does not support yet): dkms
+    fails as the real one does, and so does the driver package's postinst."""
+    access.write(kmod.BUILD_FAILS, "make: *** [Makefile:81: modules] Error 2\n")
+    return "DKMS builds of the nvidia module fail (bad exit status: 2)", {
+        "remove_files": [kmod.BUILD_FAILS]}
+
+
 def _disk_full(access, hw, gpu):
     docker.exec_in(access.container, "mount", "-t", "tmpfs", "-o",
                    f"size={DISK_FULL_SIZE}", "gpuprov-disk-full", DISK_FULL_PATH)
@@ -418,6 +427,8 @@ FAULTS = {f.name: f for f in (
     FaultKind("dpkg-interrupted", False, _dpkg_interrupted,
               "an interrupted dpkg run: a package half-configured (doctor)"),
     FaultKind("disk-full", False, _disk_full, f"{DISK_FULL_PATH} all but full (doctor)"),
+    FaultKind("dkms-build-fails", False, _dkms_build_fails,
+              "the nvidia module fails to build (dkms exits 10, dpkg fails the package)"),
     FaultKind("gpu-busy", False, _gpu_busy, "a process holds a GPU (doctor)"),
     FaultKind("machine-check", False, _machine_check,
               "the kernel tainted by a machine check whose log lines have rotated away"),

@@ -114,6 +114,25 @@ def names_branch(branch: str) -> str:
     return "" if int(branch) >= FIRST_UNSUFFIXED_BRANCH else f"-{branch}"
 
 
+def dkms_postinst(version: str, modules: str = "/lib/modules") -> str:
+    """As dh_dkms's scriptlet: build for every kernel with headers, skip the others with its
+    message; a failed build fails the scriptlet with dkms's status, so dpkg leaves the
+    package unconfigured ("post-installation script subprocess returned error exit status
+    10": pop-os/pop#3811, NVIDIA/nvidia-container-toolkit#361)."""
+    return (
+        f"dkms add -m nvidia -v {version} || true\n"
+        f"for dep in {modules}/*/modules.dep; do\n"
+        "  [ -e \"$dep\" ] || continue; k=${dep%/modules.dep}; k=${k##*/}\n"
+        f"  if [ -d \"{modules}/$k/build\" ]; then\n"
+        f"    dkms install -m nvidia -v {version} -k \"$k\" || exit $?\n"
+        "  else\n"
+        "    echo \"Module build for kernel $k was skipped since the kernel headers for "
+        "this kernel do not seem to be installed.\"\n"
+        "  fi\n"
+        "done\n"
+        f"{kernel_modules.MODPROBE_NVIDIA} || true\n")
+
+
 def driver_packages(branch: str, version: str, revision: str) -> Iterator[Deb]:
     """NVIDIA's CUDA repository: the driver's libraries and tools, DKMS-built modules."""
     dv = f"{version}-{revision}"
@@ -132,20 +151,7 @@ def driver_packages(branch: str, version: str, revision: str) -> Iterator[Deb]:
         dkms.add(f"/usr/src/nvidia-{version}/dkms.conf",
                  f'PACKAGE_NAME="nvidia"\nPACKAGE_VERSION="{version}"\n')
         _loads_at_boot(dkms)
-        # As dh_dkms's scriptlet: build for every kernel with headers, skip the others with
-        # its message, and exit 0 even when a build fails (the roles assert `dkms status`).
-        dkms.scripts["postinst"] = (
-            f"dkms add -m nvidia -v {version} || true\n"
-            "for dep in /lib/modules/*/modules.dep; do\n"
-            "  [ -e \"$dep\" ] || continue; k=${dep%/modules.dep}; k=${k##*/}\n"
-            "  if [ -d \"/lib/modules/$k/build\" ]; then\n"
-            f"    dkms install -m nvidia -v {version} -k \"$k\" || true\n"
-            "  else\n"
-            "    echo \"Module build for kernel $k was skipped since the kernel headers for "
-            "this kernel do not seem to be installed.\"\n"
-            "  fi\n"
-            "done\n"
-            f"{kernel_modules.MODPROBE_NVIDIA} || true\n")
+        dkms.scripts["postinst"] = dkms_postinst(version)
         dkms.scripts["prerm"] = f"dkms remove -m nvidia -v {version} --all || true\n"
         yield dkms
 

@@ -182,3 +182,19 @@ def test_a_node_prepared_by_cuda_keyring_converges_its_old_list_retired(bare_nod
     assert "Conflicting values" not in state.stdout
     again = _converge(bare_node, tmp_path, role="cuda_repo")
     assert again.returncode == 0 and "changed=0" in again.stdout, again.stdout[-2000:]
+
+
+def test_a_driver_whose_module_fails_to_build_fails_the_host_with_dkms_s_error(bare_node,
+                                                                              tmp_path):
+    """Issue 37: real dkms exits 10 and dpkg fails the package with it; the lab's stand-in
+    does too (fault dkms-build-fails), so the role fails the host with dkms's own words
+    instead of reaching its DKMS assertion on a package apt reported installed."""
+    assert gpuprov("lab", "fault", NODE, "dkms-build-fails").returncode == 0
+    try:
+        result = _converge(bare_node, tmp_path, nvidia_driver_version="535.161.08")
+    finally:
+        assert gpuprov("lab", "fault", NODE, "--clear").returncode == 0
+        assert gpuprov("lab", "reset", NODE).returncode == 0
+    assert result.returncode != 0, result.stdout[-3000:]
+    assert "Bad return status for module build on kernel" in result.stdout
+    assert "returned error exit status 10" in result.stdout

@@ -2,6 +2,7 @@
 temporary root: what the driver role's DKMS and Secure Boot assertions meet on a node."""
 
 import hashlib
+import subprocess
 
 import pytest
 
@@ -137,3 +138,38 @@ def test_a_prebuilt_module_signed_by_canonicals_key_loads_under_secure_boot(
     capsys.readouterr()
     kmod.modinfo_main(["nvidia"], **node)
     assert f"/lib/modules/{RUNNING}/updates/dkms/nvidia.ko" in capsys.readouterr().out
+
+
+def test_a_failed_build_is_dkms_s_error_and_status_and_fails_the_postinst(node, tmp_path,
+                                                                         capsys):
+    """Issue 37: real dkms exits 10 on a failed build and dh_dkms's postinst passes it on,
+    so dpkg fails the package (pop-os/pop#3811); the lab's stand-ins do the same."""
+    from gpuprov.lab import standins
+    marker = tmp_path / kmod.BUILD_FAILS.lstrip("/")
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.write_text("make: *** Error 2\n")
+    with pytest.raises(SystemExit) as failed:
+        dkms(node, "install", "-m", "nvidia", "-v", VERSION, "-k", RUNNING)
+    assert failed.value.code == kmod.BUILD_FAILED == 10
+    assert (f"Error! Bad return status for module build on kernel: {RUNNING} (x86_64)"
+            in capsys.readouterr().err)
+    # the scriptlet, run by sh against a module tree of its own and a dkms that fails
+    modules = tmp_path / "modules"
+    for kernel, headers in ((RUNNING, True), ("6.8.0-50-generic", False)):
+        (modules / kernel).mkdir(parents=True)
+        (modules / kernel / "modules.dep").write_text("")
+        if headers:
+            (modules / kernel / "build").mkdir()
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "dkms").write_text('#!/bin/sh\ncase "$1" in install) exit 10;; esac; exit 0\n')
+    (bin_dir / "dkms").chmod(0o755)
+    script = standins.dkms_postinst(VERSION, str(modules))
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin"}
+    run = subprocess.run(["sh", "-c", script], capture_output=True, text=True, env=env,
+                         timeout=30)
+    assert run.returncode == 10, run.stdout + run.stderr
+    (modules / RUNNING / "build").rmdir()           # no headers anywhere: skipped, exit 0
+    run = subprocess.run(["sh", "-c", script], capture_output=True, text=True, env=env,
+                         timeout=30)
+    assert run.returncode == 0 and "was skipped since the kernel headers" in run.stdout

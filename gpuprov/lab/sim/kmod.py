@@ -22,6 +22,9 @@ import subprocess
 import sys
 
 ARCH = "x86_64"
+# dkms's exit status when make fails; the lab's fault `dkms-build-fails` leaves the marker
+BUILD_FAILED = 10
+BUILD_FAILS = "/var/lib/gpuprov-lab/dkms-build-fails"
 SIGNING_SETTING = re.compile(r"""^\s*(mok_signing_key|mok_certificate)=["']?([^"'\n]*)""", re.M)
 
 
@@ -147,6 +150,14 @@ class Dkms:
         if not os.path.isdir(self.node.path(f"/lib/modules/{kernel}/build")):
             sys.exit(f"Error! Your kernel headers for kernel {kernel} cannot be found at "
                      f"/lib/modules/{kernel}/build or /lib/modules/{kernel}/source.")
+        if os.path.exists(self.node.path(BUILD_FAILS)):
+            # the compiler failed: dkms's words and status (open-gpu-kernel-modules#526,
+            # pop-os/pop#3811: dpkg then reports "exit status 10" from the postinst)
+            print("Building module(s)...(bad exit status: 2)")
+            print(f"Error! Bad return status for module build on kernel: {kernel} ({ARCH})\n"
+                  f"Consult /var/lib/dkms/{module}/{version}/build/make.log for more "
+                  "information.", file=sys.stderr)
+            sys.exit(BUILD_FAILED)
         print("Building module(s)... done.")
         signer, digest = self.signing()
         os.makedirs(os.path.dirname(target), exist_ok=True)
