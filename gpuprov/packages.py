@@ -14,6 +14,15 @@ TOOLKIT_PACKAGES = ("nvidia-container-toolkit", "nvidia-container-toolkit-base",
                     "libnvidia-container-tools", "libnvidia-container1")
 DCGM_CORE = "datacenter-gpu-manager-4-core"
 DCGM_CUDA_PREFIX = "datacenter-gpu-manager-4-cuda"   # + the CUDA major
+# its diagnostic plugins, which -4-cuda<major> only Recommends (`apt-cache depends
+# datacenter-gpu-manager-4-cuda13`: "Recommends: datacenter-gpu-manager-4-proprietary-cuda13";
+# dpkg: "Proprietary DCGM diagnostic plugins for CUDA 13"; issue 37)
+DCGM_PLUGINS_PREFIX = "datacenter-gpu-manager-4-proprietary-cuda"   # + the CUDA major
+
+
+def dcgm_packages(cuda_major: str) -> tuple[str, ...]:
+    """The DCGM packages gpuprov installs and holds for a CUDA major."""
+    return (DCGM_CORE, f"{DCGM_CUDA_PREFIX}{cuda_major}", f"{DCGM_PLUGINS_PREFIX}{cuda_major}")
 NCCL_PACKAGES = ("libnccl2", "libnccl-dev")
 # what the cudnn role installs and holds: the runtime and its headers (cuDNN 8: libcudnn8,
 # libcudnn8-dev; cuDNN 9: libcudnn9-cuda-12, libcudnn9-dev-cuda-12)

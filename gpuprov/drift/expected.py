@@ -21,12 +21,11 @@ from gpuprov.drift.probe import HostState
 from gpuprov.lock import Lock
 from gpuprov.packages import (
     CUDNN_HELD,
-    DCGM_CORE,
-    DCGM_CUDA_PREFIX,
     DRIVER_PACKAGE,
     NCCL_PACKAGES,
     TOOLKIT_PACKAGES,
     cuda_toolkit_package,
+    dcgm_packages,
     upstream,
 )
 
@@ -97,7 +96,7 @@ def differences(state: HostState, lock: Lock, variables: dict) -> list[Differenc
                         matches=lambda found, wanted: found == wanted)
     if variables.get("gpuprov_dcgm_version"):
         dcgm = upstream(str(variables["gpuprov_dcgm_version"]))
-        for name in (DCGM_CORE, f"{DCGM_CUDA_PREFIX}{lock.cuda_version.split('.')[0]}"):
+        for name in dcgm_packages(lock.cuda_version.split(".")[0]):
             out += _package(state, name, dcgm)
     if variables.get("gpuprov_nccl_version"):
         nccl = str(variables["gpuprov_nccl_version"])

@@ -21,6 +21,7 @@ class Deb:
     conflicts: list[str] = field(default_factory=list)
     provides: list[str] = field(default_factory=list)
     replaces: list[str] = field(default_factory=list)
+    recommends: list[str] = field(default_factory=list)
     section: str = "multiverse/devel"
     files: dict[str, tuple[bytes | str, int]] = field(default_factory=dict)  # path -> data, mode
     symlinks: dict[str, str] = field(default_factory=dict)                   # path -> target
@@ -34,8 +35,9 @@ class Deb:
     def control(self) -> str:
         lines = [f"Package: {self.name}", f"Version: {self.version}", "Architecture: amd64",
                  f"Maintainer: {MAINTAINER}", f"Section: {self.section}", "Priority: optional"]
-        for key, values in (("Depends", self.depends), ("Conflicts", self.conflicts),
-                            ("Provides", self.provides), ("Replaces", self.replaces)):
+        for key, values in (("Depends", self.depends), ("Recommends", self.recommends),
+                            ("Conflicts", self.conflicts), ("Provides", self.provides),
+                            ("Replaces", self.replaces)):
             if values:
                 lines.append(f"{key}: {', '.join(values)}")
         summary, _, body = self.description.partition("\n")

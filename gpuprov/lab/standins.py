@@ -371,6 +371,10 @@ def dcgm_packages(version: str, epoch: int, cuda_majors: list) -> Iterator[Deb]:
     for major in cuda_majors:
         yield Deb(f"datacenter-gpu-manager-4-cuda{major}", dv, "NVIDIA Data Center GPU "
                   f"Manager diagnostics for CUDA {major} (stand-in)",
+                  depends=[f"datacenter-gpu-manager-4-core (= {dv})"],
+                  recommends=[f"datacenter-gpu-manager-4-proprietary-cuda{major}"])
+        yield Deb(f"datacenter-gpu-manager-4-proprietary-cuda{major}", dv, "Proprietary DCGM "
+                  f"diagnostic plugins for CUDA {major} (stand-in)",
                   depends=[f"datacenter-gpu-manager-4-core (= {dv})"])
 
 

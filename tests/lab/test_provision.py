@@ -246,7 +246,8 @@ def test_the_collection_converges_a_node_from_a_site_playbook(rack, tmp_path):
                      result.stdout), result.stdout[-2000:]
 
 
-DCGM = ("datacenter-gpu-manager-4-core", "datacenter-gpu-manager-4-cuda12")
+DCGM = ("datacenter-gpu-manager-4-core", "datacenter-gpu-manager-4-cuda12",
+        "datacenter-gpu-manager-4-proprietary-cuda12")
 # as an operator would: apt lets the held packages change and drops their holds
 DCGM_BY_HAND = ("apt-get install -y -q --allow-change-held-packages --allow-downgrades "
                 + " ".join(f"{p}=1:{{v}}-1" for p in DCGM))
@@ -284,7 +285,7 @@ def test_drift_names_what_changed_by_hand_and_nothing_else(rack):
     assert report["node03"]["differences"][0]["found"] != LAB_DRIVER
     nodes = {line.split()[0]: line for line in
              gpuprov("nodes", env=rack.env()).stdout.splitlines()[1:]}
-    assert "drifted (5," in nodes["node01"] and "drifted (1," in nodes["node03"]
+    assert "drifted (7," in nodes["node01"] and "drifted (1," in nodes["node03"]
     assert " in-sync " in nodes["node02"]
     again = gpuprov("drift", "-i", str(rack.inventory), env=rack.env(), timeout=120)
     assert again.returncode == 0, again.stdout      # put back: in sync again

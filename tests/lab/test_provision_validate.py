@@ -532,8 +532,8 @@ def test_driver_upgrade_to_r590_and_rollback_each_validated(rack, tmp_path):
     # one cuDNN 9 build and DCGM's diagnostics for CUDA 13 only; NCCL's CUDA 13.0 build
     assert {p: v for p, v in after.items() if p.startswith("libcudnn")} == {
         "libcudnn9-cuda-13": "9.17.1.4-1", "libcudnn9-dev-cuda-13": "9.17.1.4-1"}, after
-    assert sorted(p for p in after if p.startswith("datacenter-gpu-manager-4-cuda")) == [
-        "datacenter-gpu-manager-4-cuda13"], after
+    assert sorted(p for p in after if "datacenter-gpu-manager-4-" in p and "cuda" in p) == [
+        "datacenter-gpu-manager-4-cuda13", "datacenter-gpu-manager-4-proprietary-cuda13"], after
     assert after["libnccl2"] == "2.28.9-1+cuda13.0", after
     nvcc = gpuprov("lab", "ssh", node, "--", "/usr/local/cuda/bin/nvcc -V", check=True).stdout
     assert "release 13.1, V13.1.115" in nvcc

@@ -28,6 +28,9 @@ libcudnn-frontend-dev 1.8.0-1 ii
 datacenter-gpu-manager-4-core 1:4.2.3-1 hi
 datacenter-gpu-manager-4-cuda12 1:4.2.3-1 hi
 datacenter-gpu-manager-4-cuda13 1:4.2.3-1 hi
+datacenter-gpu-manager-4-proprietary-cuda12 1:4.2.3-1 hi
+datacenter-gpu-manager-4-proprietary-cuda13 1:4.2.3-1 hi
+datacenter-gpu-manager-4-proprietary 1:4.2.3-1 ii
 datacenter-gpu-manager-4-cuda-all 1:4.2.3-1 ii
 datacenter-gpu-manager-4-dev 1:4.2.3-1 ii
 """.splitlines()
@@ -64,8 +67,14 @@ def test_cudnn_8_never_removes_cudnn_9():
 
 
 def test_dcgm_keeps_the_lock_s_cuda_major_diagnostics_only():
-    assert _dcgm_removes("13.1") == ["datacenter-gpu-manager-4-cuda12"]
-    assert _dcgm_removes("12.4") == ["datacenter-gpu-manager-4-cuda13"]
+    """The other major's diagnostics and their plugins go; the CUDA-independent
+    -4-proprietary stays."""
+    assert _dcgm_removes("13.1") == ["datacenter-gpu-manager-4-cuda12",
+                                     "datacenter-gpu-manager-4-proprietary-cuda12"]
+    assert _dcgm_removes("12.4") == ["datacenter-gpu-manager-4-cuda13",
+                                     "datacenter-gpu-manager-4-proprietary-cuda13"]
     # the major is matched whole: a lock of CUDA 1 does not keep cuda12 or cuda13 as its own
     assert _dcgm_removes("1.0") == ["datacenter-gpu-manager-4-cuda12",
-                                    "datacenter-gpu-manager-4-cuda13"]
+                                    "datacenter-gpu-manager-4-cuda13",
+                                    "datacenter-gpu-manager-4-proprietary-cuda12",
+                                    "datacenter-gpu-manager-4-proprietary-cuda13"]

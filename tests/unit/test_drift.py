@@ -36,6 +36,7 @@ PACKAGES = {
     "libnvidia-container1": ("1.16.2-1", "hi"),
     "datacenter-gpu-manager-4-core": ("1:4.2.3-1", "hi"),
     "datacenter-gpu-manager-4-cuda12": ("1:4.2.3-1", "hi"),
+    "datacenter-gpu-manager-4-proprietary-cuda12": ("1:4.2.3-1", "hi"),
     "libnccl2": ("2.20.5-1+cuda12.4", "hi"),
     "libnccl-dev": ("2.20.5-1+cuda12.4", "hi"),
     "docker.io": ("20.10.24+dfsg1-1+b3", "ii"),

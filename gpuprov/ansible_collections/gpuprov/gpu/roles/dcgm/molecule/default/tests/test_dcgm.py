@@ -1,7 +1,8 @@
 """Verify (testinfra): DCGM at the locked version, held, its host engine running and a
 level-1 diagnostic passing on the node's GPUs."""
 
-PACKAGES = ["datacenter-gpu-manager-4-core", "datacenter-gpu-manager-4-cuda12"]
+PACKAGES = ["datacenter-gpu-manager-4-core", "datacenter-gpu-manager-4-cuda12",
+            "datacenter-gpu-manager-4-proprietary-cuda12"]
 VERSION = "1:4.2.3-1"
 
 
