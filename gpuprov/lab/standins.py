@@ -35,6 +35,7 @@ SIM_MODULES = ("__init__", "node", "render", "nvidia_smi", "gpu_burn", "daemons"
                "nccl_tests")
 MODULE_UNIT = "gpuprov-lab-nvidia-module.service"
 FIRST_UNSUFFIXED_BRANCH = 590
+FIRST_UNSUFFIXED_FABRIC_BRANCH = 580   # fabric manager and NSCQ: a branch earlier
 # What a 590+ pinning package pins: the driver packages under their unsuffixed names.
 PINNED_NAMES = ("nvidia-headless", "nvidia-headless-open", "nvidia-dkms", "nvidia-dkms-open",
                 "nvidia-kernel-common", "libnvidia-compute", "nvidia-compute-utils",
@@ -138,7 +139,9 @@ def driver_packages(branch: str, version: str, revision: str) -> Iterator[Deb]:
     dv = f"{version}-{revision}"
     exact = f"(= {dv})"
     b = names_branch(branch)
-    yield from _userspace(version, dv, names=b, fabric_names=b, fabric_version=f"{version}-1")
+    fabric = "" if int(branch) >= FIRST_UNSUFFIXED_FABRIC_BRANCH else f"-{branch}"
+    yield from _userspace(version, dv, names=b, fabric_names=fabric,
+                          fabric_version=f"{version}-1")
 
     for suffix, flavour in (("", "proprietary"), ("-open", "open")):
         dkms = Deb(f"nvidia-dkms{b}{suffix}", dv,

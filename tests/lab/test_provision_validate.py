@@ -561,6 +561,34 @@ def test_driver_upgrade_to_r590_and_rollback_each_validated(rack, tmp_path):
     assert _state(rack, node) == "accepted"
 
 
+# R580 in NVIDIA's packaging for Ubuntu: the driver's packages keep the branch, fabric
+# manager and NSCQ do not (issue 37); CUDA 12.4 and the rest of the lab lock stay
+R580 = {"gpuprov_driver_version": "580.105.08"}
+
+
+def test_r580_on_an_nvswitch_node_installs_unsuffixed_fabric_manager_and_nscq(rack, tmp_path):
+    """node02 (HGX A100, NVSwitch) provisioned on R580: nvidia-fabricmanager and
+    libnvidia-nscq at 580.105.08 beside nvidia-dkms-580; then back to the rack's lock."""
+    node = "node02"
+    r580 = _lock_copy(rack, tmp_path / "r580", R580)
+    try:
+        moved = rack.cli("provision", "-i", str(r580), "-l", node, "--allow-reboot",
+                         timeout=900)
+        assert moved.returncode == 0, moved.stdout[-3000:]
+        packages = _stack_packages(node)
+        for name in ("nvidia-fabricmanager", "libnvidia-nscq"):
+            assert packages.get(name, "").startswith("580.105.08-1"), packages
+        assert packages["nvidia-dkms-580-open"].startswith("580.105.08-"), packages
+        assert not [p for p in packages if re.search(r"-(550|590)(-open)?$", p)], packages
+        fm = gpuprov("lab", "ssh", node, "--", "systemctl is-active nvidia-fabricmanager")
+        assert fm.stdout.strip() == "active", fm.stdout + fm.stderr
+    finally:
+        back = rack.cli("provision", "-i", str(rack.inventory), "-l", node, "--allow-reboot",
+                        timeout=900)
+    assert back.returncode == 0, back.stdout[-3000:]
+    assert _stack_packages(node)["nvidia-fabricmanager-550"].startswith("550.90.07")
+
+
 def test_kill_9_mid_soak_leaves_a_clean_ledger_and_no_accepted_node(rack):
     before = rack.cli("nodes").stdout
     run = rack.spawn("node03", "--soak", "60")

@@ -131,3 +131,24 @@ def test_each_kernels_signer_from_modinfo():
              "module 6.8.0-31-generic |"]
     assert filters.module_signers(lines) == {"6.8.0-45-generic": "Example Site MOK 2026",
                                              "6.8.0-31-generic": ""}
+
+
+@pytest.mark.parametrize("version, driver_suffix, fabric_suffix", [
+    ("570.211.01", "-570", "-570"),
+    # R580: the driver's names keep the branch, fabric manager and NSCQ already lose it
+    ("580.105.08", "-580", ""),
+    ("590.48.01", "", ""),
+])
+def test_package_names_carry_the_branch_as_the_repository_names_them(version, driver_suffix,
+                                                                     fabric_suffix):
+    from tests.ansible_local import render_role_vars
+    names = render_role_vars("nvidia_driver", {"nvidia_driver_version": version}, [
+        "nvidia_driver_branch", "nvidia_driver_names_branch",
+        "nvidia_driver_fabric_names_branch"])
+    assert names["nvidia_driver_names_branch"] == driver_suffix
+    assert names["nvidia_driver_fabric_names_branch"] == fabric_suffix
+    # the lab's stand-ins name them the same way (gpuprov/lab/standins.py)
+    from gpuprov.lab import standins
+    debs = {d.name for d in standins.driver_packages(version.split(".")[0], version, "0ubuntu1")}
+    assert f"nvidia-fabricmanager{fabric_suffix}" in debs
+    assert f"libnvidia-nscq{fabric_suffix}" in debs and f"nvidia-dkms{driver_suffix}" in debs
