@@ -21,6 +21,29 @@ def _gpu_key(check: CheckResult) -> tuple | None:
     return (check.gpu.serial or check.gpu.bus_id or check.gpu.index,)
 
 
+def _kernel_faults(check: CheckResult) -> dict[tuple, tuple[str, set]]:
+    """The kernel events a kernel_log result failed on, each keyed by what makes two events
+    the same fault (kind, code, the device's PCI address), with the action it called for and
+    the stamps of its lines: the ledger keeps them, so a fault that recurs after the
+    recommended reboot is caught from the current boot's `dmesg` alone (a real server's log
+    holds no earlier boot), and the same line read again (no reboot between) is not one."""
+    if check.id != "kernel_log" or not check.blocking:
+        return {}
+    found: dict[tuple, tuple[str, set]] = {}
+    for e in check.values.get("events", []):
+        if (e.get("pci") and not e.get("cleared_by_reset")
+                and e.get("action") in {str(a) for a in RETRYABLE}):
+            key = (e.get("kind"), e.get("code"), e.get("pci"))
+            found.setdefault(key, (e["action"], set()))[1].add(
+                (e.get("time"), e.get("uptime_s")))
+    return found
+
+
+def _recurred(now: dict, before: dict) -> list[tuple]:
+    """Faults of `now` that `before` had too, on lines `before` did not already read."""
+    return sorted((k for k in now.keys() & before.keys() if now[k][1] - before[k][1]), key=str)
+
+
 def escalate(result: NodeResult, history: list[NodeResult]) -> NodeResult:
     """`history`: the node's earlier results, oldest first (unfinished runs ignored)."""
     earlier = [r for r in history if r.run_id != result.run_id and r.verdict is not None]
@@ -28,14 +51,23 @@ def escalate(result: NodeResult, history: list[NodeResult]) -> NodeResult:
         return result
     last = earlier[-1]
     before = {(c.id, _gpu_key(c)): c for c in last.failing if c.action in RETRYABLE}
+    faults_before = {k: v for c in last.failing for k, v in _kernel_faults(c).items()}
     checks = []
     changed = False
     for c in result.checks:
         prior = before.get((c.id, _gpu_key(c)))
+        again = _recurred(_kernel_faults(c), faults_before)
         if c.blocking and c.action in RETRYABLE and prior is not None and _gpu_key(c):
             c = replace(c, action=Action.RMA,
                         summary=f"{c.summary} (the same fault on this GPU in run "
                                 f"{last.run_id}, after its {prior.action}: escalated to rma)")
+            changed = True
+        elif c.action in RETRYABLE and again:
+            kind, code, pci = again[0]
+            what = f"{kind}{f' {code}' if code is not None else ''} on {pci}"
+            c = replace(c, action=Action.RMA,
+                        summary=f"{c.summary} (the same fault, {what}, in run {last.run_id}, "
+                                f"after its {faults_before[again[0]][0]}: escalated to rma)")
             changed = True
         checks.append(c)
     return replace(result, checks=checks) if changed else result

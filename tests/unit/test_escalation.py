@@ -29,3 +29,36 @@ def test_other_gpus_checks_and_first_occurrences_are_left_alone():
     assert escalate(first, [_result("v1", Action.RESTART_WORKLOAD)]) is first
     # an interrupted earlier run recommended nothing
     assert escalate(first, [_result("v1", Action.RESET_GPU, verdict=None)]) is first
+
+
+def _kernel(run_id: str, events: list[dict], verdict: Verdict | None = Verdict.REJECTED):
+    """A kernel_log failure naming several GPUs (so the check itself names none)."""
+    check = CheckResult("kernel_log", Status.FAIL, "fallen off the bus on GPU 0000:9a:00.0",
+                        None, {"events": events}, Action.REBOOT)
+    return NodeResult(run_id, "node07", Verdict.REJECTED, verdict, "h100-sxm-8", "", "/ev",
+                      1.0, 2.0, [check], [])
+
+
+FELL = {"kind": "fallen-off-bus", "code": None, "pci": "0000:9a:00.0", "action": "reboot",
+        "phase": "during", "cleared_by_reset": False, "time": None, "uptime_s": 812.5}
+XID = {"kind": "xid", "code": 79, "pci": "0000:1b:00.0", "action": "reboot",
+       "phase": "during", "cleared_by_reset": False, "time": None, "uptime_s": 90.25}
+
+
+def test_a_kernel_fault_after_the_recommended_reboot_escalates_from_the_ledger_alone():
+    """Issue 36: the current boot's dmesg holds only this boot; the ledger holds the last
+    run's events, so the same event on the same device after the reboot needs service."""
+    after_reboot = {**FELL, "uptime_s": 301.0}          # the new boot's line
+    now = escalate(_kernel("v2", [after_reboot, XID], verdict=None), [_kernel("v1", [FELL])])
+    assert now.checks[0].action == "rma"
+    assert now.checks[0].summary.endswith("(the same fault, fallen-off-bus on 0000:9a:00.0, "
+                                          "in run v1, after its reboot: escalated to rma)")
+
+
+def test_another_device_or_event_or_the_same_line_read_again_is_no_recurrence():
+    now = _kernel("v2", [XID], verdict=None)
+    assert escalate(now, [_kernel("v1", [FELL])]) is now
+    assert escalate(now, [_kernel("v1", [{**XID, "code": 48}])]) is now
+    assert escalate(now, [_kernel("v1", [{**XID, "cleared_by_reset": True}])]) is now
+    # validated again without the reboot: the same line of the same boot, not a recurrence
+    assert escalate(now, [_kernel("v1", [XID])]) is now
