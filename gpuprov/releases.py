@@ -44,7 +44,7 @@ def _release_of_docker(version: str) -> str | None:
 
 
 def problems(release: OsRelease, lock: Lock, docker_source: str,
-             venv_python: bool) -> list[tuple[str, str]]:
+             venv_python: bool, site_mok: bool = False) -> list[tuple[str, str]]:
     """(what is wrong, the fix) for each lock field this release cannot have. A release
     the table does not know: one problem saying so (nothing else can be judged)."""
     row = matrix()["releases"].get(release.key)
@@ -65,6 +65,12 @@ def problems(release: OsRelease, lock: Lock, docker_source: str,
                       f"{row['python']} and the lock's venvs use it",
                       f"lock Python {row['python']}, or build the environments with conda "
                       "(pytorch_env_list kind: conda)"))
+    if site_mok and row.get("dkms_dropins") is False:
+        found.append((f"gpuprov_module_signing: site-mok: {release}'s dkms reads only "
+                      "/etc/dkms/framework.conf and signs with the shim MOK, so the site "
+                      "key's drop-in would be ignored",
+                      "enrol Ubuntu's own MOK (gpuprov_module_signing: none) or use "
+                      "canonical-precompiled on this release"))
     if version_tuple(lock.cuda_version) < version_tuple(str(row["first_cuda"])):
         found.append((f"gpuprov_cuda_version {lock.cuda_version}: NVIDIA's repository for "
                       f"{release} starts at CUDA {row['first_cuda']}",

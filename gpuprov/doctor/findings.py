@@ -70,7 +70,8 @@ class Stack:
 
 def judge(facts: HostFacts, lock: Lock, min_free_gib: dict[str, float] | None = None,
           signing: ModuleSigning = ModuleSigning(), stack: Stack = Stack()) -> list[Finding]:
-    found: list[Finding] = _release(facts, lock, stack) + _secure_boot(facts, signing)
+    found: list[Finding] = (_release(facts, lock, stack, signing.mode == "site-mok")
+                            + _secure_boot(facts, signing))
     if signing.mode == PRECOMPILED:
         found += _precompiled_modules(facts, lock) + _repository_packages(facts)
     else:
@@ -82,13 +83,14 @@ def judge(facts: HostFacts, lock: Lock, min_free_gib: dict[str, float] | None = 
     return found
 
 
-def _release(facts: HostFacts, lock: Lock, stack: Stack) -> list[Finding]:
+def _release(facts: HostFacts, lock: Lock, stack: Stack, site_mok: bool) -> list[Finding]:
     """Lock versions that do not exist for the host's OS release (releases.py)."""
     if facts.os_release is None:
         return [Finding(WARNING, "release", "no /etc/os-release: the lock's Docker, Python "
                         "and CUDA are not checked against the host's release",
                         "check them by hand before provisioning")]
-    found = releases.problems(facts.os_release, lock, stack.docker_source, stack.venv_python)
+    found = releases.problems(facts.os_release, lock, stack.docker_source, stack.venv_python,
+                              site_mok)
     known = facts.os_release.key in matrix()["releases"]
     return [Finding(BLOCKER if known else WARNING, "release", what, fix)
             for what, fix in found]

@@ -393,3 +393,17 @@ def test_an_unknown_release_warns_and_the_probe_reads_this_machine_s():
     os_release = platform.freedesktop_os_release()
     assert mine == releases.OsRelease(os_release["ID"], os_release["VERSION_ID"],
                                       os_release.get("VERSION_CODENAME", ""))
+
+
+def test_site_mok_on_22_04_is_refused_its_dkms_ignores_the_drop_in():
+    """Issue 37: dkms 2.8.7 reads only framework.conf and signs with the shim MOK."""
+    signing = findings.ModuleSigning("site-mok", "Example Site MOK")
+    jammy_lock = Lock("590.48.01", "auto", "13.1", "9.17.1.4", "1.19.1",
+                      "5:29.7.0-1~ubuntu.22.04~jammy", "2.13.0", "cu130", "3.10")
+    found = only([f for f in findings.judge(healthy(os_release=JAMMY), jammy_lock,
+                                            signing=signing) if f.check == "release"])
+    assert found.severity == BLOCKER
+    assert found.seen.startswith("gpuprov_module_signing: site-mok: ubuntu 22.04 (jammy)'s "
+                                 "dkms reads only /etc/dkms/framework.conf")
+    assert [f for f in findings.judge(healthy(os_release=NOBLE), DEFAULT_LOCK, signing=signing)
+            if f.check == "release"] == []
