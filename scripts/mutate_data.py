@@ -33,6 +33,7 @@ TESTS = [
     "tests/unit/parsers/test_kernel_log.py",
     "tests/unit/parsers/test_kernel_log_forms.py",
     "tests/unit/checks/test_kernel_log_check.py",
+    "tests/unit/checks/test_kernel_event_rows.py",
     "tests/unit/checks/test_kernel_log_placement.py",
     "tests/unit/checks/test_nvswitch.py",
     "tests/unit/test_escalation.py",
