@@ -77,6 +77,10 @@ class NodeSettings:
     dcgm_level: int = 2
     ddp_timeout_s: int = 120
     soak_after_identity_failure: bool = False
+    # the inventory has the roles install DCGM (gpuprov_dcgm_version) and nccl-tests
+    # (nccl_tests_url): their absence on the node is then a failure, not a skip
+    expects_dcgm: bool = False
+    expects_nccl_tests: bool = False
 
     @classmethod
     def from_vars(cls, node: str, variables: dict, **fixed) -> NodeSettings:
@@ -87,7 +91,9 @@ class NodeSettings:
                             "pytorch_env", "fabric_manager_log", "ibstat_command",
                             "nccl_tests_dir", "dcgmi_command", "taint_file")
                if variables.get(f"gpuprov_validate_{name}")}
-        return cls(node=node, **fixed, **{k: str(v) for k, v in own.items()})
+        expected = {"expects_dcgm": bool(variables.get("gpuprov_dcgm_version")),
+                    "expects_nccl_tests": bool(variables.get("nccl_tests_url"))}
+        return cls(node=node, **{**expected, **fixed}, **{k: str(v) for k, v in own.items()})
 
 
 @dataclass
@@ -281,11 +287,24 @@ def nccl_tests(c: Collector, gpus: int) -> None:
     """nccl-tests' all-reduce across the node's GPUs, where it is installed."""
     binary = f"{c.settings.nccl_tests_dir}/all_reduce_perf"
     with c.stage("nccl-tests"):
+        if gpus >= 1 and c.settings.expects_nccl_tests and not c.host.file(binary).exists:
+            c.write(evidence.error_file(evidence.NCCL_TESTS), evidence.error_record(
+                f"{binary} -b 8M -e 1G -f 2 -g {gpus}", 127,
+                f"{binary} absent, though the inventory sets nccl_tests_url (role "
+                "nccl_tests did not install it)\n"))
+            return
         if gpus < 1 or not c.host.file(binary).exists:
             c.skip("nccl-tests", f"{binary} absent" if gpus else "no GPU listed")
             return
-        c.run(f"{shlex.quote(binary)} -b 8M -e 1G -f 2 -g {gpus} 2>&1", timeout=600,
-              file=evidence.NCCL_TESTS)
+        # what all_reduce_perf printed is the evidence whatever its exit status (a wrong
+        # result exits non-zero too); nothing printed at all is its failure record
+        command = f"{shlex.quote(binary)} -b 8M -e 1G -f 2 -g {gpus} 2>&1"
+        result = c.run(command, timeout=600)
+        if result.stdout.strip():
+            c.write(evidence.NCCL_TESTS, result.stdout)
+        else:
+            c.write(evidence.error_file(evidence.NCCL_TESTS), evidence.error_record(
+                command, result.rc, result.stderr or "no output\n"))
 
 
 # `dcgmi diag` run lengths per level (NVIDIA's DCGM guide: r1 seconds, r2 about 2 minutes,
@@ -307,6 +326,13 @@ def dcgm(c: Collector) -> None:
     level, command = c.settings.dcgm_level, shlex.quote(c.settings.dcgmi_command)
     with c.stage("dcgm"):
         if c.run(f"command -v {command}").rc != 0:
+            if c.settings.expects_dcgm:   # the lock installs DCGM: its absence is a finding
+                for kind in (evidence.DCGM_DIAG, evidence.DCGM_HEALTH):
+                    c.write(evidence.error_file(kind), evidence.error_record(
+                        f"{c.settings.dcgmi_command} diag -r {level} -j", 127,
+                        f"{c.settings.dcgmi_command} not found, though the lock sets "
+                        "gpuprov_dcgm_version (role dcgm did not install it)\n"))
+                return
             c.skip("dcgm", f"{c.settings.dcgmi_command} not found: DCGM is not installed")
             return
         c.meta["dcgm_level"] = level

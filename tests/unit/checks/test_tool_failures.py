@@ -38,3 +38,27 @@ def test_without_an_error_file_absent_output_is_missing(tmp_path):
     node = replace(healthy_h100(tmp_path / "node07"), "nvidia-smi-q.txt", None)
     by_id = {c.id: c for c in judge(Evidence(node), load_profile("h100-sxm-8"), None).checks}
     assert by_id["gpu_inventory"].status == "missing"
+
+
+@pytest.mark.parametrize(("check_id", "files", "record"), [
+    ("dcgm_diag", ("dcgmi-diag.json.error", "dcgmi-health.json.error"),
+     "$ dcgmi diag -r 2 -j\nexit status 127\ndcgmi not found, though the lock sets "
+     "gpuprov_dcgm_version (role dcgm did not install it)\n"),
+    ("nccl_bandwidth", ("nccl-tests.log.error",),
+     "$ /opt/nccl-tests/build/all_reduce_perf -b 8M -e 1G -f 2 -g 8\nexit status 1\n"
+     "NCCL WARN Cuda failure 'out of memory'\n"),
+])
+def test_an_optional_stage_s_tool_failure_fails_instead_of_skipping(tmp_path, check_id, files,
+                                                                      record):
+    """Issue 36: nccl-tests or DCGM where the inventory installs them, failing or absent,
+    is a failure with the tool's words; only a stage the site does not install skips."""
+    node = healthy_h100(tmp_path / "node07")
+    by_id = {c.id: c for c in judge(Evidence(node), load_profile("h100-sxm-8"), None).checks}
+    assert by_id[check_id].status == "skip"
+    for name in files:
+        replace(node, name, record)
+    by_id = {c.id: c for c in judge(Evidence(node), load_profile("h100-sxm-8"), None).checks}
+    tool = record.split()[1].rsplit("/", 1)[-1]
+    assert by_id[check_id].status == "fail"
+    assert by_id[check_id].summary.startswith(f"{tool} failed (exit status ")
+    assert record.splitlines()[2] in by_id[check_id].summary
