@@ -117,10 +117,14 @@ class Collector:
 
     # -- files -------------------------------------------------------------------------
     def write(self, name: str | EvidenceKind, text: str) -> None:
+        """An evidence file, atomically; a failure record of it from before is dropped (a
+        stage that wrote its own file after its command failed: DDP's no-result JSON)."""
         name = str(name)
         tmp = self.directory / f".{name}.tmp"
         tmp.write_text(text)
         tmp.replace(self.directory / name)
+        if not name.endswith(".error"):
+            (self.directory / f"{name}.error").unlink(missing_ok=True)
 
     def save_meta(self) -> None:
         self.write(evidence.META.file, json.dumps(self.meta, indent=2, default=str) + "\n")
@@ -138,7 +142,6 @@ class Collector:
         kept = str(file) if file and result.rc == 0 else None
         if kept:
             self.write(kept, result.stdout)
-            (self.directory / f"{kept}.error").unlink(missing_ok=True)
         elif file:   # the tool's own complaint is the evidence: never a silent absence
             self.write(f"{file}.error", evidence.error_record(
                 label or command, result.rc, result.stdout + result.stderr))
