@@ -99,7 +99,16 @@ def test_driver_reports_exactly_the_installed_version(vendor_repos):
 def test_simulated_outputs_match_the_node_description(vendor_repos):
     lab = vendor_repos
     install_driver(lab, "node01", "550.90.07", fabric_manager=True)
-    _ok(lab, "node01", "systemctl enable --now nvidia-persistenced nvidia-fabricmanager")
+    _ok(lab, "node01", "systemctl enable --now nvidia-fabricmanager")
+    # the packaged unit, as NVIDIA's and Ubuntu's: static, and persistence mode off
+    _ok(lab, "node01", "systemctl start nvidia-persistenced")
+    q = parse_smi_query(_ok(lab, "node01", "nvidia-smi -q -x"), "node01")
+    assert not any(g.persistence_mode for g in q.gpus)
+    assert _ok(lab, "node01", "systemctl is-enabled nvidia-persistenced || true").strip() == \
+        "static"
+    # the daemon run as the driver role's drop-in runs it: persistence mode on
+    _ok(lab, "node01", "systemctl stop nvidia-persistenced; nvidia-persistenced --user "
+                       "nvidia-persistenced --persistence-mode --verbose")
     hw = kinds.describe("node01", lab.nodes["node01"])
     for flags in ("-q -x", "-q"):
         q = parse_smi_query(_ok(lab, "node01", f"nvidia-smi {flags}"), f"node01 {flags}")
