@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import re
 
+from gpuprov import packaging_facts
+
 DRIVER_PACKAGE = re.compile(r"^(nvidia-driver|nvidia-open|cuda-drivers|libnvidia-(compute|gl|"
                             r"encode|decode|fbc1|cfg1|extra|common)|nvidia-(kernel|utils|dkms|headless|"
                             r"compute-utils|persistenced|modprobe|settings)|xserver-xorg-video-"
@@ -14,10 +16,8 @@ TOOLKIT_PACKAGES = ("nvidia-container-toolkit", "nvidia-container-toolkit-base",
                     "libnvidia-container-tools", "libnvidia-container1")
 DCGM_CORE = "datacenter-gpu-manager-4-core"
 DCGM_CUDA_PREFIX = "datacenter-gpu-manager-4-cuda"   # + the CUDA major
-# its diagnostic plugins, which -4-cuda<major> only Recommends (`apt-cache depends
-# datacenter-gpu-manager-4-cuda13`: "Recommends: datacenter-gpu-manager-4-proprietary-cuda13";
-# dpkg: "Proprietary DCGM diagnostic plugins for CUDA 13"; issue 37)
-DCGM_PLUGINS_PREFIX = "datacenter-gpu-manager-4-proprietary-cuda"   # + the CUDA major
+# its diagnostic plugins, which -4-cuda<major> only Recommends (data/packaging.yml)
+DCGM_PLUGINS_PREFIX = packaging_facts.facts()["dcgm"]["plugins_package"]   # + the CUDA major
 
 
 def dcgm_packages(cuda_major: str) -> tuple[str, ...]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from gpuprov import probing, releases
+from gpuprov import packaging_facts, probing, releases
 from gpuprov.ansible_collections.gpuprov.gpu.plugins.filter import nvidia_driver
 from gpuprov.errors import InputError
 
@@ -32,13 +32,11 @@ PRECOMPILED_MODULES = (
     "kernels=$(echo \"$installed\" | cut -d' ' -f1); "
     "apt-cache pkgnames linux-modules-nvidia- 2>/dev/null | while read -r p; do "
     "for k in $kernels; do case \"$p\" in *-\"$k\") echo \"$p\";; esac; done; done")
-DKMS_DEFAULT_CERT = "/var/lib/dkms/mok.pub"    # DKMS 3 creates and uses this key pair
-# Ubuntu's (and Debian's) shim MOK, made by `update-secureboot-policy --new-key`: Ubuntu's
-# dkms signs with it (dkms 2.8.7 on 22.04 always; 3.0.x on 24.04 through framework.conf).
-# dkms's README names it as the key to set for Debian and Ubuntu (dell/dkms README.md,
-# "Module signing"); issue 37 for the Ubuntu defaults.
-SHIM_MOK_KEY = "/var/lib/shim-signed/mok/MOK.priv"
-SHIM_MOK_CERT = "/var/lib/shim-signed/mok/MOK.der"
+# DKMS 3's own key pair, and Ubuntu's (and Debian's) shim MOK that Ubuntu's dkms signs with
+# (made by `update-secureboot-policy --new-key`): data/packaging.yml, with their sources
+DKMS_DEFAULT_CERT = packaging_facts.facts()["dkms"]["dkms3_certificate"]
+SHIM_MOK_KEY = packaging_facts.facts()["dkms"]["shim_mok_key"]
+SHIM_MOK_CERT = packaging_facts.facts()["dkms"]["shim_mok_certificate"]
 
 
 def mok_script(conf_files: str = f"{DKMS_CONF} /etc/dkms/framework.conf.d/*.conf",

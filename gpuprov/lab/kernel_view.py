@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 
+from gpuprov import packaging_facts
 from gpuprov.lab import pci
 from gpuprov.lab.paths import NODE_LAB_DIR
 from gpuprov.lab.sim import node as sim_node
@@ -86,8 +87,8 @@ HEADERS_MAKEFILE = (f"# gpuprov lab: stands in for linux-headers-{KERNEL_RELEASE
 # (the modules are built after the kernel and signed apart: their signatures ship as
 # linux-signatures-nvidia-<release>, NVIDIA/gpu-driver-container#35; issue 37). So what it
 # signed loads under Secure Boot with no MOK.
-CANONICAL_MODULE_SIGNER = "Canonical Ltd. Kernel Module Signing"
-CANONICAL_MODULE_KEY_SHA256 = hashlib.sha256(b"Canonical Ltd. Kernel Module Signing").hexdigest()
+CANONICAL_MODULE_SIGNER = packaging_facts.facts()["canonical_precompiled"]["module_signer"]
+CANONICAL_MODULE_KEY_SHA256 = hashlib.sha256(CANONICAL_MODULE_SIGNER.encode()).hexdigest()
 BUILTIN_TRUSTED_KEYS = f"/usr/lib/gpuprov-lab/{KERNEL_RELEASE}.builtin_trusted_keys"
 
 # Secure Boot as the firmware reports it: the state in the node's lab directory, keys

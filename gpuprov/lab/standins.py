@@ -19,6 +19,7 @@ import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from gpuprov import packaging_facts
 from gpuprov.lab import kernel_modules, kernel_view, sim
 from gpuprov.lab.debs import Deb
 from gpuprov.lab.sim import node
@@ -34,8 +35,6 @@ SIM_SOURCES = Path(sim.__file__).parent
 SIM_MODULES = ("__init__", "node", "render", "nvidia_smi", "gpu_burn", "daemons", "dcgmi",
                "nccl_tests")
 MODULE_UNIT = "gpuprov-lab-nvidia-module.service"
-FIRST_UNSUFFIXED_BRANCH = 590
-FIRST_UNSUFFIXED_FABRIC_BRANCH = 580   # fabric manager and NSCQ: a branch earlier
 # What a 590+ pinning package pins: the driver packages under their unsuffixed names.
 PINNED_NAMES = ("nvidia-headless", "nvidia-headless-open", "nvidia-dkms", "nvidia-dkms-open",
                 "nvidia-kernel-common", "libnvidia-compute", "nvidia-compute-utils",
@@ -91,28 +90,14 @@ def _exclusive(deb: Deb, role: str) -> Deb:
     return deb
 
 
-# The packaged unit as NVIDIA's and Ubuntu's packaging ship it: static (no [Install]),
-# persistence mode off, stopped when nothing needs it. `systemctl cat` on Ubuntu 24.04
-# (/usr/lib/systemd/system/nvidia-persistenced.service, quoted in a public note: find_string
-# "persistenced --no-persistence-mode --verbose"); `systemctl status` shows it `static`
-# (the same searches); issue 37.
-PERSISTENCED_UNIT = (
-    "[Unit]\nDescription=NVIDIA Persistence Daemon\nWants=syslog.target\n"
-    "StopWhenUnneeded=true\nBefore=systemd-backlight@backlight:nvidia_0.service\n\n"
-    "[Service]\nType=forking\nExecStart=/usr/bin/nvidia-persistenced --user "
-    "nvidia-persistenced --no-persistence-mode --verbose\n"
-    "ExecStopPost=/bin/rm -rf /var/run/nvidia-persistenced\n")
-
-
 def _unit(description: str, exec_start: str, extra: str = "") -> str:
     return (f"[Unit]\nDescription={description}\n{extra}\n[Service]\nType=forking\n"
             f"ExecStart={exec_start}\n\n[Install]\nWantedBy=multi-user.target\n")
 
 
 def names_branch(branch: str) -> str:
-    """What a driver package's name carries of its branch: `-550` up to 580, nothing from
-    590 (the CUDA repository's renames: see data/lab/standins.yml)."""
-    return "" if int(branch) >= FIRST_UNSUFFIXED_BRANCH else f"-{branch}"
+    """What a driver package's name carries of its branch (data/packaging.yml)."""
+    return packaging_facts.driver_names_branch(branch)
 
 
 def dkms_postinst(version: str, modules: str = "/lib/modules") -> str:
@@ -139,7 +124,7 @@ def driver_packages(branch: str, version: str, revision: str) -> Iterator[Deb]:
     dv = f"{version}-{revision}"
     exact = f"(= {dv})"
     b = names_branch(branch)
-    fabric = "" if int(branch) >= FIRST_UNSUFFIXED_FABRIC_BRANCH else f"-{branch}"
+    fabric = packaging_facts.fabric_names_branch(branch)
     yield from _userspace(version, dv, names=b, fabric_names=fabric,
                           fabric_version=f"{version}-1")
 
@@ -238,7 +223,8 @@ def _userspace(version: str, dv: str, names: str, fabric_names: str,
             "nvidia-persistenced and its unit.", depends=[f"libnvidia-compute{names} {exact}"])
         .add("/usr/bin/nvidia-persistenced",
              _python_tool("daemons", "persistenced(sys.argv[1:])"), 0o755)
-        .add(f"{UNIT_DIR}/nvidia-persistenced.service", PERSISTENCED_UNIT),
+        .add(packaging_facts.facts()["persistenced_unit"]["path"],
+             packaging_facts.facts()["persistenced_unit"]["text"]),
         "nvidia-compute-utils")
 
     yield _exclusive(Deb(f"nvidia-kernel-common{names}", dv, "Shared files used by the "
@@ -372,11 +358,11 @@ def dcgm_packages(version: str, epoch: int, cuda_majors: list) -> Iterator[Deb]:
                 _unit("NVIDIA DCGM service", "/usr/bin/nv-hostengine",
                       "After=network-online.target\n")))
     for major in cuda_majors:
+        plugins = f"{packaging_facts.facts()['dcgm']['plugins_package']}{major}"
         yield Deb(f"datacenter-gpu-manager-4-cuda{major}", dv, "NVIDIA Data Center GPU "
                   f"Manager diagnostics for CUDA {major} (stand-in)",
-                  depends=[f"datacenter-gpu-manager-4-core (= {dv})"],
-                  recommends=[f"datacenter-gpu-manager-4-proprietary-cuda{major}"])
-        yield Deb(f"datacenter-gpu-manager-4-proprietary-cuda{major}", dv, "Proprietary DCGM "
+                  depends=[f"datacenter-gpu-manager-4-core (= {dv})"], recommends=[plugins])
+        yield Deb(plugins, dv, "Proprietary DCGM "
                   f"diagnostic plugins for CUDA {major} (stand-in)",
                   depends=[f"datacenter-gpu-manager-4-core (= {dv})"])
 

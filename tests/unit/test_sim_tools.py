@@ -321,8 +321,10 @@ def test_the_packaged_persistence_unit_turns_persistence_mode_off_as_the_real_on
     """Issue 37: NVIDIA's and Ubuntu's unit is static and runs --no-persistence-mode; the
     lab's does too, and nvidia-smi reports what the running daemon set."""
     from gpuprov.lab.sim import daemons, nvidia_smi
-    assert "--no-persistence-mode" in standins.PERSISTENCED_UNIT
-    assert "[Install]" not in standins.PERSISTENCED_UNIT
+    debs = {d.name: d for d in standins.driver_packages("550", "550.90.07", "0ubuntu1")}
+    unit = debs["nvidia-compute-utils-550"].files[
+        "/usr/lib/systemd/system/nvidia-persistenced.service"][0]
+    assert "--no-persistence-mode" in unit and "[Install]" not in unit
     monkeypatch.setattr(node, "PERSISTENCE_MODE", str(tmp_path / "mode"))
     monkeypatch.setattr(node, "running", lambda pid_file: True)
     monkeypatch.setattr(daemons, "_daemonize", lambda pid_file: None)

@@ -1,0 +1,74 @@
+"""The roles agree with the packaging facts (gpuprov/data/packaging.yml) that the lab's
+stand-ins are built from, so the lab cannot agree with a role by accident: each fact is
+written once, with its source, and a role that names or expects something else fails
+here (issue 37)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import yaml
+
+from gpuprov import collection, packaging_facts
+from gpuprov.lab.sim import kmod
+from tests.ansible_local import render_role_vars
+
+FACTS = packaging_facts.facts()
+ROLES = collection.ROLES
+
+
+def _defaults(role: str) -> dict:
+    return yaml.safe_load((ROLES / role / "defaults" / "main.yml").read_text())
+
+
+def test_every_fact_names_its_source_and_whether_it_was_read_there():
+    def sources(node):
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key in ("source", "sources"):
+                    yield from (value.values() if key == "sources" else [value])
+                else:
+                    yield from sources(value)
+    found = list(sources(FACTS))
+    assert len(found) >= 8
+    for source in found:
+        assert set(source) <= {"verified", "unverified"} and len(source) == 1, source
+        assert all(len(text) > 20 for text in source.values()), source
+
+
+@pytest.mark.parametrize("branch", ["570", "580", "590", "595"])
+def test_the_driver_role_names_packages_as_the_facts_say(branch):
+    rendered = render_role_vars("nvidia_driver", {"nvidia_driver_version": f"{branch}.1.2"}, [
+        "nvidia_driver_branch", "nvidia_driver_names_branch",
+        "nvidia_driver_fabric_names_branch"])
+    assert rendered["nvidia_driver_names_branch"] == packaging_facts.driver_names_branch(branch)
+    assert (rendered["nvidia_driver_fabric_names_branch"]
+            == packaging_facts.fabric_names_branch(branch))
+
+
+def test_the_persistence_drop_in_runs_the_packaged_command_with_persistence_mode_on():
+    unit = FACTS["persistenced_unit"]["text"]
+    packaged = re.search(r"^ExecStart=(.+)$", unit, re.M).group(1)
+    assert "--no-persistence-mode" in packaged and "[Install]" not in unit
+    drop_in = (ROLES / "nvidia_driver/templates/persistenced-override.conf.j2").read_text()
+    assert re.findall(r"^ExecStart=(.*)$", drop_in, re.M) == [
+        "", packaged.replace("--no-persistence-mode", "--persistence-mode")]
+    assert "StopWhenUnneeded=false" in drop_in
+    services = (ROLES / "nvidia_driver/tasks/services.yml").read_text()
+    assert f"src: {FACTS['persistenced_unit']['path']}" in services
+
+
+def test_dcgm_installs_the_plugins_its_cuda_package_only_recommends():
+    rendered = render_role_vars("dcgm", {"dcgm_cuda_version": "13.1"}, ["dcgm_cuda_major"])
+    role_vars = yaml.safe_load((ROLES / "dcgm/vars/main.yml").read_text())
+    import jinja2
+    packages = [jinja2.Template(p).render(rendered) for p in role_vars["dcgm_packages"]]
+    assert f"{FACTS['dcgm']['plugins_package']}13" in packages
+
+
+def test_the_precompiled_signer_and_dkms_s_failure_are_the_facts():
+    assert (_defaults("nvidia_driver")["nvidia_driver_precompiled_signer"]
+            == FACTS["canonical_precompiled"]["module_signer"])
+    # the lab's dkms (it runs on the node, apart from the package data) says the same
+    assert FACTS["dkms"]["build_failed_status"] == kmod.BUILD_FAILED
