@@ -226,9 +226,9 @@ class Evidence:
         return f"{tool} failed ({status or 'exit status unknown'}): {message}"
 
 
-def error_file(kind: EvidenceKind) -> str:
+def error_file(kind: EvidenceKind | str) -> str:
     """Where the collector keeps what a failed command printed instead of `kind`'s file."""
-    return f"{kind.file}.error"
+    return f"{kind}.error"
 
 
 def error_record(command: str, status: int, output: str) -> str:

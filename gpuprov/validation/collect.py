@@ -124,7 +124,7 @@ class Collector:
         tmp.write_text(text)
         tmp.replace(self.directory / name)
         if not name.endswith(".error"):
-            (self.directory / f"{name}.error").unlink(missing_ok=True)
+            (self.directory / evidence.error_file(name)).unlink(missing_ok=True)
 
     def save_meta(self) -> None:
         self.write(evidence.META.file, json.dumps(self.meta, indent=2, default=str) + "\n")
@@ -143,11 +143,17 @@ class Collector:
         if kept:
             self.write(kept, result.stdout)
         elif file:   # the tool's own complaint is the evidence: never a silent absence
-            self.write(f"{file}.error", evidence.error_record(
-                label or command, result.rc, result.stdout + result.stderr))
+            self.record_failure(file, label or command, result.rc,
+                                result.stdout + result.stderr)
         self.meta["commands"].append({"command": label or command, "rc": result.rc,
                                       "seconds": seconds, "file": kept})
         return result
+
+    def record_failure(self, file: str | EvidenceKind, command: str, status: int,
+                       output: str) -> None:
+        """Why `file` was not written: the command, its exit status and what it printed,
+        as `<file>.error` (its checks then fail with the tool's words)."""
+        self.write(evidence.error_file(file), evidence.error_record(command, status, output))
 
     def upload(self, name: str, text: str) -> str:
         """A probe script into the node's work directory (testinfra has no copy: base64)."""
@@ -291,10 +297,9 @@ def nccl_tests(c: Collector, gpus: int) -> None:
     binary = f"{c.settings.nccl_tests_dir}/all_reduce_perf"
     with c.stage("nccl-tests"):
         if gpus >= 1 and c.settings.expects_nccl_tests and not c.host.file(binary).exists:
-            c.write(evidence.error_file(evidence.NCCL_TESTS), evidence.error_record(
-                f"{binary} -b 8M -e 1G -f 2 -g {gpus}", 127,
-                f"{binary} absent, though the inventory sets nccl_tests_url (role "
-                "nccl_tests did not install it)\n"))
+            c.record_failure(evidence.NCCL_TESTS, f"{binary} -b 8M -e 1G -f 2 -g {gpus}", 127,
+                             f"{binary} absent, though the inventory sets nccl_tests_url "
+                             "(role nccl_tests did not install it)\n")
             return
         if gpus < 1 or not c.host.file(binary).exists:
             c.skip("nccl-tests", f"{binary} absent" if gpus else "no GPU listed")
@@ -306,8 +311,8 @@ def nccl_tests(c: Collector, gpus: int) -> None:
         if result.stdout.strip():
             c.write(evidence.NCCL_TESTS, result.stdout)
         else:
-            c.write(evidence.error_file(evidence.NCCL_TESTS), evidence.error_record(
-                command, result.rc, result.stderr or "no output\n"))
+            c.record_failure(evidence.NCCL_TESTS, command, result.rc,
+                             result.stderr or "no output\n")
 
 
 # `dcgmi diag` run lengths per level (NVIDIA's DCGM guide: r1 seconds, r2 about 2 minutes,
@@ -331,10 +336,10 @@ def dcgm(c: Collector) -> None:
         if c.run(f"command -v {command}").rc != 0:
             if c.settings.expects_dcgm:   # the lock installs DCGM: its absence is a finding
                 for kind in (evidence.DCGM_DIAG, evidence.DCGM_HEALTH):
-                    c.write(evidence.error_file(kind), evidence.error_record(
-                        f"{c.settings.dcgmi_command} diag -r {level} -j", 127,
-                        f"{c.settings.dcgmi_command} not found, though the lock sets "
-                        "gpuprov_dcgm_version (role dcgm did not install it)\n"))
+                    c.record_failure(kind, f"{c.settings.dcgmi_command} diag -r {level} -j",
+                                     127, f"{c.settings.dcgmi_command} not found, though the "
+                                     "lock sets gpuprov_dcgm_version (role dcgm did not "
+                                     "install it)\n")
                 return
             c.skip("dcgm", f"{c.settings.dcgmi_command} not found: DCGM is not installed")
             return
