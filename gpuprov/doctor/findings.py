@@ -85,10 +85,10 @@ def judge(facts: HostFacts, lock: Lock, min_free_gib: dict[str, float] | None = 
 
 def _release(facts: HostFacts, lock: Lock, stack: Stack, site_mok: bool) -> list[Finding]:
     """Lock versions that do not exist for the host's OS release (releases.py)."""
-    if facts.os_release is None:
-        return [Finding(WARNING, "release", "no /etc/os-release: the lock's Docker, Python "
-                        "and CUDA are not checked against the host's release",
-                        "check them by hand before provisioning")]
+    if facts.os_release is None:   # unread evidence is never a pass: the lock is unjudged
+        return [Finding(BLOCKER, "release", "no /etc/os-release could be read: the lock's "
+                        "Docker, Python and CUDA cannot be checked against the host's release",
+                        "restore /etc/os-release (base-files), then provision again")]
     found = releases.problems(facts.os_release, lock, stack.docker_source, stack.venv_python,
                               site_mok)
     known = facts.os_release.key in matrix()["releases"]

@@ -407,3 +407,9 @@ def test_site_mok_on_22_04_is_refused_its_dkms_ignores_the_drop_in():
                                  "dkms reads only /etc/dkms/framework.conf")
     assert [f for f in findings.judge(healthy(os_release=NOBLE), DEFAULT_LOCK, signing=signing)
             if f.check == "release"] == []
+
+
+def test_an_unreadable_os_release_is_a_blocker_never_a_pass():
+    found = only(findings.judge(healthy(os_release=None), LOCK))
+    assert (found.check, found.severity) == ("release", BLOCKER)
+    assert found.seen.startswith("no /etc/os-release could be read")
