@@ -18,6 +18,7 @@ class Deb:
     version: str
     description: str
     depends: list[str] = field(default_factory=list)
+    pre_depends: list[str] = field(default_factory=list)
     conflicts: list[str] = field(default_factory=list)
     provides: list[str] = field(default_factory=list)
     replaces: list[str] = field(default_factory=list)
@@ -35,7 +36,8 @@ class Deb:
     def control(self) -> str:
         lines = [f"Package: {self.name}", f"Version: {self.version}", "Architecture: amd64",
                  f"Maintainer: {MAINTAINER}", f"Section: {self.section}", "Priority: optional"]
-        for key, values in (("Depends", self.depends), ("Recommends", self.recommends),
+        for key, values in (("Pre-Depends", self.pre_depends), ("Depends", self.depends),
+                            ("Recommends", self.recommends),
                             ("Conflicts", self.conflicts), ("Provides", self.provides),
                             ("Replaces", self.replaces)):
             if values:

@@ -51,8 +51,8 @@ def write_inventory(paths: LabPaths, plan: dict[str, str]) -> None:
         "pytorch_env_index_url: ''\n"
         f"pytorch_env_conda_installer_url: file://{NODE_MIRROR_PATH}/files/{conda}\n"
         f"pytorch_env_conda_installer_sha256: {published[conda]}\n"
-        "# Docker's own repository is not mirrored: the distribution's docker.io is.\n"
-        "docker_source: distro\n"
+        f"docker_repo_url: file://{NODE_MIRROR_PATH}/docker\n"
+        f"docker_repo_keyring_src: {NODE_MIRROR_PATH}/keys/{KEYRING_NAME}\n"
     )
     # Where a lab node (a container) differs from a server, for the driver role's detection.
     (inv / "group_vars" / "all" / "lab-node.yml").write_text(
@@ -86,7 +86,7 @@ gpuprov_driver_flavour: auto
 gpuprov_cuda_version: "12.4"
 gpuprov_cudnn_version: 9.1.0.70
 gpuprov_container_toolkit_version: 1.16.2
-gpuprov_docker_version: ""
+gpuprov_docker_version: 5:29.7.0-1~debian.12~bookworm
 gpuprov_torch_version: 2.13.0
 gpuprov_torch_cuda_build: cpu
 gpuprov_python_version: "3.11"

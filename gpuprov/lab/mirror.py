@@ -6,6 +6,8 @@ Layout (bind-mounted read-only into every node at NODE_MIRROR_PATH):
     debian/                         signed subset of Debian 12 that the roles install
     cuda/                           stand-in of NVIDIA's CUDA repository (flat, signed)
     libnvidia-container/            stand-in of the container-toolkit repository (flat, signed)
+    docker/                         stand-in of Docker's repository (dists/<codename>/stable,
+                                    signed): Debian's engine under Docker's packages
     archive/                        stand-in of the distribution archive: the lab kernel's
                                     headers, Canonical's driver packages and precompiled modules
     wheels/                         pip wheelhouse (the CPU build of torch and its needs)
@@ -27,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpuprov.lab import standins
+from gpuprov.lab import docker_standins, standins
 from gpuprov.lab.image import ImageRecipe, rootfs_tarball
 from gpuprov.lab.paths import LabPaths
 from gpuprov.lab.repo import SigningKey, build_flat_repo, build_suite_repo
@@ -90,13 +92,20 @@ def ensure_mirror(paths: LabPaths, image: ImageRecipe, log) -> Path:
         lambda out: _build_debian(out, paths, image, recipe, key),
         log,
     )
+    vendor_digest = standins.recipe_digest()
+    debian_digest = (mirror / "debian" / DIGEST_FILE).read_text().strip()
+    _ensure_part(
+        mirror / "docker",
+        _digest("docker", debian_digest, vendor_digest, docker_standins.version_suffix(), fpr),
+        lambda out: _build_docker(out, paths, mirror / "debian", key),
+        log,
+    )
     _ensure_part(
         mirror / "wheels",
         _digest("wheels", recipe.wheels, NODE_PYTHON),
         lambda out: _build_wheels(out, recipe),
         log,
     )
-    vendor_digest = standins.recipe_digest()
     for part, packages in (("cuda", standins.cuda_repo_packages),
                            ("libnvidia-container", standins.container_repo_packages),
                            ("archive", standins.archive_repo_packages)):
@@ -120,6 +129,22 @@ def _build_vendor_repo(out: Path, paths: LabPaths, packages, key: SigningKey) ->
     for deb in packages:
         deb.build(scratch, out)
     build_flat_repo(out, key, ORIGIN)
+
+
+def _build_docker(out: Path, paths: LabPaths, debian: Path, key: SigningKey) -> None:
+    facts = docker_standins.facts()
+    suite = docker_standins.codename()
+    pool = out / "dists" / suite / facts["pool"]
+    scratch = paths.build_dir / "docker-debs"
+    spec = standins.recipe()["docker"]
+    try:
+        for deb in docker_standins.packages(debian / "pool" / "main", scratch,
+                                            spec["versions"], spec["containerd"]):
+            deb.build(scratch, pool)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    build_suite_repo(out, suite, key, ORIGIN, component=facts["component"],
+                     pool=f"dists/{suite}/{facts['pool']}")
 
 
 def _build_debian(

@@ -88,15 +88,17 @@ def _release(directory: Path, fields: dict[str, str]) -> Path:
     return release
 
 
-def build_suite_repo(root: Path, suite: str, key: SigningKey, origin: str) -> None:
-    """Index and sign a classic repository: root/pool/... and root/dists/<suite>/main."""
+def build_suite_repo(root: Path, suite: str, key: SigningKey, origin: str,
+                     component: str = "main", pool: str = "pool") -> None:
+    """Index and sign a classic repository: root/<pool>/... and
+    root/dists/<suite>/<component> (Docker's keeps its pool under dists/<suite>/)."""
     if shutil.which("apt-ftparchive") is None:
         raise EnvironmentProblem("apt-ftparchive not found: install apt-utils")
     dist = root / "dists" / suite
-    _packages_index(root, "pool", dist / "main" / "binary-amd64")
+    _packages_index(root, pool, dist / component / "binary-amd64")
     release = _release(dist, {
         "Origin": origin, "Label": origin, "Suite": suite, "Codename": suite,
-        "Architectures": "amd64", "Components": "main",
+        "Architectures": "amd64", "Components": component,
     })
     key.sign_release(release)
 

@@ -51,7 +51,8 @@ def recipe_digest() -> str:
     h = hashlib.sha256(repr(sorted(recipe().items())).encode())
     here = Path(__file__).parent
     for path in [*sorted(SIM_SOURCES.glob("*.py")), here / "standins.py", here / "debs.py",
-                 here / "kernel_modules.py", here / "kernel_view.py"]:
+                 here / "kernel_modules.py", here / "kernel_view.py",
+                 here / "docker_standins.py", Path(str(data_file("packaging.yml")))]:
         h.update(path.name.encode() + path.read_bytes())
     for path in sorted(Path(str(data_file(SOURCES))).rglob("*")):
         if path.is_file():

@@ -72,3 +72,28 @@ def test_the_precompiled_signer_and_dkms_s_failure_are_the_facts():
             == FACTS["canonical_precompiled"]["module_signer"])
     # the lab's dkms (it runs on the node, apart from the package data) says the same
     assert FACTS["dkms"]["build_failed_status"] == kmod.BUILD_FAILED
+
+
+def test_the_docker_role_installs_docker_s_packages_from_docker_s_component():
+    """The docker-ce path installs exactly what Docker's repository publishes (the lab's
+    stand-ins are built from the same list) from its `stable` component, and pins the two
+    packages that carry the engine's own version."""
+    docker = FACTS["docker_repository"]
+    role_vars = yaml.safe_load((ROLES / "docker/vars/main.yml").read_text())
+    assert role_vars["docker_packages_by_source"]["docker-ce"] == list(docker["packages"])
+    assert set(role_vars["docker_versioned_packages"]) == {"docker-ce", "docker-ce-cli"}
+    install = (ROLES / "docker/tasks/install.yml").read_text()
+    assert f"apt_source_components: {docker['component']}" in install
+    # the unit the role starts and restarts is the one docker-ce ships
+    assert "docker.service" in docker["packages"]["docker-ce"]["units"]
+    assert "name: docker\n" in (ROLES / "docker/tasks/main.yml").read_text()
+
+
+def test_docker_s_units_run_the_packaged_binaries():
+    docker = FACTS["docker_repository"]
+    shipped = {path for spec in docker["packages"].values() for path in spec["files"]}
+    for unit in ("docker.service", "containerd.service"):
+        start = re.search(r"^ExecStart=(\S+)", docker["units"][unit], re.M).group(1)
+        assert start in shipped, unit
+    assert "SocketGroup=docker" in docker["units"]["docker.socket"]
+    assert docker["packages"]["docker-ce"]["creates_group"] == "docker"

@@ -19,6 +19,7 @@ def test_four_packages_at_one_version_held(host):
 
 
 def test_runtime_registered_and_docker_options_merged(host):
+    assert host.package("docker.io").is_installed     # the scenario's docker_source: distro
     config = json.loads(host.file("/etc/docker/daemon.json").content_string)
     assert config["runtimes"]["nvidia"]["path"] == "nvidia-container-runtime"
     assert config["log-driver"] == "local"
