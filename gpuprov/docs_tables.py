@@ -1,7 +1,7 @@
-"""What is generated from the check registry and the evidence table: the tables of
-docs/checks.md and docs/evidence.md (each file keeps its prose; the block between the
-markers is generated) and the report schema's list of check ids. Unit tests hold each
-equal to what this renders.
+"""What is generated from the code: the tables of docs/checks.md and docs/evidence.md (the
+check registry, the evidence table), the CLI reference of docs/cli.md (the commands' own
+help), each file keeping its prose around the generated block; and the report schema's
+list of check ids. Unit tests hold each equal to what this renders.
 
     python -m gpuprov.docs_tables      # rewrite them in place after adding a check
 """
@@ -47,7 +47,12 @@ def evidence_table() -> str:
     return "\n".join(rows)
 
 
-GENERATED = {"checks.md": checks_table, "evidence.md": evidence_table}
+def cli_reference() -> str:
+    from gpuprov.cli import reference  # the CLI sits above everything else: only here
+    return reference.render()
+
+
+GENERATED = {"checks.md": checks_table, "evidence.md": evidence_table, "cli.md": cli_reference}
 
 
 def render(text: str, table: str) -> str:

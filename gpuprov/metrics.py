@@ -3,7 +3,7 @@
 Built from the ledger alone (what gpuprov recorded, not what it printed), with the
 official client library, and written atomically (a temporary file renamed over
 `gpuprov.prom`): node_exporter never reads half a file. The metric names and labels are
-documented in the README; the example alert rules in examples/prometheus/ use them.
+documented in docs/fleet.md; the example alert rules in examples/prometheus/ use them.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ Names, versions' form, dependencies, installed paths, units and conffiles are Do
 is a real engine: Debian 12's own Docker (docker.io, containerd, runc, tini, taken from the
 mirror's Debian part) moved to Docker's paths. So the lab's `docker version` says 20.10.24
 under a docker-ce 29.7.0 label, and the buildx and compose plugins answer the CLI's
-metadata query only (README, Limits).
+metadata query only (docs/limits.md).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ restarts, as the real one forgets them); `health -c -j` reports, in dcgmi's gene
 output (dcgmi/Health.cpp), what the watches see in the description: a volatile
 double-bit ECC error (Memory system, Failure) and an NVLink link down (NVLINK system,
 Failure), with DCGM's messages (dcgm_errors.h). The tree form without `-j` is not
-simulated (README: limits).
+simulated (docs/limits.md).
 """
 
 from __future__ import annotations
