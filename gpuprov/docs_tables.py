@@ -13,7 +13,7 @@ import re
 import sys
 from pathlib import Path
 
-from gpuprov.checks.registry import all_checks, check_ids
+from gpuprov.checks.catalog import all_checks, check_ids
 from gpuprov.evidence import KINDS
 
 BEGIN, END = "<!-- generated: do not edit by hand (python -m gpuprov.docs_tables) -->", \

@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from gpuprov.errors import InputError
-from gpuprov.fabric.record import parse_fabric_record
 from gpuprov.parsers.dcgm import parse_dcgm_diag
 from gpuprov.parsers.dcgm_health import parse_dcgm_health
 from gpuprov.parsers.errors import ParseError
+from gpuprov.parsers.fabric import parse_fabric_record
 from gpuprov.parsers.fabric_manager import parse_fabric_manager_log
 from gpuprov.parsers.gpu_burn import parse_gpu_burn
 from gpuprov.parsers.ibstat import parse_ibstat
@@ -44,7 +44,7 @@ from gpuprov.parsers.topo import parse_topo
 from gpuprov.parsers.versions import parse_cudnn_header, parse_nvcc
 
 # The collection stages, in the order a validation runs them; `fabric` is the rack's, after
-# every node's own stages (gpuprov/fabric/).
+# every node's own stages (gpuprov/validation/fabric_stage.py).
 STAGES = ("identity", "snapshot", "soak", "ddp", "dcgm", "fabric")
 
 

@@ -22,6 +22,8 @@ stage yamllint yamllint --strict .
 # the roles call each other by their full names: ansible-lint finds them in the collection
 stage ansible-lint env ANSIBLE_COLLECTIONS_PATH="$PWD/gpuprov" \
   ansible-lint --offline --profile production
+# the import layers (pyproject.toml [tool.importlinter]): imports only go down, no cycle
+stage import-layers lint-imports --no-cache
 # the documentation site: a broken link or a page missing from the nav fails it
 site=$(mktemp -d)
 stage docs env NO_MKDOCS_2_WARNING=1 mkdocs build --strict --quiet --site-dir "$site"

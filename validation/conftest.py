@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuprov.checks.registry import stage_checks
+from gpuprov.checks.catalog import stage_checks
 from gpuprov.checks.run import judge
 from gpuprov.evidence import Evidence
 from gpuprov.lock import Lock

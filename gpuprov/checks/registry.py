@@ -8,18 +8,15 @@ action a failure usually calls for, both for docs/checks.md. The evaluator gets 
 `Context` and a `Results` builder bound to its id and default action, and returns one
 `CheckResult`.
 
-Checks live in the modules of `gpuprov.checks.evaluators`; `all_checks()` imports every
-one of them, so adding a check is adding a module (or a function to one). Order: by
-stage, then module name, then definition: the order checks run, and reports list them.
+Checks live in the modules of `gpuprov.checks.evaluators`, which import this module;
+`catalog.all_checks()` imports every one of them, so adding a check is adding a module (or
+a function to one).
 """
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache
 
 from gpuprov.checks.context import Context
 from gpuprov.evidence import STAGES, EvidenceKind
@@ -142,20 +139,6 @@ def check(id: str, *, stage: str, needs: tuple[Need, ...], rule: str,
 # pragma: no mutate end
 
 
-@cache
-def all_checks() -> tuple[Check, ...]:
-    from gpuprov.checks import evaluators
-    for module in sorted(m.name for m in pkgutil.iter_modules(evaluators.__path__)):
-        importlib.import_module(f"{evaluators.__name__}.{module}")
-    by_module = sorted(range(len(_declared)), key=lambda i: (
-        STAGES.index(_declared[i].stage), _declared[i].module, i))
-    return tuple(_declared[i] for i in by_module)
-
-
-def check_ids() -> tuple[str, ...]:
-    return tuple(c.id for c in all_checks())
-
-
-def stage_checks(stage: str) -> tuple[str, ...]:
-    """The ids judged once `stage`'s evidence is in (validation/'s per-stage tests)."""
-    return tuple(c.id for c in all_checks() if c.stage == stage)
+def declared() -> tuple[Check, ...]:
+    """The checks declared so far, in declaration order (catalog.py imports them all)."""
+    return tuple(_declared)

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from gpuprov.checks.catalog import all_checks
 from gpuprov.checks.context import Context
-from gpuprov.checks.registry import all_checks
 from gpuprov.evidence import Evidence
 from gpuprov.lock import Lock
 from gpuprov.model import CheckResult, Status, Verdict, verdict

@@ -22,13 +22,13 @@ from gpuprov.cli.validate import node_profile
 from gpuprov.config import resolve_inventory, state_dir
 from gpuprov.console import text_table
 from gpuprov.evidence import Evidence
-from gpuprov.fabric.rack import check_members, floor_for, run_fabric_test
-from gpuprov.fabric.stage import FabricSettings
 from gpuprov.inventory import Inventory, pick_nodes
 from gpuprov.ledger import Ledger
 from gpuprov.model import NodeResult, Status, Verdict
 from gpuprov.profiles import load_profile
 from gpuprov.runs import new_run_id
+from gpuprov.validation.fabric_rack import check_members, floor_for, run_fabric_test
+from gpuprov.validation.fabric_stage import FabricSettings
 
 
 @click.command()

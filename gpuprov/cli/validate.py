@@ -15,8 +15,6 @@ from gpuprov.cli.metrics import publish_after_run
 from gpuprov.config import resolve_inventory, state_dir
 from gpuprov.errors import InputError
 from gpuprov.escalation import escalate
-from gpuprov.fabric.rack import MIN_MEMBERS, check_members, floor_for, run_fabric_test
-from gpuprov.fabric.stage import FabricSettings
 from gpuprov.inventory import Inventory, pick_nodes
 from gpuprov.ledger import Ledger
 from gpuprov.lock import Lock
@@ -24,10 +22,12 @@ from gpuprov.metrics import configured_textfile_dir
 from gpuprov.model import Verdict
 from gpuprov.preflight import host_profile
 from gpuprov.profiles import Profile, load_profile
+from gpuprov.remote.connect import prime_inventory
 from gpuprov.runs import new_run_id
 from gpuprov.slurm.gate import SlurmGate
 from gpuprov.validation.collect import NodeSettings
-from gpuprov.validation.connect import prime_inventory
+from gpuprov.validation.fabric_rack import MIN_MEMBERS, check_members, floor_for, run_fabric_test
+from gpuprov.validation.fabric_stage import FabricSettings
 from gpuprov.validation.pipeline import NodeJob, rejudge, validate_all
 from gpuprov.validation.progress import view_for
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from gpuprov import packaging_facts, probing, releases
+from gpuprov import packaging_facts, releases
 from gpuprov.ansible_collections.gpuprov.gpu.plugins.filter import nvidia_driver
 from gpuprov.errors import InputError
+from gpuprov.remote import probing
 
 MARK = "### gpuprov-doctor "
 # where NVIDIA's .run installer leaves its traces

@@ -8,12 +8,12 @@ from pathlib import Path
 
 from ansible.errors import AnsibleFilterError
 
-from gpuprov import probing
 from gpuprov.ansible_collections.gpuprov.gpu.plugins.filter import module_signing
 from gpuprov.doctor import findings, probe
 from gpuprov.errors import InputError
 from gpuprov.inventory import Inventory
 from gpuprov.lock import Lock
+from gpuprov.remote import probing
 
 # the inventory variables the doctor reads besides the lock
 HOST_VARIABLES = ("gpuprov_doctor_kernel_release_command", "gpuprov_validate_lsmod_command",

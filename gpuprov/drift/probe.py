@@ -12,8 +12,8 @@ import json
 import shlex
 from dataclasses import dataclass, field
 
-from gpuprov import probing
 from gpuprov.errors import InputError
+from gpuprov.remote import probing
 
 MARK = "### gpuprov-drift "
 MODULE_FILE = "/sys/module/nvidia/version"

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpuprov import probing
 from gpuprov.drift import expected, probe
 from gpuprov.errors import InputError
 from gpuprov.inventory import Inventory
 from gpuprov.ledger import DriftReport
 from gpuprov.lock import Lock
+from gpuprov.remote import probing
 
 # the roles' variables that say where a host keeps what the probe reads
 ROLE_VARIABLES = ("nvidia_driver_module_version_file", "pytorch_env_smoke_dir",

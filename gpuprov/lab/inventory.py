@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from gpuprov.fabric.rack import FLOOR_VAR
 from gpuprov.lab import fabric, kernel_modules, kernel_view, pci
 from gpuprov.lab.mirror import KEYRING_NAME, read_sha256sums
 from gpuprov.lab.paths import NODE_MIRROR_PATH, LabPaths
 from gpuprov.lab.sim.node import MODULE_VERSION as NODE_MODULE_VERSION_FILE
+from gpuprov.validation.fabric_rack import FLOOR_VAR
 
 
 def write_inventory(paths: LabPaths, plan: dict[str, str]) -> None:

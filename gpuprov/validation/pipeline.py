@@ -14,13 +14,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpuprov.checks.registry import stage_checks
+from gpuprov.checks.catalog import stage_checks
 from gpuprov.checks.run import Judgement, judge
 from gpuprov.evidence import SMI_BEFORE, Evidence
 from gpuprov.model import GpuRecord, NodeResult, Verdict
 from gpuprov.parsers.errors import ParseError
+from gpuprov.remote.connect import node_host
 from gpuprov.validation import collect
-from gpuprov.validation.connect import node_host
 
 # (node, stage, detail) -> None; stages: connect identity snapshot soak after-soak ddp dcgm
 # judge done

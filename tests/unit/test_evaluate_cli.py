@@ -5,7 +5,7 @@ import json
 import pytest
 import yaml
 
-from gpuprov.checks.registry import check_ids
+from gpuprov.checks.catalog import check_ids
 from tests.conftest import gpuprov
 from tests.evidence_builder import LOCK, fixture, healthy_h100, replace
 

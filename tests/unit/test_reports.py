@@ -11,7 +11,7 @@ import pytest
 from junitparser import Failure, JUnitXml, Skipped
 
 from gpuprov import report
-from gpuprov.checks.registry import check_ids
+from gpuprov.checks.catalog import check_ids
 
 
 @pytest.fixture

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from gpuprov.checks.context import Context
+from gpuprov.checks.localize import findings
 from gpuprov.checks.registry import Results, check
 from gpuprov.evidence import FABRIC
-from gpuprov.fabric.localize import findings
 from gpuprov.model import Action, CheckResult
 
 

@@ -131,7 +131,7 @@ def test_the_judgement_names_the_node_its_evidence_says(tmp_path):
 def test_the_after_soak_report_is_required_only_once_the_soak_was_reached(tmp_path):
     """Judged as the run goes (identity first), the soak's evidence is not yet due; judged
     whole, or with the soak reached and not skipped, its absence fails gpu_inventory."""
-    from gpuprov.checks.registry import stage_checks
+    from gpuprov.checks.catalog import stage_checks
     node = replace(healthy_h100(tmp_path / "node07"), "nvidia-smi-q-after.txt", None)
     early = judge(Evidence(node), H100, None, only=stage_checks("identity"), upto="identity")
     assert {c.id: c.status for c in early.checks}["gpu_inventory"] == Status.PASS

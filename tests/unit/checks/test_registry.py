@@ -6,7 +6,8 @@ import json
 import pytest
 
 from gpuprov import docs_tables
-from gpuprov.checks.registry import all_checks, check, check_ids, stage_checks
+from gpuprov.checks.catalog import all_checks, check_ids, stage_checks
+from gpuprov.checks.registry import check
 from gpuprov.checks.run import judge
 from gpuprov.evidence import KINDS, STAGES, Evidence
 from gpuprov.model import Action

@@ -11,12 +11,12 @@ import pytest
 from gpuprov.checks.run import judge
 from gpuprov.errors import InputError
 from gpuprov.evidence import FABRIC, Evidence
-from gpuprov.fabric.rack import check_members, fabric_place, floor_for
-from gpuprov.fabric.record import FabricRecord, parse_fabric_record
 from gpuprov.inventory import Inventory
 from gpuprov.model import Status
 from gpuprov.parsers.errors import ParseError
+from gpuprov.parsers.fabric import FabricRecord, parse_fabric_record
 from gpuprov.profiles import load_profile
+from gpuprov.validation.fabric_rack import check_members, fabric_place, floor_for
 from tests.conftest import gpuprov
 from tests.evidence_builder import healthy_h100
 from tests.unit.fabric.test_localize import NODES, pairs, record, run

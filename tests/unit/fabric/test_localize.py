@@ -7,8 +7,8 @@ import itertools
 
 import pytest
 
-from gpuprov.fabric.localize import findings, pair_rounds
-from gpuprov.fabric.record import FabricRecord, GroupRun, Member
+from gpuprov.checks.localize import findings, pair_rounds
+from gpuprov.parsers.fabric import FabricRecord, GroupRun, Member
 
 FLOOR = 0.08
 

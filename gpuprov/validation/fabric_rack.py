@@ -15,11 +15,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 from gpuprov.errors import InputError
-from gpuprov.fabric.record import FabricRecord
-from gpuprov.fabric.stage import FabricNode, FabricSettings, run_fabric, write_member_records
 from gpuprov.inventory import Inventory
+from gpuprov.parsers.fabric import FabricRecord
 from gpuprov.profiles import Profile
-from gpuprov.validation.connect import node_host, prime_inventory
+from gpuprov.remote.connect import node_host, prime_inventory
+from gpuprov.validation.fabric_stage import (
+    FabricNode,
+    FabricSettings,
+    run_fabric,
+    write_member_records,
+)
 
 FLOOR_VAR = "gpuprov_fabric_busbw_min_gbps"
 MIN_MEMBERS = 2

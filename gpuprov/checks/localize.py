@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gpuprov.fabric.record import FabricRecord, GroupRun
+from gpuprov.parsers.fabric import FabricRecord, GroupRun
 
 # A pair under this share of the best pair is slow, whatever the floor says.
 RELATIVE_SLOW = 0.5

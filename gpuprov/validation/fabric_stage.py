@@ -22,9 +22,9 @@ from pathlib import Path
 
 from testinfra.host import Host
 
+from gpuprov.checks.localize import pair_rounds
 from gpuprov.evidence import FABRIC
-from gpuprov.fabric.localize import pair_rounds
-from gpuprov.fabric.record import FabricRecord, GroupRun, Member
+from gpuprov.parsers.fabric import FabricRecord, GroupRun, Member
 from gpuprov.validation.collect import TORCH_RECORDS, probe_source
 
 SSH_FAILED = 255

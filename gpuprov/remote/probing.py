@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
 
-from gpuprov.validation.connect import node_host
+from gpuprov.remote.connect import node_host
 
 T = TypeVar("T")
 TIMEOUT_S = 60
