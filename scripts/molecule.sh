@@ -5,11 +5,13 @@ set -uo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 role="${1:?usage: scripts/molecule.sh ROLE [molecule args…]}"
 shift
-roles="$repo/gpuprov/ansible_collections/gpuprov/gpu/roles"
+roles="$repo/roles"
 [ -d "$roles/$role" ] || { echo "scripts/molecule.sh: no role $role in $roles" >&2; exit 2; }
 export PATH="$repo/.venv/bin:$PATH" NO_COLOR=1
 GPUPROV_LAB_INVENTORY="$(gpuprov lab inventory)" || exit 2
-export GPUPROV_LAB_INVENTORY
+GPUPROV_COLLECTIONS_PATH="$(python -c 'from gpuprov import collection
+print(collection.collections_path())')" || exit 2
+export GPUPROV_LAB_INVENTORY GPUPROV_COLLECTIONS_PATH
 # Under the strategy `gpuprov provision` uses (the config file's ansible.strategy)
 strategy_env="$(python -c 'import shlex
 from gpuprov import settings

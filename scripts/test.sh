@@ -20,7 +20,8 @@ stage() {
 stage ruff ruff check .
 stage yamllint yamllint --strict .
 # the roles call each other by their full names: ansible-lint finds them in the collection
-stage ansible-lint env ANSIBLE_COLLECTIONS_PATH="$PWD/gpuprov" \
+stage ansible-lint env ANSIBLE_COLLECTIONS_PATH="$(python -c 'from gpuprov import collection
+print(collection.collections_path())')" \
   ansible-lint --offline --profile production
 # the import layers (pyproject.toml [tool.importlinter]): imports only go down, no cycle
 stage import-layers lint-imports --no-cache

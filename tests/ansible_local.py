@@ -24,7 +24,7 @@ def run_task_file(tmp_path: Path, task_file: Path, variables: dict):
         [str(BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local",
          "-e", f"ansible_python_interpreter={sys.executable}", str(playbook)],
         capture_output=True, text=True, timeout=120,
-        env={**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(collection.COLLECTIONS_PATH)})
+        env={**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(collection.collections_path())})
 
 
 def render_role_vars(role: str, values: dict, names: list[str]) -> dict:

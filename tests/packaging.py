@@ -15,8 +15,8 @@ from gpuprov import collection
 from tests.conftest import BIN, REPO
 
 # what a source distribution would not carry, and build left-overs
-NOT_SOURCE = shutil.ignore_patterns(".git", ".venv", "mutants", "*.egg-info", "build", "dist",
-                                    "__pycache__", ".pytest_cache", ".ruff_cache", ".benchmarks")
+NOT_SOURCE = shutil.ignore_patterns(".git", ".venv*", "mutants", "site", ".*_cache",
+                                    "*.egg-info", "build", "dist", "__pycache__", ".benchmarks")
 
 
 def build_wheel(tmp: Path) -> Path:

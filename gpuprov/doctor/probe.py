@@ -8,8 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from gpuprov import packaging_facts, releases
-from gpuprov.ansible_collections.gpuprov.gpu.plugins.filter import nvidia_driver
+from gpuprov import collection, packaging_facts, releases
 from gpuprov.errors import InputError
 from gpuprov.remote import probing
 
@@ -219,7 +218,7 @@ def mok_test_key(text: str) -> bool | None:
 def dkms_status(lines: list[str]) -> tuple[list[DkmsEntry], list[str]]:
     """`dkms status` read by the collection's own parser (the role and the doctor must agree
     on what DKMS said); lines of neither form (dkms's errors and warnings) returned apart."""
-    status = nvidia_driver.dkms_status(lines)
+    status = collection.plugin_module("filter", "nvidia_driver").dkms_status(lines)
     return ([DkmsEntry(e["module"], e["version"], e["kernel"], e["state"], e["warning"])
              for e in status["entries"]], status["other"])
 

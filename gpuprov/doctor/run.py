@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ansible.errors import AnsibleFilterError
 
-from gpuprov.ansible_collections.gpuprov.gpu.plugins.filter import module_signing
+from gpuprov import collection
 from gpuprov.doctor import findings, probe
 from gpuprov.errors import InputError
 from gpuprov.inventory import Inventory
@@ -83,7 +83,7 @@ def _signing(host: str, variables: dict) -> findings.ModuleSigning:
         raise InputError(f"host {host}: gpuprov_mok_certificate_file: {cert!r} (site-mok needs "
                          "the certificate's absolute path on the controller)")
     try:
-        signer = module_signing.certificate_subject_cn(cert)
+        signer = collection.plugin_module("filter", "module_signing").certificate_subject_cn(cert)
     except AnsibleFilterError as exc:
         raise InputError(f"host {host}: {exc.message}") from exc
     return findings.ModuleSigning(mode, signer)

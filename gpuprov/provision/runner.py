@@ -31,7 +31,6 @@ STATE_STAT = "gpuprov_reboot_pending"
 MOK_STAT = "gpuprov_mok_enrollment_pending"
 
 ANSIBLE_SETTINGS = {
-    "ANSIBLE_COLLECTIONS_PATH": str(collection.COLLECTIONS_PATH),
     "ANSIBLE_PIPELINING": "True",
     "ANSIBLE_SSH_ARGS": "-o ControlMaster=auto -o ControlPersist=120s",
     "ANSIBLE_HOST_KEY_CHECKING": "True",
@@ -235,7 +234,8 @@ def run_playbook(run_dir: Path, run_id: str, options: Options, listener: Listene
         forks=options.forks,
         extravars=extravars,
         cmdline=cmdline or None,
-        envvars={**ANSIBLE_SETTINGS, **strategy_settings(options.strategy), "PATH": path},
+        envvars={**ANSIBLE_SETTINGS, **strategy_settings(options.strategy), "PATH": path,
+                 "ANSIBLE_COLLECTIONS_PATH": str(collection.collections_path())},
         event_handler=sink,
         quiet=True,
     )

@@ -30,7 +30,7 @@ def _converge(lab, tmp_path, role="nvidia_driver", node=NODE, **role_vars):
     settings = "".join(f"        {k}: {v}\n" for k, v in role_vars.items())
     playbook.write_text(f"- hosts: {node}\n  gather_facts: true\n  roles:\n"
                         f"    - role: {collection.FQCN}.{role}\n      vars:\n{settings}")
-    env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(collection.COLLECTIONS_PATH),
+    env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(collection.collections_path()),
            "NO_COLOR": "1", "ANSIBLE_DEPRECATION_WARNINGS": "False"}
     return subprocess.run([str(BIN / "ansible-playbook"), "-i", str(lab.inventory), str(playbook)],
                           capture_output=True, text=True, timeout=600, env=env, check=False)

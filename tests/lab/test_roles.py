@@ -22,6 +22,7 @@ def test_molecule_scenario(lab, role, scenario, tmp_path):
     # A fresh ephemeral directory: molecule otherwise remembers "already prepared" across
     # runs (and checkouts) and skips the prepare that makes the node bare.
     env = {**os.environ, "GPUPROV_LAB_INVENTORY": str(lab.inventory),
+           "GPUPROV_COLLECTIONS_PATH": str(collection.collections_path()),
            "MOLECULE_EPHEMERAL_DIRECTORY": str(tmp_path / "molecule"),
            "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "NO_COLOR": "1",
            **strategy_settings("mitogen")}

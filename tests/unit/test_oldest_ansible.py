@@ -19,7 +19,7 @@ from gpuprov import collection
 from tests.conftest import REPO
 
 OLDEST = REPO / ".venv-ansible-oldest" / "bin"
-ENV = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(collection.COLLECTIONS_PATH),
+ENV = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(collection.collections_path()),
        "ANSIBLE_NOCOLOR": "1", "ANSIBLE_DEPRECATION_WARNINGS": "False"}
 
 

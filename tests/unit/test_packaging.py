@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import tarfile
 import zipfile
@@ -70,6 +69,10 @@ def test_the_collection_builds_installs_and_its_playbooks_parse_alone(tmp_path):
     assert manifest["collection_info"]["version"] == __version__
     assert "plugins/filter/nvidia_module_flavour.yml" in names      # the filters' docs
     assert not [n for n in names if "molecule" in n]
+    # the repository's top is the collection: only the collection's parts go in
+    assert {n.split("/")[0] for n in names} == {
+        "MANIFEST.json", "FILES.json", "README.md", "CHANGELOG.md", "meta", "playbooks",
+        "plugins", "roles"}
     path = tmp_path / "collections"
     # only the installed collection: not gpuprov's own copy, not ~/.ansible
     env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(path), "ANSIBLE_NOCOLOR": "1"}
@@ -95,8 +98,13 @@ def test_the_collection_builds_installs_and_its_playbooks_parse_alone(tmp_path):
 
 @pytest.mark.skipif(not (BIN / "ansible-test").exists(), reason="ansible-test not installed")
 def test_ansible_test_sanity_without_network(tmp_path):
-    root = tmp_path / "ansible_collections" / "gpuprov" / "gpu"
-    shutil.copytree(collection.ROOT, root, ignore=shutil.ignore_patterns("__pycache__"))
+    """On the collection as it ships: the tarball installed, not the repository's top."""
+    path = tmp_path / "collections"
+    subprocess.run([str(BIN / "ansible-galaxy"), "collection", "install", "-p", str(path),
+                    str(build_collection(tmp_path))], check=True, capture_output=True,
+                   text=True, timeout=120,
+                   env={**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(path)})
+    root = path / "ansible_collections" / "gpuprov" / "gpu"
     args = [arg for test in OFFLINE_SANITY for arg in ("--test", test)]
     result = subprocess.run([str(BIN / "ansible-test"), "sanity", "--python", "3.11",
                              "--local", *args], capture_output=True, text=True, timeout=600,
