@@ -42,7 +42,8 @@ GPUPROV = str(Path(sys.executable).parent / "gpuprov")
 from gpuprov.checks.run import judge  # noqa: E402
 from gpuprov.evidence import Evidence  # noqa: E402
 from gpuprov.lab.inventory import LAB_LOCK  # noqa: E402
-from gpuprov.ledger import Ledger, _insert_node  # noqa: E402
+from gpuprov.ledger import Ledger  # noqa: E402
+from gpuprov.ledger.verdicts import _insert_node  # noqa: E402
 from gpuprov.model import HostOutcome, NodeResult, Verdict  # noqa: E402
 from gpuprov.profiles import load_profile  # noqa: E402
 from tests import evidence_builder as eb  # noqa: E402

@@ -10,7 +10,8 @@ import click
 
 from gpuprov import report
 from gpuprov.errors import InputError
-from gpuprov.ledger import Ledger, NodeResult, RunRecord
+from gpuprov.ledger import Ledger, RunRecord
+from gpuprov.model import NodeResult
 from gpuprov.profiles import load_profile
 
 

@@ -21,8 +21,7 @@ import ansible_runner
 
 from gpuprov import collection
 from gpuprov.errors import CommandFailed, EnvironmentProblem
-from gpuprov.ledger import HostOutcome
-from gpuprov.model import Outcome
+from gpuprov.model import HostOutcome, Outcome
 
 PLAYBOOK = collection.PLAYBOOKS / "provision.yml"
 # playbooks/report_state.yml's custom stats: {host: waits for a reboot}, and {host: waits

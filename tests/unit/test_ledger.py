@@ -11,7 +11,7 @@ import sys
 import time
 
 from gpuprov.ledger import MIGRATIONS, Ledger
-from gpuprov.ledger_store import SqliteStore
+from gpuprov.ledger.store import SqliteStore
 from gpuprov.model import HostOutcome
 
 

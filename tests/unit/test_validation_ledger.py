@@ -130,7 +130,7 @@ def test_the_fleet_s_verdicts_in_three_queries_read_as_each_node_s(recorded_ledg
 
 def _statements(monkeypatch) -> list[str]:
     """Every SQL statement the ledger runs from here on."""
-    import gpuprov.ledger_store as store
+    import gpuprov.ledger.store as store
     seen, connect = [], store.sqlite3.connect
 
     def traced(*args, **kwargs):

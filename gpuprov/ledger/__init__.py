@@ -1,0 +1,56 @@
+"""The ledger: every provisioning and validation run, each host's outcome, each node's
+verdict with its check results, evidence path and GPU serials.
+
+An SQLite file by default, or a PostgreSQL database shared by several controllers
+(`GPUPROV_LEDGER=postgresql://…`; store.py), created on first use, schema
+versioned (migrations in order, one migrating process at a time). SQLite runs in WAL mode
+with a busy timeout, so concurrent gpuprov processes queue rather than fail; either
+store keeps the last committed state when a process is killed at any moment: a run is
+inserted as `running` before anything starts and is finished in one transaction at the
+end, so a kill leaves it `interrupted`. A validated node's results are written as soon
+as it is judged (nothing collected is lost), but its verdict only when the whole run
+finishes: a killed run leaves no node accepted. A run is refused while another live run
+holds one of its hosts (on PostgreSQL, a run of any controller: the database holds the
+claim and drops it when the run's connection ends). Only versions, host names, check
+results and paths are stored: never variables or secrets (nor a database password).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from gpuprov.config import state_dir
+from gpuprov.ledger.drift import DriftRepository
+from gpuprov.ledger.provisioning import ProvisioningRepository
+from gpuprov.ledger.records import DriftReport, HostBusy, RunRecord, SlurmAction
+from gpuprov.ledger.runs import RunsRepository
+from gpuprov.ledger.schema import MIGRATIONS
+from gpuprov.ledger.slurm import SlurmRepository
+from gpuprov.ledger.store import open_store
+from gpuprov.ledger.verdicts import VerdictsRepository
+
+__all__ = ["LEDGER_ENV", "MIGRATIONS", "DriftReport", "HostBusy", "Ledger", "RunRecord",
+           "SlurmAction", "default_location"]
+
+LEDGER_ENV = "GPUPROV_LEDGER"
+
+
+def default_location() -> str:
+    """$GPUPROV_LEDGER (a path, or a postgresql:// URL), else the state directory's file."""
+    return os.environ.get(LEDGER_ENV) or str(state_dir() / "ledger.sqlite3")
+
+
+class Ledger(RunsRepository, VerdictsRepository, ProvisioningRepository, DriftRepository,
+             SlurmRepository):
+    """One ledger, its concerns in their own modules (runs, verdicts, provisioning, drift,
+    Slurm) over one store."""
+
+    def __init__(self, location: Path | str | None = None) -> None:
+        self.store = open_store(str(location or default_location()))
+        self.path = self.store.location       # what messages name (never a password)
+        self.store.migrate(MIGRATIONS)
+
+    @property
+    def schema_version(self) -> int:
+        return self.store.schema_version

@@ -1,0 +1,55 @@
+"""What the ledger hands back besides the model's results: a run's record, a host's drift
+report, a Slurm action, and the refusal of a run whose host another live run holds."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from gpuprov.errors import InputError
+
+
+@dataclass(frozen=True)
+class DriftReport:
+    host: str
+    state: str            # in-sync | drifted | unreachable
+    details: list         # [{what, expected, found}], or [why unreachable]
+    checked_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class SlurmAction:
+    host: str
+    node: str             # its Slurm node name
+    action: str           # drain | resume | restore | keep | hold-back | refuse
+    reason: str
+    result: str           # done | failed | shadow | none (nothing to do)
+    detail: str = ""
+    run_id: str = ""
+    at: float = 0.0
+
+
+class HostBusy(InputError):
+    """Another live run holds one of the hosts."""
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    id: str
+    kind: str
+    started_at: float
+    finished_at: float | None
+    status: str            # running | finished | interrupted (running, its process gone)
+    inventory: str
+    hosts: list[str]
+    options: dict
+    log_path: str | None
+
+
+
+def busy(row, host: str) -> HostBusy:
+    verb = "validated" if row["kind"] == "validate" else "provisioned"
+    where = f" on {row['controller']}" if row["controller"] else ""
+    return HostBusy(f"{host} is being {verb} by run {row['id']} (pid {row['pid']}{where}, "
+                    f"started {time.strftime('%H:%M:%S', time.localtime(row['started_at']))}"
+                    "); wait for it or stop that process")
