@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Gauge, Info, generate_latest, write_to_textfile
@@ -134,3 +134,15 @@ def configured_textfile_dir() -> Path | None:
 
 def publish(ledger: Ledger, directory: Path, hosts: Iterable[str] = ()) -> Path:
     return write_textfile(directory, fleet_registry(ledger, hosts))
+
+
+def publish_after_run(ledger: Ledger, directory: Path | None, hosts: Iterable[str],
+                      warn: Callable[[str], None]) -> None:
+    """After a run: the run already happened, so a file that cannot be written is a warning
+    (exit codes keep their meaning), never an error."""
+    if directory is None:
+        return
+    try:
+        publish(ledger, directory, hosts)
+    except InputError as exc:
+        warn(f"gpuprov: warning: {exc}")

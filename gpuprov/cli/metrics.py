@@ -9,7 +9,6 @@ import click
 
 from gpuprov import metrics
 from gpuprov.config import configured_inventory
-from gpuprov.errors import InputError
 from gpuprov.inventory import Inventory
 from gpuprov.ledger import Ledger
 
@@ -35,13 +34,3 @@ def metrics_command(textfile_dir: Path | None, inventory_option: str | None) -> 
     path = metrics.publish(ledger, directory, hosts)
     click.echo(f"metrics: wrote {path}")
 
-
-def publish_after_run(ledger: Ledger, directory: Path | None, hosts: list[str]) -> None:
-    """After a run: the run already happened, so a file that cannot be written is a warning
-    (exit codes keep their meaning), never an error."""
-    if directory is None:
-        return
-    try:
-        metrics.publish(ledger, directory, hosts)
-    except InputError as exc:
-        click.echo(f"gpuprov: warning: {exc}", err=True)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -15,20 +14,16 @@ from gpuprov import settings as site_settings
 from gpuprov.cli import options
 from gpuprov.cli.doctor import refuse_on_blockers
 from gpuprov.cli.lock import preflight_or_exit
-from gpuprov.cli.metrics import publish_after_run
-from gpuprov.config import resolve_inventory, state_dir
+from gpuprov.config import resolve_inventory
 from gpuprov.console import text_table
 from gpuprov.errors import InputError
 from gpuprov.inventory import Inventory, pick_nodes
 from gpuprov.ledger import Ledger
 from gpuprov.lifecycle import rollback_target
-from gpuprov.lock import PREFIX as LOCK_PREFIX
 from gpuprov.metrics import configured_textfile_dir
 from gpuprov.model import HostOutcome
-from gpuprov.provision.progress import view_for
-from gpuprov.provision.runner import Options, run_playbook
-from gpuprov.runs import new_run_id
-from gpuprov.slurm.gate import SlurmGate
+from gpuprov.provision.service import ProvisionRequest
+from gpuprov.provision.service import provision as run_provisioning
 
 BATCH = re.compile(r"^[1-9]\d*%?$")
 
@@ -135,51 +130,20 @@ def provision(rollback_nodes: tuple[str, ...], inventory_option: str | None, lim
     metrics_dir = None if check else configured_textfile_dir()
     if with_slurm and check:
         raise InputError("--slurm and --check: a check run changes nothing, no drain needed")
-
-    run_id = new_run_id("provision")
-    gate = None
-    if with_slurm:
-        # slurmctld answers and knows every host, before anything changes
-        gate = SlurmGate.opened(site_settings.slurm(), ledger, run_id,
-                                {h: inventory.variables(h) for h in hosts},
-                                shadow=False, say=click.echo)
-    run_dir = state_dir() / "runs" / run_id
-    log_path = run_dir / "artifacts" / run_id / "stdout"
-    options = Options(inventory=path, hosts=hosts, check=check, diff=diff, tags=tags,
-                      forks=forks, serial=serial, allow_reboot=allow_reboot,
-                      reboot_serial=reboot_serial, strategy=strategy,
-                      lock_overrides={f"{LOCK_PREFIX}{k}": v for k, v in target[1].items()}
-                      if target else {})
-    ledger.start_run(run_id, "provision", str(path.resolve()), hosts,
-                     {"check": check, "diff": diff, "tags": tags, "limit": limit,
-                      "forks": forks, "serial": serial, "allow_reboot": allow_reboot,
-                      "retry_failed": retry_failed, "strategy": strategy,
-                      "rollback_to": target[0].id if target else None},
-                     {h: target[1] if target else plans[h].recorded_lock() for h in hosts},
-                     str(log_path))
-    click.echo(f"run {run_id}: {len(hosts)} host(s){' (check mode)' if check else ''}")
-    if target:
-        click.echo(f"rollback to the lock of run {target[0].id}: " + ", ".join(
-            f"{k} {v}" for k, v in target[1].items() if v not in ("", None)))
-    if gate:
-        options = replace(options, hosts=gate.hold("provisioning"))
-    outcomes: list = []
-    if options.hosts:
-        with view_for(options.hosts) as view:
-            outcomes, log_path = run_playbook(run_dir, run_id, options, view)
-    ledger.finish_run(run_id, outcomes)
-    if gate:
-        gate.after_provisioning({o.host: o for o in outcomes})
-    publish_after_run(ledger, metrics_dir, inventory.hosts())
-
-    click.echo(_summary(outcomes))
-    click.echo(f"log: {log_path}")
-    bad = [o for o in outcomes if o.outcome != "converged"]
-    if len(outcomes) < len(hosts):
-        click.echo(f"{len(hosts) - len(outcomes)} host(s) not provisioned: their jobs did not "
-                   "end in time", err=True)
-        sys.exit(1)
-    if bad:
-        click.echo(f"{len(bad)} of {len(outcomes)} host(s) did not converge; "
-                   "`gpuprov provision --retry-failed` runs only those", err=True)
-    sys.exit(1 if bad else 0)
+    done = run_provisioning(ProvisionRequest(
+        inventory, hosts, {h: target[1] if target else plans[h].recorded_lock() for h in hosts},
+        check=check, diff=diff, tags=tags, forks=forks, serial=serial,
+        allow_reboot=allow_reboot, reboot_serial=reboot_serial, strategy=strategy,
+        limit=limit, retry_failed=retry_failed, rollback_to=target,
+        slurm=site_settings.slurm() if with_slurm else None,
+        variables={h: inventory.variables(h) for h in hosts} if with_slurm else None,
+        metrics_dir=metrics_dir), click.echo, lambda line: click.echo(line, err=True))
+    click.echo(_summary(done.outcomes))
+    click.echo(f"log: {done.log_path}")
+    if len(done.outcomes) < len(hosts):
+        click.echo(f"{len(hosts) - len(done.outcomes)} host(s) not provisioned: their jobs did "
+                   "not end in time", err=True)
+    elif done.not_converged:
+        click.echo(f"{len(done.not_converged)} of {len(done.outcomes)} host(s) did not "
+                   "converge; `gpuprov provision --retry-failed` runs only those", err=True)
+    sys.exit(done.exit_code)

@@ -1,0 +1,240 @@
+"""The validation use cases, apart from any command line. `validate()`: plan (every input
+checked before anything changes), start the run in the ledger, validate the nodes in
+parallel, the rack's fabric test over the accepted ones, finish the run, act in Slurm,
+publish the metrics. `fabric_test()`: the rack's fabric test on its own. `gpuprov
+validate` and `gpuprov fabric` parse their options into a request and render what these
+return; other callers use the same functions.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpuprov.checks.run import judge
+from gpuprov.config import state_dir
+from gpuprov.errors import InputError
+from gpuprov.escalation import escalate
+from gpuprov.evidence import Evidence
+from gpuprov.inventory import Inventory
+from gpuprov.ledger import Ledger, RunRecord
+from gpuprov.lock import Lock
+from gpuprov.metrics import publish_after_run
+from gpuprov.model import CheckResult, NodeResult, Status, Verdict
+from gpuprov.parsers.fabric import FabricRecord
+from gpuprov.preflight import host_profile
+from gpuprov.profiles import Profile, load_profile
+from gpuprov.remote.connect import prime_inventory
+from gpuprov.runs import new_run_id
+from gpuprov.slurm.gate import SlurmGate
+from gpuprov.validation.collect import NodeSettings
+from gpuprov.validation.fabric_rack import MIN_MEMBERS, check_members, floor_for, run_fabric_test
+from gpuprov.validation.fabric_stage import FabricSettings
+from gpuprov.validation.pipeline import NodeJob, rejudge, validate_all
+from gpuprov.validation.progress import view_for
+
+Say = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class ValidationRequest:
+    inventory: Inventory
+    hosts: list[str]
+    profile: Profile | None = None         # one profile for every node, else each host's
+    profile_name: str | None = None        # as the operator named it (recorded with the run)
+    soak_seconds: int | None = None        # None: each profile's gpu_burn.soak_seconds
+    soak_after_identity_failure: bool = False
+    parallel: int = 32
+    dcgm_level: int | None = None          # None: each profile's dcgm.level, else 2
+    fabric: bool = False
+    fabric_floor: float | None = None
+    slurm: dict | None = None              # the config file's slurm section, to act in Slurm
+    shadow: bool = False                   # with slurm: record what would be done, do nothing
+    evidence_root: Path | None = None      # None: the state directory's evidence/
+    metrics_dir: Path | None = None        # where to publish the metrics after the run
+    json_progress: bool = False            # progress on stderr (stdout carries a report)
+
+
+@dataclass(frozen=True)
+class ValidationRun:
+    run: RunRecord
+    results: list[NodeResult]
+    hosts: list[str]
+    tripped: object = None                 # Slurm's circuit breaker, when it tripped
+
+    @property
+    def exit_code(self) -> int:
+        """0 when every node asked for was judged and accepted (and Slurm's breaker did not
+        trip), else 1."""
+        accepted = all(r.verdict == Verdict.ACCEPTED for r in self.results)
+        return 0 if accepted and len(self.results) == len(self.hosts) and not self.tripped else 1
+
+
+def node_profile(node: str, variables: dict, override: Profile | None) -> Profile:
+    if override:
+        return override
+    name = variables.get("gpuprov_profile")
+    if not name:
+        raise InputError(f"host {node}: no gpuprov_profile in the inventory; pass --profile")
+    return host_profile(node, str(name))
+
+
+@dataclass
+class _Plan:
+    run_id: str
+    evidence_base: Path
+    jobs: list[NodeJob]
+    locks: dict
+    profiles: dict[str, Profile]
+    variables: dict[str, dict]
+    places: dict
+
+
+def _plan(request: ValidationRequest) -> _Plan:
+    """Every node's settings, profile and lock: bad input stops here, before any change."""
+    places = check_members(request.inventory, request.hosts) if request.fabric else {}
+    run_id = new_run_id("validate")
+    evidence_base = (request.evidence_root or state_dir() / "evidence") / run_id
+    plan = _Plan(run_id, evidence_base, [], {}, {}, {}, places)
+    for host in request.hosts:
+        variables = plan.variables[host] = request.inventory.variables(host)
+        profile = plan.profiles[host] = node_profile(host, variables, request.profile)
+        lock = Lock.of_host(variables, f"host {host}")
+        plan.locks[host] = lock.as_dict() if lock else None
+        settings = NodeSettings.from_vars(
+            host, variables, profile=profile, lock=lock, run_id=run_id,
+            soak_seconds=request.soak_seconds or int(profile["gpu_burn"]["soak_seconds"]),
+            soak_after_identity_failure=request.soak_after_identity_failure,
+            dcgm_level=request.dcgm_level or int((profile.data.get("dcgm") or {}).get("level",
+                                                                                      2)))
+        plan.jobs.append(NodeJob(settings, request.inventory.path, evidence_base / host,
+                                 state_dir() / "ssh-control"))
+    return plan
+
+
+def validate(request: ValidationRequest, say: Say, warn: Say) -> ValidationRun:
+    """Run a validation (see the module docstring); `say` prints its progress lines, `warn`
+    what went wrong after the run had already happened (a metrics file not written)."""
+    plan = _plan(request)
+    path = request.inventory.path
+    ledger = Ledger()
+    gate = None
+    if request.slurm is not None:
+        # slurmctld answers and knows every node, before the run starts
+        gate = SlurmGate.opened(request.slurm, ledger, plan.run_id, plan.variables,
+                                request.shadow, say)
+    ledger.start_run(plan.run_id, "validate", str(path.resolve()), request.hosts,
+                     {"profile": request.profile_name, "soak": request.soak_seconds,
+                      "soak_after_identity_failure": request.soak_after_identity_failure,
+                      "slurm": "shadow" if request.shadow else request.slurm is not None},
+                     plan.locks, str(plan.evidence_base))
+    prime_inventory(path)
+    say(f"run {plan.run_id}: validating {len(request.hosts)} node(s); evidence in "
+        f"{plan.evidence_base}")
+    jobs = plan.jobs
+    if gate:
+        cleared = gate.hold("validating")
+        jobs = [job for job in jobs if job.settings.node in cleared]
+    with view_for([job.settings.node for job in jobs], request.json_progress) as view:
+        validate_all(jobs, view, request.parallel, lambda result: ledger.record_node(
+            plan.run_id, escalate(result, ledger.node_results(node=result.node))))
+    if request.fabric:
+        floor = floor_for(request.hosts, {h: request.inventory.variables(h)
+                                          for h in request.hosts}, plan.profiles,
+                          request.fabric_floor)
+        _fabric_stage(ledger, plan, path, jobs, floor, say)
+    ledger.finish_validation(plan.run_id)
+    tripped = None
+    if gate:
+        judged = {r.node: r for r in ledger.node_results(plan.run_id)}
+        tripped = gate.act_on(judged)
+        gate.release_unjudged(set(judged))
+    publish_after_run(ledger, request.metrics_dir, request.inventory.hosts(), warn)
+    return ValidationRun(ledger.run(plan.run_id), ledger.node_results(plan.run_id),
+                         request.hosts, tripped)
+
+
+def _fabric_stage(ledger: Ledger, plan: _Plan, inventory: Path, jobs: list[NodeJob],
+                  floor: tuple[float | None, str], say: Say) -> None:
+    """The fabric test over the nodes accepted so far; each member judged again with it."""
+    results = {r.node: r for r in ledger.node_results(plan.run_id)}
+    members = [j for j in jobs if results[j.settings.node].judged == Verdict.ACCEPTED]
+    if len(members) < MIN_MEMBERS:
+        say(f"fabric: {len(members)} node(s) accepted, the test needs {MIN_MEMBERS}: not run")
+        return
+    settings = FabricSettings(plan.run_id, floor[0], floor[1],
+                              floor_nccl_only=floor[1].startswith("profile"))
+    run_fabric_test(inventory, {j.settings.node: plan.places[j.settings.node] for j in members},
+                    settings, plan.evidence_base / "fabric",
+                    {j.settings.node: j.evidence_dir for j in members}, members[0].control_dir,
+                    say)
+    for job in members:
+        result = rejudge(job, results[job.settings.node].started_at)
+        history = ledger.node_results(node=job.settings.node)   # escalate skips this run's
+        ledger.rejudge_node(plan.run_id, escalate(result, history))
+
+
+@dataclass(frozen=True)
+class FabricRequest:
+    inventory: Inventory
+    hosts: list[str]
+    profile_name: str | None = None        # one profile for every node, else each host's
+    fabric_floor: float | None = None
+    evidence_root: Path | None = None
+
+
+@dataclass(frozen=True)
+class FabricRun:
+    run_id: str
+    record: FabricRecord
+    findings: list[tuple[str, CheckResult]]   # each member's `fabric` check
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if any(c.status == Status.FAIL for _, c in self.findings) else 0
+
+
+def fabric_test(request: FabricRequest, say: Say) -> FabricRun:
+    """The rack's fabric test on its own, over nodes already validated: the members at
+    fault recorded rejected (check `fabric`), no node accepted by it."""
+    path = request.inventory.path
+    hosts = request.hosts
+    places = check_members(request.inventory, hosts)
+    override = load_profile(request.profile_name) if request.profile_name else None
+    variables = {h: request.inventory.variables(h) for h in hosts}
+    profiles = {h: node_profile(h, variables[h], override) for h in hosts}
+    floor, source = floor_for(hosts, variables, profiles, request.fabric_floor)
+
+    run_id = new_run_id("fabric")
+    base = (request.evidence_root or state_dir() / "evidence") / run_id
+    node_dirs = {h: base / h for h in hosts}
+    for host, directory in node_dirs.items():
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / "meta.json").write_text(json.dumps(
+            {"node": host, "profile": profiles[host].name, "run_id": run_id,
+             "stages": ["fabric"]}, indent=2) + "\n")
+    ledger = Ledger()
+    ledger.start_run(run_id, "validate", str(path.resolve()), hosts,
+                     {"fabric_only": True, "profile": request.profile_name,
+                      "fabric_floor": request.fabric_floor},
+                     {h: None for h in hosts}, str(base))
+    say(f"run {run_id}: fabric test across {len(hosts)} node(s); evidence in {base}")
+    started = time.time()
+    settings = FabricSettings(run_id, floor, source, floor_nccl_only=source.startswith("profile"))
+    record = run_fabric_test(path, places, settings, base / "fabric", node_dirs,
+                             state_dir() / "ssh-control", say)
+    findings = []
+    for host in hosts:
+        [check] = judge(Evidence(node_dirs[host]), profiles[host], None, strict=False,
+                        only=("fabric",)).checks
+        findings.append((host, check))
+        if check.status == Status.FAIL:
+            ledger.record_node(run_id, NodeResult(
+                run_id, host, Verdict.REJECTED, None, profiles[host].name,
+                f"fabric: {check.summary}", str(node_dirs[host]), started, time.time(),
+                [check], []))
+    ledger.finish_validation(run_id)
+    return FabricRun(run_id, record, findings)
