@@ -17,6 +17,8 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from gpuprov.model import CheckResult
+
 # A terminal shows a live table for up to a screenful of hosts; more get plain lines.
 LIVE_MAX_HOSTS = 60
 
@@ -40,6 +42,15 @@ def text_table(headers: Sequence[str], rows: Iterable[Sequence[object]],
                 cells.append(cell.ljust(widths[i]))
         lines.append("  ".join(cells).rstrip())
     return "\n".join(lines)
+
+
+def result_line(host: str, result: CheckResult, word: str = "") -> str:
+    """One judgement about a host on one line, the form doctor, drift and lock check print:
+    `host: [word: ]id: summary[; fix: …][ [source]]`."""
+    line = ": ".join(part for part in (host, word, result.id, result.summary) if part)
+    if result.fix:
+        line += f"; fix: {result.fix}"
+    return line + (f" [{result.source}]" if result.source else "")
 
 
 def elapsed(since: float) -> str:

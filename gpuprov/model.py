@@ -85,6 +85,10 @@ class CheckResult:
     gpu: GpuRef | None = None
     values: dict = field(default_factory=dict)
     action: Action = Action.NONE
+    # what an operator types to fix it and where the rule comes from, where the judge
+    # states them (the doctor's fixes, the lock rules' sources); not in the report's JSON
+    fix: str = ""
+    source: str = ""
 
     def as_dict(self) -> dict:
         return {"id": self.id, "status": str(self.status), "summary": self.summary,

@@ -15,23 +15,13 @@ from gpuprov import compat, security
 from gpuprov.errors import InputError
 from gpuprov.inventory import Inventory
 from gpuprov.lock import Lock
+from gpuprov.model import CheckResult, Status
 from gpuprov.profiles import Profile, load_profile
 
 EXACT_DRIVER = re.compile(r"^\d{3}\.\d+(\.\d+)?$")
 CUDA_RELEASE = re.compile(r"^\d+\.\d+(\.\d+)?$")
 TORCH_BUILD = re.compile(r"^(cpu|cu\d{3})$")
 PYTHON = re.compile(r"^3\.\d+$")
-
-
-@dataclass(frozen=True)
-class Problem:
-    host: str
-    rule: str
-    message: str
-    source: str
-
-    def line(self) -> str:
-        return f"{self.host}: {self.rule}: {self.message} [{self.source}]"
 
 
 # Locked beside the versions lock, only where a site uses them (the roles run where set):
@@ -140,15 +130,17 @@ def plan_for(host: str, variables: dict) -> Plan:
 
 
 def check_inventory(inventory: Inventory, hosts: list[str]
-                    ) -> tuple[dict[str, Plan], list[Problem]]:
-    """Each host's plan and every problem; an unknown profile is bad input (InputError)."""
+                    ) -> tuple[dict[str, Plan], list[tuple[str, CheckResult]]]:
+    """Each host's plan and every problem, a failed check result (gpuprov/model.py) per
+    broken rule with its source; an unknown profile is bad input (InputError)."""
     plans: dict[str, Plan] = {}
-    problems: list[Problem] = []
+    problems: list[tuple[str, CheckResult]] = []
     for host in hosts:
         plan = plans[host] = plan_for(host, inventory.variables(host))
         if plan.profile:
             host_profile(host, plan.profile)
-        problems += [Problem(host, *found) for found in judge(plan)]
+        problems += [(host, CheckResult(rule, Status.FAIL, message, source=source))
+                     for rule, message, source in judge(plan)]
     return plans, problems
 
 

@@ -10,6 +10,8 @@ import click
 
 from gpuprov.cli import options
 from gpuprov.config import resolve_inventory
+from gpuprov.console import result_line
+from gpuprov.doctor.findings import BLOCKER, WORDS
 from gpuprov.doctor.run import HostReport, examine_hosts
 from gpuprov.errors import InputError
 from gpuprov.inventory import Inventory
@@ -19,8 +21,8 @@ def render(reports: list[HostReport], seconds: float, err) -> None:
     for report in reports:
         if not report.reachable:
             click.echo(f"{report.host}: unreachable: {report.why}")
-        for finding in sorted(report.findings, key=lambda f: f.severity != "blocker"):
-            click.echo(finding.line(report.host))
+        for finding in sorted(report.findings, key=lambda f: f.status != BLOCKER):
+            click.echo(result_line(report.host, finding, WORDS[finding.status]))
     blockers = sum(len(r.blockers) for r in reports)
     warnings = sum(len(r.findings) for r in reports) - blockers
     hosts = sum(bool(r.blockers) for r in reports)

@@ -10,6 +10,7 @@ import click
 
 from gpuprov.cli import options
 from gpuprov.config import resolve_inventory
+from gpuprov.console import result_line
 from gpuprov.inventory import Inventory
 from gpuprov.preflight import check_inventory
 
@@ -26,10 +27,10 @@ def check(inventory_option: str | None, limit: str | None) -> None:
     """Check each host's lock: exit 0 when every rule holds, 2 when any is broken."""
     inventory = Inventory(resolve_inventory(inventory_option))
     plans, problems = check_inventory(inventory, inventory.hosts(limit))
-    for problem in problems:
-        click.echo(problem.line())
+    for host, problem in problems:
+        click.echo(result_line(host, problem))
     if problems:
-        hosts = len({p.host for p in problems})
+        hosts = len({host for host, _ in problems})
         click.echo(f"gpuprov lock check: {len(problems)} problem(s) on {hosts} of "
                    f"{len(plans)} host(s)", err=True)
         sys.exit(2)
@@ -40,8 +41,8 @@ def check(inventory_option: str | None, limit: str | None) -> None:
 def preflight_or_exit(inventory: Inventory, hosts: list[str]):
     """For provision: the plans when the lock holds; otherwise the problems and exit 2."""
     plans, problems = check_inventory(inventory, hosts)
-    for problem in problems:
-        click.echo(problem.line(), err=True)
+    for host, problem in problems:
+        click.echo(result_line(host, problem), err=True)
     if problems:
         click.echo("gpuprov: error: the versions lock breaks the rules above; nothing was run",
                    err=True)

@@ -1,5 +1,6 @@
-"""A host's facts judged: each finding a `blocker` (provisioning would fail or do harm:
-refused) or a `warning`, with what was seen and the fix an operator types."""
+"""A host's facts judged: each finding a check result (gpuprov/model.py) that fails — a
+`blocker`: provisioning would fail or do harm, so it is refused — or warns, with what was
+seen as its summary and the fix an operator types."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from gpuprov import releases
 from gpuprov.compat import matrix
 from gpuprov.doctor.probe import HostFacts
 from gpuprov.lock import Lock
+from gpuprov.model import CheckResult, Status
 from gpuprov.packages import (
     CUDNN_HELD,
     DRIVER_PACKAGE,
@@ -18,7 +20,9 @@ from gpuprov.packages import (
     upstream,
 )
 
-BLOCKER, WARNING = "blocker", "warning"
+BLOCKER, WARNING = Status.FAIL, Status.WARN
+# how the doctor says them
+WORDS = {BLOCKER: "blocker", WARNING: "warning"}
 GIB = 1024 * 1024   # KiB
 
 # Free space the stack needs where it lands (GiB), overridable per host with
@@ -38,19 +42,8 @@ UBUNTU_REVISION = re.compile(r"-[0-9]+ubuntu[0-9]+\.[0-9]+\.[0-9]+")
 PRECOMPILED = "canonical-precompiled"
 
 
-@dataclass(frozen=True)
-class Finding:
-    severity: str
-    check: str
-    seen: str
-    fix: str
-
-    def line(self, host: str) -> str:
-        return f"{host}: {self.severity}: {self.check}: {self.seen}; fix: {self.fix}"
-
-    def as_dict(self) -> dict:
-        return {"severity": self.severity, "check": self.check, "seen": self.seen,
-                "fix": self.fix}
+def _finding(severity: Status, check: str, seen: str, fix: str) -> CheckResult:
+    return CheckResult(check, severity, seen, fix=fix)
 
 
 @dataclass(frozen=True)
@@ -69,8 +62,8 @@ class Stack:
 
 
 def judge(facts: HostFacts, lock: Lock, min_free_gib: dict[str, float] | None = None,
-          signing: ModuleSigning = ModuleSigning(), stack: Stack = Stack()) -> list[Finding]:
-    found: list[Finding] = (_release(facts, lock, stack, signing.mode == "site-mok")
+          signing: ModuleSigning = ModuleSigning(), stack: Stack = Stack()) -> list[CheckResult]:
+    found: list[CheckResult] = (_release(facts, lock, stack, signing.mode == "site-mok")
                             + _secure_boot(facts, signing))
     if signing.mode == PRECOMPILED:
         found += _precompiled_modules(facts, lock) + _repository_packages(facts)
@@ -83,37 +76,37 @@ def judge(facts: HostFacts, lock: Lock, min_free_gib: dict[str, float] | None = 
     return found
 
 
-def _release(facts: HostFacts, lock: Lock, stack: Stack, site_mok: bool) -> list[Finding]:
+def _release(facts: HostFacts, lock: Lock, stack: Stack, site_mok: bool) -> list[CheckResult]:
     """Lock versions that do not exist for the host's OS release (releases.py)."""
     if facts.os_release is None:   # unread evidence is never a pass: the lock is unjudged
-        return [Finding(BLOCKER, "release", "no /etc/os-release could be read: the lock's "
+        return [_finding(BLOCKER, "release", "no /etc/os-release could be read: the lock's "
                         "Docker, Python and CUDA cannot be checked against the host's release",
                         "restore /etc/os-release (base-files), then provision again")]
     found = releases.problems(facts.os_release, lock, stack.docker_source, stack.venv_python,
                               site_mok)
     known = facts.os_release.key in matrix()["releases"]
-    return [Finding(BLOCKER if known else WARNING, "release", what, fix)
+    return [_finding(BLOCKER if known else WARNING, "release", what, fix)
             for what, fix in found]
 
 
-def _secure_boot(facts: HostFacts, signing: ModuleSigning) -> list[Finding]:
+def _secure_boot(facts: HostFacts, signing: ModuleSigning) -> list[CheckResult]:
     # Canonical's prebuilt modules carry the kernel's own signature: nothing to enrol
     if facts.secure_boot != "enabled" or signing.mode == PRECOMPILED:
         return []
     if signing.mode == "site-mok":
-        return [Finding(WARNING, "secure-boot", "Secure Boot is on; provisioning has DKMS sign "
+        return [_finding(WARNING, "secure-boot", "Secure Boot is on; provisioning has DKMS sign "
                         f"the module with the site's key ({signing.signer}) and, unless its "
                         "certificate is enrolled already, queues it for MokManager: the host "
                         "then ends mok-enrollment-pending",
                         "enrol it at the console on the next boot (the one-time password), "
                         "then provision again")]
     if facts.mok_enrolled:
-        return [Finding(WARNING, "secure-boot", "Secure Boot is on; DKMS signs with an "
+        return [_finding(WARNING, "secure-boot", "Secure Boot is on; DKMS signs with an "
                         f"enrolled key ({', '.join(facts.dkms_signing) or facts.dkms_certificate})",
                         "nothing, as long as that key stays enrolled")]
     why = ("its DKMS signing certificate is not enrolled" if facts.mok_enrolled is False
            else "no DKMS signing key is configured")
-    return [Finding(BLOCKER, "secure-boot", f"Secure Boot is on and {why}: the DKMS-built "
+    return [_finding(BLOCKER, "secure-boot", f"Secure Boot is on and {why}: the DKMS-built "
                     "nvidia module would be refused (\"Key was rejected by service\")",
                     "set gpuprov_module_signing: site-mok with the site's key (provisioning "
                     f"signs and enrols it), or enrol this one (mokutil --import "
@@ -121,22 +114,22 @@ def _secure_boot(facts: HostFacts, signing: ModuleSigning) -> list[Finding]:
                     "turn Secure Boot off in the firmware")]
 
 
-_NO_KERNEL = Finding(BLOCKER, "kernel", "the running kernel's release could not be read",
+_NO_KERNEL = _finding(BLOCKER, "kernel", "the running kernel's release could not be read",
                     "check the host's `uname -r`")
 
 
-def _headers(facts: HostFacts) -> list[Finding]:
+def _headers(facts: HostFacts) -> list[CheckResult]:
     if not facts.kernel:
         return [_NO_KERNEL]
     out = []
     if not facts.kernels.get(facts.kernel) and facts.headers_candidate:
-        out.append(Finding(WARNING, "kernel-headers", f"no headers for the running kernel "
+        out.append(_finding(WARNING, "kernel-headers", f"no headers for the running kernel "
                            f"{facts.kernel}; the repositories carry them "
                            f"({facts.headers_candidate})",
                            f"nothing: provisioning installs linux-headers-{facts.kernel} "
                            "before the driver"))
     elif not facts.kernels.get(facts.kernel):
-        out.append(Finding(BLOCKER, "kernel-headers", f"no headers for the running kernel "
+        out.append(_finding(BLOCKER, "kernel-headers", f"no headers for the running kernel "
                            f"{facts.kernel}, and no repository carries "
                            f"linux-headers-{facts.kernel}: DKMS cannot build the driver",
                            f"boot a kernel whose headers the site's mirror carries, or add "
@@ -144,7 +137,7 @@ def _headers(facts: HostFacts) -> list[Finding]:
     if facts.dkms is not None:
         for release, headers in sorted(facts.kernels.items()):
             if release != facts.kernel and not headers:
-                out.append(Finding(WARNING, "kernel-headers", f"installed kernel {release} "
+                out.append(_finding(WARNING, "kernel-headers", f"installed kernel {release} "
                                    "has no headers: DKMS will not build the driver for it, "
                                    "and booting it leaves the node without a driver",
                                    f"apt-get install linux-headers-{release}, or remove "
@@ -152,7 +145,7 @@ def _headers(facts: HostFacts) -> list[Finding]:
     return out
 
 
-def _dkms(facts: HostFacts) -> list[Finding]:
+def _dkms(facts: HostFacts) -> list[CheckResult]:
     if facts.dkms is None:
         return []
     out = []
@@ -162,16 +155,16 @@ def _dkms(facts: HostFacts) -> list[Finding]:
                                                       else "")
         if entry.state != "installed" and facts.kernels.get(entry.kernel):
             # the driver role builds what DKMS lacks for a kernel with headers
-            out.append(Finding(WARNING, "dkms", f"{where} is `{entry.state}`, not installed",
+            out.append(_finding(WARNING, "dkms", f"{where} is `{entry.state}`, not installed",
                                "nothing: provisioning builds it (dkms install "
                                f"{entry.module}/{entry.version} -k {entry.kernel})"))
         elif entry.state != "installed":
-            out.append(Finding(BLOCKER, "dkms", f"{where} is `{entry.state}`, not installed",
+            out.append(_finding(BLOCKER, "dkms", f"{where} is `{entry.state}`, not installed",
                                f"dkms install {entry.module}/{entry.version}"
                                + (f" -k {entry.kernel}" if entry.kernel else "")
                                + ", or let provisioning replace the driver"))
         elif entry.warning:
-            out.append(Finding(BLOCKER, "dkms", f"{where}: {entry.warning}",
+            out.append(_finding(BLOCKER, "dkms", f"{where}: {entry.warning}",
                                f"dkms remove {entry.module}/{entry.version} --all, then "
                                "provision again"))
     if nvidia and facts.kernel and not any(e.kernel == facts.kernel and e.state == "installed"
@@ -179,20 +172,20 @@ def _dkms(facts: HostFacts) -> list[Finding]:
         seen = (f"no nvidia module built for the running kernel {facts.kernel} (a kernel "
                 "update DKMS did not follow)")
         if facts.kernels.get(facts.kernel) or facts.headers_candidate:
-            out.append(Finding(WARNING, "dkms", seen, "nothing: provisioning installs the "
+            out.append(_finding(WARNING, "dkms", seen, "nothing: provisioning installs the "
                                f"headers if needed and builds it for {facts.kernel}"))
         else:
-            out.append(Finding(BLOCKER, "dkms", seen,
+            out.append(_finding(BLOCKER, "dkms", seen,
                                f"apt-get install linux-headers-{facts.kernel}, then "
                                f"dkms autoinstall -k {facts.kernel}"))
     for line in facts.dkms_errors:
         if line.lower().startswith(("error", "warning")):
-            out.append(Finding(WARNING, "dkms", f"dkms status: {line}",
+            out.append(_finding(WARNING, "dkms", f"dkms status: {line}",
                                "see /var/lib/dkms/<module>/<version>/build/make.log"))
     return out
 
 
-def _precompiled_modules(facts: HostFacts, lock: Lock) -> list[Finding]:
+def _precompiled_modules(facts: HostFacts, lock: Lock) -> list[CheckResult]:
     """Canonical's way: every installed kernel needs the archive's prebuilt module of the
     locked branch (the driver role refuses a kernel without), and DKMS's own nvidia
     modules, found first in updates/, must be gone."""
@@ -206,7 +199,7 @@ def _precompiled_modules(facts: HostFacts, lock: Lock) -> list[Finding]:
         if names & (facts.precompiled_modules | set(facts.packages)):
             continue
         which = "the running kernel" if kernel == facts.kernel else "installed kernel"
-        out.append(Finding(BLOCKER, "precompiled-module", f"the archive has no prebuilt "
+        out.append(_finding(BLOCKER, "precompiled-module", f"the archive has no prebuilt "
                            f"module of branch {branch} for {which} {kernel} ({prefix}[-open]-"
                            f"{kernel})", "boot a kernel the archive builds them for (apt-cache "
                            f"pkgnames {prefix}) and remove this one, or let DKMS build the "
@@ -214,29 +207,29 @@ def _precompiled_modules(facts: HostFacts, lock: Lock) -> list[Finding]:
     built = sorted({f"{e.module}/{e.version}" for e in facts.dkms or []
                     if e.module.startswith("nvidia")})
     if built:
-        out.append(Finding(BLOCKER, "dkms", f"DKMS holds {', '.join(built)}: modules in "
+        out.append(_finding(BLOCKER, "dkms", f"DKMS holds {', '.join(built)}: modules in "
                            "updates/ load before Canonical's prebuilt ones",
                            " ".join(f"dkms remove {b} --all;" for b in built)
                            + " then purge the nvidia-dkms-* packages"))
     return out
 
 
-def _repository_packages(facts: HostFacts) -> list[Finding]:
+def _repository_packages(facts: HostFacts) -> list[CheckResult]:
     # all of them: apt cannot remove a held package and keep what depends on it
     found = sorted(p for p, (version, _) in facts.packages.items()
                    if DRIVER_PACKAGE.match(p) and not _canonicals(p, version))
     if not found:
         return []
-    return [Finding(BLOCKER, "repository-driver", "NVIDIA's repository driver packages are "
+    return [_finding(BLOCKER, "repository-driver", "NVIDIA's repository driver packages are "
                     f"installed ({', '.join(found)}) and conflict with Canonical's the host's "
                     f"gpuprov_module_signing ({PRECOMPILED}) installs",
                     f"apt-get purge --allow-change-held-packages {' '.join(found)} (then reboot)")]
 
 
-def _run_installer(facts: HostFacts) -> list[Finding]:
+def _run_installer(facts: HostFacts) -> list[CheckResult]:
     if not facts.run_installer:
         return []
-    return [Finding(BLOCKER, "run-installer", "a driver installed from NVIDIA's .run file "
+    return [_finding(BLOCKER, "run-installer", "a driver installed from NVIDIA's .run file "
                     f"({', '.join(facts.run_installer)}) would fight the packages",
                     "nvidia-uninstall --silent (then reboot), before provisioning")]
 
@@ -248,54 +241,54 @@ def _canonicals(name: str, version: str) -> bool:
     return UBUNTU_ARCHIVE_DRIVER.match(name) is not None
 
 
-def _archive_packages(facts: HostFacts) -> list[Finding]:
+def _archive_packages(facts: HostFacts) -> list[CheckResult]:
     found = sorted(p for p, (version, _) in facts.packages.items()
                    if (DRIVER_PACKAGE.match(p) or UBUNTU_ARCHIVE_DRIVER.match(p))
                    and _canonicals(p, version))
     if not found:
         return []
-    return [Finding(BLOCKER, "archive-driver", "Ubuntu's own driver packages are installed "
+    return [_finding(BLOCKER, "archive-driver", "Ubuntu's own driver packages are installed "
                     f"({', '.join(found)}) and conflict with the NVIDIA repository's",
                     f"apt-get purge --allow-change-held-packages {' '.join(found)} (then reboot)")]
 
 
-def _dpkg_audit(facts: HostFacts) -> list[Finding]:
+def _dpkg_audit(facts: HostFacts) -> list[CheckResult]:
     if not facts.audit:
         return []
     packages = list(dict.fromkeys(line.split()[0] for line in facts.audit
                                   if line.startswith(" ")))
     what = f" ({', '.join(packages)})" if packages else f": {facts.audit[0]}"
-    return [Finding(BLOCKER, "dpkg", f"dpkg --audit reports an interrupted or broken "
+    return [_finding(BLOCKER, "dpkg", f"dpkg --audit reports an interrupted or broken "
                     f"install{what}", "dpkg --configure -a, then apt-get -f install")]
 
 
-def _dpkg_locks(facts: HostFacts) -> list[Finding]:
+def _dpkg_locks(facts: HostFacts) -> list[CheckResult]:
     if not facts.locks:
         return []
     held = ", ".join(f"{path} (pid {pid})" for path, pid in facts.locks)
-    return [Finding(BLOCKER, "dpkg-lock", f"another package manager holds {held}",
+    return [_finding(BLOCKER, "dpkg-lock", f"another package manager holds {held}",
                     "wait for it (unattended-upgrades?) or stop it, then provision")]
 
 
-def _nouveau(facts: HostFacts) -> list[Finding]:
+def _nouveau(facts: HostFacts) -> list[CheckResult]:
     if "nouveau" not in facts.modules:
         return []
-    return [Finding(WARNING, "nouveau", "nouveau is loaded",
+    return [_finding(WARNING, "nouveau", "nouveau is loaded",
                     "nothing before provisioning: the nouveau role blacklists it; a reboot "
                     "(allowed with --allow-reboot) unloads it")]
 
 
-def _gpu_processes(facts: HostFacts) -> list[Finding]:
+def _gpu_processes(facts: HostFacts) -> list[CheckResult]:
     if not facts.gpu_processes:
         return []
     procs = ", ".join(f"{p.name} (pid {p.pid}, {p.memory} on {p.bus_id})"
                       for p in facts.gpu_processes)
-    return [Finding(BLOCKER, "gpu-busy", f"processes hold the GPUs: {procs}; provisioning "
+    return [_finding(BLOCKER, "gpu-busy", f"processes hold the GPUs: {procs}; provisioning "
                     "restarts the daemons they use and may replace the driver under them",
                     "drain the node (let the jobs finish or stop them), then provision")]
 
 
-def _holds(facts: HostFacts, lock: Lock) -> list[Finding]:
+def _holds(facts: HostFacts, lock: Lock) -> list[CheckResult]:
     wanted: list[tuple[str, str]] = []     # (package, locked upstream version or prefix)
     for name, (_, held) in facts.packages.items():
         if not held:
@@ -313,19 +306,19 @@ def _holds(facts: HostFacts, lock: Lock) -> list[Finding]:
     for name, locked in sorted(wanted):
         found = upstream(facts.packages[name][0])
         if locked.startswith("series ") or found != locked:
-            out.append(Finding(WARNING, "hold", f"{name} is held at {facts.packages[name][0]}"
+            out.append(_finding(WARNING, "hold", f"{name} is held at {facts.packages[name][0]}"
                                f", the lock says {locked}: provisioning will move a hold "
                                "someone set", "confirm the lock is right (or change it); "
                                "the roles release and re-set their own holds"))
     return out
 
 
-def _space(facts: HostFacts, needs: dict[str, float]) -> list[Finding]:
+def _space(facts: HostFacts, needs: dict[str, float]) -> list[CheckResult]:
     out = []
     for path, need in needs.items():
         free = facts.free_kib.get(path)
         if free is not None and free < need * GIB:
-            out.append(Finding(BLOCKER, "disk-space", f"{path} has {free / GIB:.1f} GiB free, "
+            out.append(_finding(BLOCKER, "disk-space", f"{path} has {free / GIB:.1f} GiB free, "
                                f"the stack needs {need:g} GiB there",
                                f"free space in {path} (apt-get clean, old kernels, logs)"))
     return out

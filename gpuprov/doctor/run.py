@@ -13,6 +13,7 @@ from gpuprov.doctor import findings, probe
 from gpuprov.errors import InputError
 from gpuprov.inventory import Inventory
 from gpuprov.lock import Lock
+from gpuprov.model import CheckResult
 from gpuprov.remote import probing
 
 # the inventory variables the doctor reads besides the lock
@@ -26,16 +27,17 @@ SIGNING_MODES = ("none", "site-mok", findings.PRECOMPILED)
 class HostReport:
     host: str
     reachable: bool
-    findings: list[findings.Finding] = field(default_factory=list)
+    findings: list[CheckResult] = field(default_factory=list)
     why: str = ""          # why it could not be examined
 
     @property
-    def blockers(self) -> list[findings.Finding]:
-        return [f for f in self.findings if f.severity == findings.BLOCKER]
+    def blockers(self) -> list[CheckResult]:
+        return [f for f in self.findings if f.status == findings.BLOCKER]
 
     def as_dict(self) -> dict:
         return {"host": self.host, "reachable": self.reachable, "why": self.why,
-                "findings": [f.as_dict() for f in self.findings]}
+                "findings": [{"severity": findings.WORDS[f.status], "check": f.id,
+                              "seen": f.summary, "fix": f.fix} for f in self.findings]}
 
 
 def _plan(inventory: Inventory, host: str

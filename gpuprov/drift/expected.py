@@ -1,5 +1,6 @@
-"""A host's state against its effective versions lock: one `Difference` per thing that is
-not what the lock says, worded `what: expected X, found Y`.
+"""A host's state against its effective versions lock: one failed check result
+(gpuprov/model.py) per thing that is not what the lock says, its id what it is and its
+summary `expected X, found Y`.
 
 What the lock pins, as the roles install it: the driver's packages (every installed one of
 its family) at the driver version, the CUDA toolkit series, cuDNN, the four container
@@ -11,7 +12,6 @@ at the locked torch and CUDA build.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cache
 
 import yaml
@@ -19,6 +19,7 @@ import yaml
 from gpuprov import collection
 from gpuprov.drift.probe import HostState
 from gpuprov.lock import Lock
+from gpuprov.model import CheckResult, Status
 from gpuprov.packages import (
     CUDNN_HELD,
     DRIVER_PACKAGE,
@@ -30,31 +31,28 @@ from gpuprov.packages import (
 )
 
 
-@dataclass(frozen=True)
-class Difference:
-    what: str
-    expected: str
-    found: str
+def difference(what: str, expected: str, found: str) -> CheckResult:
+    """What is not as the lock says; the ledger keeps it as {what, expected, found}."""
+    return CheckResult(what, Status.FAIL, f"expected {expected}, found {found}",
+                       values={"expected": expected, "found": found})
 
-    def line(self, host: str) -> str:
-        return f"{host}: {self.what}: expected {self.expected}, found {self.found}"
 
-    def as_dict(self) -> dict:
-        return {"what": self.what, "expected": self.expected, "found": self.found}
+def as_record(result: CheckResult) -> dict:
+    return {"what": result.id, **result.values}
 
 
 def _package(state: HostState, name: str, version: str | None,
              matches=lambda found, wanted: upstream(found) == wanted,
-             held: bool = True) -> list[Difference]:
+             held: bool = True) -> list[CheckResult]:
     """One pinned (and, unless told otherwise, held) package; `version` None: any."""
     if name not in state.packages:
-        return [Difference(f"package {name}", version or "installed", "not installed")]
+        return [difference(f"package {name}", version or "installed", "not installed")]
     found, is_held = state.packages[name]
     out = []
     if version is not None and not matches(found, version):
-        out.append(Difference(f"package {name}", version, found))
+        out.append(difference(f"package {name}", version, found))
     if held and not is_held:
-        out.append(Difference(f"hold on {name}", "held", "not held"))
+        out.append(difference(f"hold on {name}", "held", "not held"))
     return out
 
 
@@ -74,18 +72,18 @@ def _driver_role_packages(branch: str) -> frozenset[str]:
                      for name in names for suffix in ("", "-open"))
 
 
-def differences(state: HostState, lock: Lock, variables: dict) -> list[Difference]:
-    out: list[Difference] = []
+def differences(state: HostState, lock: Lock, variables: dict) -> list[CheckResult]:
+    out: list[CheckResult] = []
     driver = sorted(n for n in state.packages if DRIVER_PACKAGE.match(n))
     if not driver:
-        out.append(Difference("driver packages", lock.driver_version, "none installed"))
+        out.append(difference("driver packages", lock.driver_version, "none installed"))
     held = _driver_role_packages(lock.driver_version.split(".")[0])
     for name in driver:
         out += _package(state, name, lock.driver_version, held=name in held)
     out += _package(state, cuda_toolkit_package(lock.cuda_version), None)
     cudnn = sorted(n for n in state.packages if n.startswith(f"libcudnn{lock.cudnn_major}"))
     if not cudnn:
-        out.append(Difference("cuDNN packages", lock.cudnn_version, "none installed"))
+        out.append(difference("cuDNN packages", lock.cudnn_version, "none installed"))
     for name in cudnn:     # the runtime and its headers are held; their dependencies not
         out += _package(state, name, lock.cudnn_version,
                         held=CUDNN_HELD.match(name) is not None)
@@ -104,22 +102,22 @@ def differences(state: HostState, lock: Lock, variables: dict) -> list[Differenc
             out += _package(state, name, nccl,
                             matches=lambda found, wanted: found.startswith(wanted + "+"))
     if state.module_version != lock.driver_version:
-        out.append(Difference("loaded driver module", lock.driver_version,
+        out.append(difference("loaded driver module", lock.driver_version,
                               state.module_version or "none loaded"))
     cuda = f"/usr/local/cuda-{lock.cuda_version}"
     if state.cuda_target != cuda:
-        out.append(Difference("/usr/local/cuda", cuda, state.cuda_target or "absent"))
+        out.append(difference("/usr/local/cuda", cuda, state.cuda_target or "absent"))
     if state.docker_runtimes is None or "nvidia" not in state.docker_runtimes:
         found = ("no readable daemon.json" if state.docker_runtimes is None else
                  "runtimes " + (", ".join(state.docker_runtimes) or "none"))
-        out.append(Difference("container runtime", "nvidia registered with Docker", found))
+        out.append(difference("container runtime", "nvidia registered with Docker", found))
     out += _torch(state, lock)
     return out
 
 
-def _torch(state: HostState, lock: Lock) -> list[Difference]:
+def _torch(state: HostState, lock: Lock) -> list[CheckResult]:
     if not state.torch_records:
-        return [Difference("PyTorch environments", f"torch {lock.torch_version} "
+        return [difference("PyTorch environments", f"torch {lock.torch_version} "
                            f"({lock.torch_cuda_build})", "no smoke record")]
     cuda = (None if lock.torch_cuda_build == "cpu" else
             f"{lock.torch_cuda_build[2:-1]}.{lock.torch_cuda_build[-1]}")   # cu126 -> 12.6
@@ -128,10 +126,10 @@ def _torch(state: HostState, lock: Lock) -> list[Difference]:
         name = path.rsplit("/", 1)[-1].removesuffix(".json")
         torch = str(record.get("torch", "?"))
         if torch.split("+")[0] != lock.torch_version:
-            out.append(Difference(f"PyTorch environment {name}", f"torch {lock.torch_version}",
+            out.append(difference(f"PyTorch environment {name}", f"torch {lock.torch_version}",
                                   f"torch {torch}"))
         if record.get("cuda") != cuda:
-            out.append(Difference(f"PyTorch environment {name}",
+            out.append(difference(f"PyTorch environment {name}",
                                   f"CUDA build {cuda or 'none (cpu)'}",
                                   f"CUDA build {record.get('cuda') or 'none (cpu)'}"))
     return out

@@ -44,7 +44,8 @@ def _check(host: str, lock: Lock, variables: dict, inventory: Path,
     except (probing.ProbeFailed, InputError) as exc:
         return DriftReport(host, "unreachable", [str(exc)])
     found = expected.differences(state, lock, variables)
-    return DriftReport(host, "drifted" if found else "in-sync", [d.as_dict() for d in found])
+    return DriftReport(host, "drifted" if found else "in-sync",
+                       [expected.as_record(d) for d in found])
 
 
 def check_hosts(inventory: Inventory, hosts: list[str], parallel: int = 32

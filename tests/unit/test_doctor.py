@@ -10,10 +10,12 @@ import pytest
 import yaml
 
 from gpuprov import collection, releases
+from gpuprov.console import result_line
 from gpuprov.doctor import findings, probe
 from gpuprov.doctor.findings import BLOCKER, WARNING
 from gpuprov.errors import InputError
 from gpuprov.lock import Lock
+from gpuprov.model import CheckResult
 from tests.certificates import site_certificate
 from tests.conftest import gpuprov
 
@@ -36,7 +38,7 @@ def healthy(**changes) -> probe.HostFacts:
     return facts
 
 
-def only(found: list[findings.Finding]) -> findings.Finding:
+def only(found: list[CheckResult]) -> CheckResult:
     assert len(found) == 1, found
     return found[0]
 
@@ -67,8 +69,8 @@ def test_a_held_dpkg_lock_is_seen_with_its_holder():
         holder.kill()
         holder.wait()
     assert ("/var/lib/dpkg/lock-frontend", str(holder.pid)) in facts.locks
-    found = only([f for f in findings.judge(facts, LOCK) if f.check == "dpkg-lock"])
-    assert found.severity == BLOCKER and f"pid {holder.pid}" in found.seen
+    found = only([f for f in findings.judge(facts, LOCK) if f.id == "dpkg-lock"])
+    assert found.status == BLOCKER and f"pid {holder.pid}" in found.summary
 
 
 def test_an_incomplete_probe_output_is_refused():
@@ -111,8 +113,8 @@ def test_dpkg_audit_of_an_interrupted_configure_is_a_blocker(tmp_path):
     assert "half configured" in audit
     facts = healthy(audit=[line for line in audit.splitlines() if line.strip()])
     found = only(findings.judge(facts, LOCK))
-    assert (found.severity, found.check) == (BLOCKER, "dpkg")
-    assert "(nvidia-dkms-550)" in found.seen and found.fix.startswith("dpkg --configure -a")
+    assert (found.status, found.id) == (BLOCKER, "dpkg")
+    assert "(nvidia-dkms-550)" in found.summary and found.fix.startswith("dpkg --configure -a")
 
 
 def test_a_healthy_host_has_no_finding():
@@ -153,9 +155,10 @@ def test_a_healthy_host_has_no_finding():
 ])
 def test_each_rule_names_what_it_saw_and_the_fix(changes, check, severity, seen, fix):
     found = only(findings.judge(healthy(**changes), LOCK))
-    assert (found.check, found.severity) == (check, severity)
-    assert seen in found.seen and fix in found.fix
-    assert found.line("node07").startswith(f"node07: {severity}: {check}: ")
+    assert (found.id, found.status) == (check, severity)
+    assert seen in found.summary and fix in found.fix
+    assert result_line("node07", found, findings.WORDS[severity]).startswith(
+        f"node07: {findings.WORDS[severity]}: {check}: ")
 
 
 def test_dkms_entries_for_the_driver():
@@ -163,7 +166,7 @@ def test_dkms_entries_for_the_driver():
         "nvidia/550.90.07, 6.8.0-40-generic, x86_64: installed",
         "nvidia/550.90.07, 6.8.0-45-generic, x86_64: built"])[0],
         kernels={KERNEL: True, "6.8.0-40-generic": True, "6.8.0-31-generic": False})
-    found = {(f.check, f.severity, f.seen) for f in findings.judge(stale, LOCK)}
+    found = {(f.id, f.status, f.summary) for f in findings.judge(stale, LOCK)}
     # the running kernel has headers: provisioning builds its module (the role's DKMS step)
     assert found == {
         ("dkms", WARNING, f"nvidia/550.90.07 for {KERNEL} is `built`, not installed"),
@@ -174,7 +177,7 @@ def test_dkms_entries_for_the_driver():
                                     "the node without a driver")}
     # without headers, and none in the repositories: nothing can build it
     stale.kernels[KERNEL] = False
-    found = {(f.check, f.severity, f.seen) for f in findings.judge(stale, LOCK)}
+    found = {(f.id, f.status, f.summary) for f in findings.judge(stale, LOCK)}
     assert ("dkms", BLOCKER, f"no nvidia module built for the running kernel {KERNEL} (a "
                              "kernel update DKMS did not follow)") in found
     assert ("dkms", BLOCKER, f"nvidia/550.90.07 for {KERNEL} is `built`, not installed") in found
@@ -206,8 +209,8 @@ def test_bad_doctor_variables_are_one_line_exit_2_before_any_connection(tmp_path
 def test_secure_boot_with_the_site_key_is_a_warning_naming_the_signer():
     signing = findings.ModuleSigning("site-mok", "gpuprov lab site MOK")
     found = only(findings.judge(healthy(secure_boot="enabled"), LOCK, signing=signing))
-    assert (found.check, found.severity) == ("secure-boot", WARNING)
-    assert "gpuprov lab site MOK" in found.seen and "mok-enrollment-pending" in found.seen
+    assert (found.id, found.status) == ("secure-boot", WARNING)
+    assert "gpuprov lab site MOK" in found.summary and "mok-enrollment-pending" in found.summary
 
 
 def test_the_signing_plan_comes_from_the_inventory(tmp_path):
@@ -266,8 +269,8 @@ def test_canonical_precompiled_needs_no_key_nor_headers_only_a_module_per_kernel
                     precompiled_modules={MODULE,
                                          "linux-modules-nvidia-535-server-6.8.0-31-generic"})
     found = only(findings.judge(older, LOCK, signing=PRECOMPILED))
-    assert (found.severity, found.check) == (BLOCKER, "precompiled-module")
-    assert found.seen == ("the archive has no prebuilt module of branch 550 for installed "
+    assert (found.status, found.id) == (BLOCKER, "precompiled-module")
+    assert found.summary == ("the archive has no prebuilt module of branch 550 for installed "
                           "kernel 6.8.0-31-generic (linux-modules-nvidia-550-server[-open]-"
                           "6.8.0-31-generic)")
     assert "gpuprov_module_signing: none or site-mok" in found.fix
@@ -281,13 +284,13 @@ def test_canonical_precompiled_refuses_nvidias_packages_and_dkms_modules():
                                  "nvidia-utils-550-server": ("550.90.07-0ubuntu0.22.04.1", True)},
                        dkms=probe.dkms_status(
                            [f"nvidia/550.90.07, {KERNEL}, x86_64: installed"])[0])
-    found = {f.check: f for f in findings.judge(leftover, LOCK, signing=PRECOMPILED)}
+    found = {f.id: f for f in findings.judge(leftover, LOCK, signing=PRECOMPILED)}
     assert set(found) == {"repository-driver", "dkms"}
     # NVIDIA's fabric manager too (its revision says whose), not Canonical's -server tools
     assert found["repository-driver"].fix == ("apt-get purge --allow-change-held-packages "
                                                "libnvidia-compute-550 nvidia-dkms-550 "
                                                "nvidia-fabricmanager-550 (then reboot)")
-    assert found["dkms"].seen.startswith("DKMS holds nvidia/550.90.07: ")
+    assert found["dkms"].summary.startswith("DKMS holds nvidia/550.90.07: ")
     assert found["dkms"].fix.startswith("dkms remove nvidia/550.90.07 --all;")
     # and the other way round: Canonical's packages under DKMS signing stay a blocker, its
     # fabric manager with them
@@ -295,7 +298,7 @@ def test_canonical_precompiled_refuses_nvidias_packages_and_dkms_modules():
         "nvidia-fabricmanager-550": ("550.90.07-0ubuntu0.22.04.1", True),
         "nvidia-utils-550-server": ("550.90.07-0ubuntu0.22.04.1", True)})
     found = only(findings.judge(canonical, LOCK))
-    assert (found.check, found.fix) == ("archive-driver", "apt-get purge --allow-change-held-"
+    assert (found.id, found.fix) == ("archive-driver", "apt-get purge --allow-change-held-"
                                         "packages nvidia-fabricmanager-550 nvidia-utils-550-"
                                         "server (then reboot)")
 
@@ -336,8 +339,8 @@ def test_the_certificate_dkms_signs_with_is_the_one_tested(tmp_path, have, conf,
     assert facts.dkms_certificate == str(tmp_path / cert)
     assert facts.mok_enrolled is bool(enrolled)
     facts.secure_boot = "enabled"
-    found = only([f for f in findings.judge(facts, LOCK) if f.check == "secure-boot"])
-    assert found.severity == (WARNING if enrolled else BLOCKER), found.seen
+    found = only([f for f in findings.judge(facts, LOCK) if f.id == "secure-boot"])
+    assert found.status == (WARNING if enrolled else BLOCKER), found.summary
     if not enrolled:
         assert f"mokutil --import {tmp_path / cert}" in found.fix
 
@@ -356,16 +359,16 @@ def test_the_default_lock_suits_ubuntu_24_04():
 
 def test_a_lock_for_24_04_on_a_22_04_host_is_refused_naming_both_releases():
     found = [f for f in findings.judge(healthy(os_release=JAMMY), DEFAULT_LOCK)
-             if f.check == "release"]
-    assert [f.severity for f in found] == [BLOCKER, BLOCKER]
+             if f.id == "release"]
+    assert [f.status for f in found] == [BLOCKER, BLOCKER]
     docker, python = found
-    assert docker.seen.startswith("gpuprov_docker_version 5:29.7.0-1~ubuntu.24.04~noble is "
+    assert docker.summary.startswith("gpuprov_docker_version 5:29.7.0-1~ubuntu.24.04~noble is "
                                   "Docker's build for ubuntu.24.04 (noble); this host runs "
                                   "ubuntu 22.04 (jammy)")
     assert docker.fix == "lock Docker's build for jammy: 5:<version>-1~ubuntu.22.04~jammy"
-    assert python.seen.startswith("gpuprov_python_version 3.12: ubuntu 22.04 (jammy)'s "
+    assert python.summary.startswith("gpuprov_python_version 3.12: ubuntu 22.04 (jammy)'s "
                                   "python3 is 3.10")
-    assert "packages.ubuntu.com/jammy/python3" in python.seen
+    assert "packages.ubuntu.com/jammy/python3" in python.summary
 
 
 def test_conda_environments_bring_their_own_python_and_distro_docker_is_not_judged():
@@ -377,15 +380,15 @@ def test_cuda_before_the_release_s_first_is_refused():
     lock = Lock("550.90.07", "auto", "12.4", "9.1.0.70", "1.19.1",
                 "5:29.7.0-1~ubuntu.24.04~noble", "2.5.1", "cu124", "3.12")
     found = only([f for f in findings.judge(healthy(os_release=NOBLE), lock)
-                  if f.check == "release"])
-    assert found.seen.startswith("gpuprov_cuda_version 12.4: NVIDIA's repository for ubuntu "
+                  if f.id == "release"])
+    assert found.summary.startswith("gpuprov_cuda_version 12.4: NVIDIA's repository for ubuntu "
                                  "24.04 (noble) starts at CUDA 12.5")
 
 
 def test_an_unknown_release_warns_and_the_probe_reads_this_machine_s():
     found = only(findings.judge(healthy(os_release=releases.OsRelease("ubuntu", "26.04",
                                                                        "resolute")), LOCK))
-    assert (found.check, found.severity) == ("release", WARNING)
+    assert (found.id, found.status) == ("release", WARNING)
     result = subprocess.run(["sh", "-c", probe.script(probe.Commands())], capture_output=True,
                             text=True, timeout=60, check=True)
     mine = probe.parse(result.stdout, "this machine").os_release
@@ -401,15 +404,15 @@ def test_site_mok_on_22_04_is_refused_its_dkms_ignores_the_drop_in():
     jammy_lock = Lock("590.48.01", "auto", "13.1", "9.17.1.4", "1.19.1",
                       "5:29.7.0-1~ubuntu.22.04~jammy", "2.13.0", "cu130", "3.10")
     found = only([f for f in findings.judge(healthy(os_release=JAMMY), jammy_lock,
-                                            signing=signing) if f.check == "release"])
-    assert found.severity == BLOCKER
-    assert found.seen.startswith("gpuprov_module_signing: site-mok: ubuntu 22.04 (jammy)'s "
+                                            signing=signing) if f.id == "release"])
+    assert found.status == BLOCKER
+    assert found.summary.startswith("gpuprov_module_signing: site-mok: ubuntu 22.04 (jammy)'s "
                                  "dkms reads only /etc/dkms/framework.conf")
     assert [f for f in findings.judge(healthy(os_release=NOBLE), DEFAULT_LOCK, signing=signing)
-            if f.check == "release"] == []
+            if f.id == "release"] == []
 
 
 def test_an_unreadable_os_release_is_a_blocker_never_a_pass():
     found = only(findings.judge(healthy(os_release=None), LOCK))
-    assert (found.check, found.severity) == ("release", BLOCKER)
-    assert found.seen.startswith("no /etc/os-release could be read")
+    assert (found.id, found.status) == ("release", BLOCKER)
+    assert found.summary.startswith("no /etc/os-release could be read")

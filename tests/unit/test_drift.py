@@ -10,6 +10,7 @@ import os
 
 import pytest
 
+from gpuprov.console import result_line
 from gpuprov.drift import expected, probe
 from gpuprov.ledger import DriftReport, Ledger
 from gpuprov.lock import Lock
@@ -60,7 +61,7 @@ def _output(packages=PACKAGES, module="550.90.07", cuda="/usr/local/cuda-12.4",
 
 def _lines(text: str, lock: Lock = LOCK, variables: dict = VARIABLES) -> list[str]:
     state = probe.parse(text, "host node01")
-    return [d.line("node01") for d in expected.differences(state, lock, variables)]
+    return [result_line("node01", d) for d in expected.differences(state, lock, variables)]
 
 
 def test_a_converged_node_is_in_sync():
