@@ -1,9 +1,10 @@
 """One node's validation, start to verdict, and many nodes in parallel.
 
-Order (issue #8): identity and version evidence, judged at once; then the before-soak
-snapshot; the gpu-burn soak and the after-soak snapshot (skipped when identity failed,
-unless asked); the DDP smoke; then every evaluator over the saved directory, the same
-`judge` that `gpuprov evaluate` runs, so the saved evidence reproduces the verdict.
+The stages in their order (validation/stages.py): identity and version evidence, judged at
+once; the before-soak snapshot; the soak and the after-soak snapshot, the DDP smoke and
+DCGM's diagnostics (not after an identity failure, unless asked); then every evaluator over
+the saved directory, the same `judge` that `gpuprov evaluate` runs, so the saved evidence
+reproduces the verdict.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from gpuprov.model import GpuRecord, NodeResult, Verdict
 from gpuprov.parsers.errors import ParseError
 from gpuprov.remote.connect import node_host
 from gpuprov.validation import collect
+from gpuprov.validation.stages import STAGES
 
 # (node, stage, detail) -> None; stages: connect identity snapshot soak after-soak ddp dcgm
 # judge done
@@ -43,29 +45,18 @@ def validate_node(job: NodeJob, progress: Progress) -> NodeResult:
         progress(s.node, "connect", {})
         host = node_host(s.node, job.inventory, job.control_dir)
         collector = collect.Collector(host, job.evidence_dir, s)
-        progress(s.node, "identity", {})
-        collect.identity(collector)
-        before = Evidence(job.evidence_dir)   # its parsed nvidia-smi also sizes the DDP run
-        identity = judge(before, s.profile, s.lock, strict=False, only=stage_checks("identity"),
-                         upto="identity")
-        failing = [c.id for c in identity.checks if c.blocking]
-        progress(s.node, "snapshot", {"identity_failing": failing})
-        collect.snapshot(collector, after=False)
-        if failing and not s.soak_after_identity_failure:
-            why = f"identity checks failed: {', '.join(failing)}"
-            collector.skip("soak", why)
-            collector.skip("ddp", why)
-        else:
-            progress(s.node, "soak", {"seconds": s.soak_seconds, "started": time.monotonic()})
-            collect.soak(collector)
-            progress(s.node, "after-soak", {})
-            collect.snapshot(collector, after=True)
-            progress(s.node, "ddp", {})
-            gpus = collect.gpus_listed(before)
-            collect.ddp_smoke(collector, gpus)
-            collect.nccl_tests(collector, gpus)
-            progress(s.node, "dcgm", {})
-            collect.dcgm(collector)
+        failing: list[str] = []
+        for stage in STAGES:
+            if stage.needs_identity and failing and not s.soak_after_identity_failure:
+                if stage.recorded_skipped:
+                    collector.skip(stage.name, f"identity checks failed: {', '.join(failing)}")
+                continue
+            progress(s.node, stage.name, _details(stage.name, s, failing))
+            stage.run(collector, lambda event: progress(s.node, event, {}))
+            if stage.name == "identity":
+                identity = judge(Evidence(job.evidence_dir), s.profile, s.lock, strict=False,
+                                 only=stage_checks("identity"), upto="identity")
+                failing = [c.id for c in identity.checks if c.blocking]
         collector.finish()
     except collect.Unreachable as exc:
         if collector is not None:
@@ -83,6 +74,15 @@ def validate_node(job: NodeJob, progress: Progress) -> NodeResult:
     result = _result(job, started, judgement.verdict, judgement.reason(), judgement, evidence)
     progress(s.node, "done", {"verdict": result.judged})
     return result
+
+
+def _details(stage: str, s: collect.NodeSettings, failing: list[str]) -> dict:
+    """What the progress view shows as a stage starts."""
+    if stage == "snapshot":
+        return {"identity_failing": failing}
+    if stage == "soak":
+        return {"seconds": s.soak_seconds, "started": time.monotonic()}
+    return {}
 
 
 def rejudge(job: NodeJob, started: float) -> NodeResult:

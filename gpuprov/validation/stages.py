@@ -1,0 +1,51 @@
+"""A node's collection stages, in the order a validation runs them, declared once: what each
+collects, and which of them wait for the node's identity to pass. `gpuprov validate` (the
+pipeline) and the testinfra modules (validation/test_node.py) both walk this table; each
+stage's checks are those the registry files under its name (catalog.stage_checks).
+
+Identity and the before-soak snapshot always run. The soak (with the after-soak
+snapshot), the DDP smoke (with nccl-tests) and DCGM's diagnostics do not on a node whose
+identity checks failed, unless the operator asks (`--soak-after-identity-failure`); the
+run then records the soak and the DDP smoke as skipped, with the failing checks as why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from gpuprov.evidence import Evidence
+from gpuprov.validation import collect
+
+# a sub-step's progress event (the pipeline's live view shows "after-soak")
+Step = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    run: Callable[[collect.Collector, Step], None]
+    needs_identity: bool = False     # not run after an identity failure (unless asked)
+    recorded_skipped: bool = False   # ... and then recorded as skipped in the run's meta
+
+
+def _soak(c: collect.Collector, step: Step) -> None:
+    collect.soak(c)
+    step("after-soak")
+    collect.snapshot(c, after=True)
+
+
+def _ddp(c: collect.Collector, step: Step) -> None:
+    # as many ranks as the identity snapshot's nvidia-smi listed GPUs
+    gpus = collect.gpus_listed(Evidence(c.directory))
+    collect.ddp_smoke(c, gpus)
+    collect.nccl_tests(c, gpus)
+
+
+STAGES = (
+    Stage("identity", lambda c, step: collect.identity(c)),
+    Stage("snapshot", lambda c, step: collect.snapshot(c, after=False)),
+    Stage("soak", _soak, needs_identity=True, recorded_skipped=True),
+    Stage("ddp", _ddp, needs_identity=True, recorded_skipped=True),
+    Stage("dcgm", lambda c, step: collect.dcgm(c), needs_identity=True),
+)
