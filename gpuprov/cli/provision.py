@@ -20,8 +20,10 @@ from gpuprov.errors import InputError
 from gpuprov.inventory import Inventory, pick_nodes
 from gpuprov.ledger import Ledger
 from gpuprov.lifecycle import rollback_target
+from gpuprov.lock import PREFIX as LOCK_PREFIX
 from gpuprov.metrics import configured_textfile_dir
 from gpuprov.model import HostOutcome
+from gpuprov.provision.runner import Options
 from gpuprov.provision.service import ProvisionRequest
 from gpuprov.provision.service import provision as run_provisioning
 
@@ -130,10 +132,14 @@ def provision(rollback_nodes: tuple[str, ...], inventory_option: str | None, lim
     metrics_dir = None if check else configured_textfile_dir()
     if with_slurm and check:
         raise InputError("--slurm and --check: a check run changes nothing, no drain needed")
+    playbook = Options(inventory=path, hosts=hosts, check=check, diff=diff, tags=tags,
+                       forks=forks, serial=serial, allow_reboot=allow_reboot,
+                       reboot_serial=reboot_serial, strategy=strategy,
+                       lock_overrides={f"{LOCK_PREFIX}{k}": v for k, v in target[1].items()}
+                       if target else {})
     done = run_provisioning(ProvisionRequest(
-        inventory, hosts, {h: target[1] if target else plans[h].recorded_lock() for h in hosts},
-        check=check, diff=diff, tags=tags, forks=forks, serial=serial,
-        allow_reboot=allow_reboot, reboot_serial=reboot_serial, strategy=strategy,
+        inventory, playbook,
+        {h: target[1] if target else plans[h].recorded_lock() for h in hosts},
         limit=limit, retry_failed=retry_failed, rollback_to=target,
         slurm=site_settings.slurm() if with_slurm else None,
         variables={h: inventory.variables(h) for h in hosts} if with_slurm else None,

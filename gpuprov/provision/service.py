@@ -14,7 +14,6 @@ from pathlib import Path
 from gpuprov.config import state_dir
 from gpuprov.inventory import Inventory
 from gpuprov.ledger import Ledger, RunRecord
-from gpuprov.lock import PREFIX as LOCK_PREFIX
 from gpuprov.metrics import publish_after_run
 from gpuprov.model import HostOutcome, Outcome
 from gpuprov.provision.progress import view_for
@@ -28,16 +27,8 @@ Say = Callable[[str], None]
 @dataclass(frozen=True)
 class ProvisionRequest:
     inventory: Inventory
-    hosts: list[str]
+    playbook: Options                      # what the playbook run is given (runner.py)
     locks: dict[str, dict]                 # host -> the versions lock recorded with the run
-    check: bool = False
-    diff: bool = False
-    tags: str | None = None
-    forks: int = 20
-    serial: str | None = None
-    allow_reboot: bool = False
-    reboot_serial: str = "1"
-    strategy: str = "mitogen"
     limit: str | None = None               # as asked, recorded with the run
     retry_failed: bool = False
     rollback_to: tuple[RunRecord, dict] | None = None   # the run and the lock to go back to
@@ -65,7 +56,7 @@ class ProvisionRun:
 def provision(request: ProvisionRequest, say: Say, warn: Say) -> ProvisionRun:
     ledger = Ledger()
     run_id = new_run_id("provision")
-    target = request.rollback_to
+    options, target = request.playbook, request.rollback_to
     gate = None
     if request.slurm is not None:
         # slurmctld answers and knows every host, before anything changes
@@ -73,24 +64,18 @@ def provision(request: ProvisionRequest, say: Say, warn: Say) -> ProvisionRun:
                                 shadow=False, say=say)
     run_dir = state_dir() / "runs" / run_id
     log_path = run_dir / "artifacts" / run_id / "stdout"
-    path = request.inventory.path
-    options = Options(inventory=path, hosts=request.hosts, check=request.check,
-                      diff=request.diff, tags=request.tags, forks=request.forks,
-                      serial=request.serial, allow_reboot=request.allow_reboot,
-                      reboot_serial=request.reboot_serial, strategy=request.strategy,
-                      lock_overrides={f"{LOCK_PREFIX}{k}": v for k, v in target[1].items()}
-                      if target else {})
-    ledger.start_run(run_id, "provision", str(path.resolve()), request.hosts,
-                     {"check": request.check, "diff": request.diff, "tags": request.tags,
-                      "limit": request.limit, "forks": request.forks, "serial": request.serial,
-                      "allow_reboot": request.allow_reboot,
-                      "retry_failed": request.retry_failed, "strategy": request.strategy,
+    ledger.start_run(run_id, "provision", str(options.inventory.resolve()), options.hosts,
+                     {"check": options.check, "diff": options.diff, "tags": options.tags,
+                      "limit": request.limit, "forks": options.forks, "serial": options.serial,
+                      "allow_reboot": options.allow_reboot,
+                      "retry_failed": request.retry_failed, "strategy": options.strategy,
                       "rollback_to": target[0].id if target else None},
                      request.locks, str(log_path))
-    say(f"run {run_id}: {len(request.hosts)} host(s){' (check mode)' if request.check else ''}")
+    say(f"run {run_id}: {len(options.hosts)} host(s){' (check mode)' if options.check else ''}")
     if target:
         say(f"rollback to the lock of run {target[0].id}: " + ", ".join(
             f"{k} {v}" for k, v in target[1].items() if v not in ("", None)))
+    hosts = options.hosts
     if gate:
         options = replace(options, hosts=gate.hold("provisioning"))
     outcomes: list = []
@@ -101,4 +86,4 @@ def provision(request: ProvisionRequest, say: Say, warn: Say) -> ProvisionRun:
     if gate:
         gate.after_provisioning({o.host: o for o in outcomes})
     publish_after_run(ledger, request.metrics_dir, request.inventory.hosts(), warn)
-    return ProvisionRun(run_id, request.hosts, outcomes, log_path)
+    return ProvisionRun(run_id, hosts, outcomes, log_path)
