@@ -10,7 +10,8 @@ collection of the gpuprov that runs, never another copy on the controller.
 their own playbooks.
 
 The collection's `galaxy.yml` holds the one version number of gpuprov and its collection
-(pyproject.toml reads it from here). Standard library only: the build imports this module.
+(pyproject.toml reads it from here). Standard library only at import: the build imports
+this module on its own.
 """
 
 from __future__ import annotations
@@ -55,9 +56,8 @@ def collections_path() -> Path:
     ansible_collections/<namespace>/<name>)."""
     if ROOT == _BUNDLED:
         return PACKAGE
-    cache_dir = os.environ.get("GPUPROV_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache", "gpuprov")
-    base = Path(cache_dir) / "collections" / hashlib.sha256(str(ROOT).encode()).hexdigest()[:12]
+    from gpuprov.config import cache_dir  # not at import: the build loads this module alone
+    base = cache_dir() / "collections" / hashlib.sha256(str(ROOT).encode()).hexdigest()[:12]
     link = base / "ansible_collections" / NAMESPACE / NAME
     if not (link.is_symlink() and link.resolve() == ROOT):
         link.parent.mkdir(parents=True, exist_ok=True)

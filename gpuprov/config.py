@@ -59,6 +59,7 @@ def _existing(path: Path, source: str) -> Path:
 
 
 STATE_ENV = "GPUPROV_STATE_DIR"
+CACHE_ENV = "GPUPROV_CACHE_DIR"
 
 
 def state_dir() -> Path:
@@ -67,4 +68,13 @@ def state_dir() -> Path:
     if os.environ.get(STATE_ENV):
         return Path(os.environ[STATE_ENV])
     base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "gpuprov"
+
+
+def cache_dir() -> Path:
+    """What gpuprov can rebuild (the lab's image and mirror, the checkout's collection
+    link): $GPUPROV_CACHE_DIR, else $XDG_CACHE_HOME/gpuprov (~/.cache/gpuprov)."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV])
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "gpuprov"

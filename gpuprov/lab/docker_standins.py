@@ -78,8 +78,8 @@ def _postinst(spec: dict) -> str:
     return script
 
 
-def _debian_files(pool: Path, scratch: Path) -> tuple[dict[str, Path], dict[str, list[str]]]:
-    """Unpack the Debian packages the binaries come from: (stand-in path -> file there,
+def _debian_files(pool: Path, scratch: Path) -> tuple[dict[str, bytes], dict[str, list[str]]]:
+    """Unpack the Debian packages the binaries come from: (stand-in path -> its bytes,
     Debian package -> its shared-library dependencies, which the binaries keep)."""
     unpacked: dict[str, Path] = {}
     libraries: dict[str, list[str]] = {}
@@ -96,9 +96,8 @@ def _debian_files(pool: Path, scratch: Path) -> tuple[dict[str, Path], dict[str,
         depends = run(["dpkg-deb", "-f", str(debs[0]), "Depends"]).stdout
         libraries[package] = [d.strip() for d in depends.split(",")
                               if d.strip().startswith("lib")]
-    files = {}
-    for path, (package, there) in BINARIES.items():
-        files[path] = unpacked[package] / there.lstrip("/")
+    files = {path: (unpacked[package] / there.lstrip("/")).read_bytes()
+             for path, (package, there) in BINARIES.items()}
     return files, libraries
 
 
@@ -127,7 +126,7 @@ def packages(pool: Path, scratch: Path, versions: list[str], containerd: str) ->
                       replaces=list(spec.get("replaces", [])), section="admin")
             for path in spec["files"]:
                 if path in BINARIES:
-                    deb.add(path, binaries[path].read_bytes(), 0o755)
+                    deb.add(path, binaries[path], 0o755)
                 else:  # the CLI plugins: /usr/libexec/docker/cli-plugins/docker-<name>
                     plugin = path.rsplit("docker-", 1)[1]
                     deb.add(path, _plugin(plugin, data["plugin_versions"][name]), 0o755)

@@ -6,6 +6,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpuprov.config import cache_dir
+
 # Where nodes see the mirror: a read-only bind mount, reached as `file://` sources.
 NODE_MIRROR_PATH = "/srv/gpuprov-mirror"
 # Where nodes keep their simulated hardware description; no role manages this path.
@@ -25,10 +27,7 @@ class LabPaths:
         state = os.environ.get("GPUPROV_LAB_DIR") or os.path.join(
             os.environ.get("XDG_STATE_HOME") or home / ".local/state", "gpuprov/lab"
         )
-        cache = os.environ.get("GPUPROV_CACHE_DIR") or os.path.join(
-            os.environ.get("XDG_CACHE_HOME") or home / ".cache", "gpuprov"
-        )
-        return cls(state=Path(state), cache=Path(cache))
+        return cls(state=Path(state), cache=cache_dir())
 
     # state: one lab's nodes, keys and inventory
     @property

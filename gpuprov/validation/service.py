@@ -142,9 +142,7 @@ def validate(request: ValidationRequest, say: Say, warn: Say) -> ValidationRun:
         validate_all(jobs, view, request.parallel, lambda result: ledger.record_node(
             plan.run_id, escalate(result, ledger.node_results(node=result.node))))
     if request.fabric:
-        floor = floor_for(request.hosts, {h: request.inventory.variables(h)
-                                          for h in request.hosts}, plan.profiles,
-                          request.fabric_floor)
+        floor = floor_for(request.hosts, plan.variables, plan.profiles, request.fabric_floor)
         _fabric_stage(ledger, plan, path, jobs, floor, say)
     ledger.finish_validation(plan.run_id)
     tripped = None
