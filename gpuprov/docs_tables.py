@@ -15,6 +15,7 @@ from pathlib import Path
 
 from gpuprov.checks.catalog import all_checks, check_ids
 from gpuprov.evidence import KINDS
+from gpuprov.parsers.kind import REAL_TOOL
 
 BEGIN, END = "<!-- generated: do not edit by hand (python -m gpuprov.docs_tables) -->", \
     "<!-- end of generated block -->"
@@ -39,11 +40,13 @@ def checks_table() -> str:
 
 
 def evidence_table() -> str:
-    rows = ["| file | stage | collected by | holds |", "|---|---|---|---|"]
+    rows = ["| file | stage | collected by | holds | in the lab |", "|---|---|---|---|---|"]
     for k in KINDS:
         command = f"`{_cell(k.command)}`" if k.command else "the stage's collector"
         name = f"`{k.file}`" + (f" (or `{k.fallback}`)" if k.fallback else "")
-        rows.append(f"| {name} | {k.stage} | {command} | {_cell(k.holds)} |")
+        where = f" (where the profile sets `{k.when}`)" if k.when else ""
+        lab = k.lab if k.lab == REAL_TOOL else f"`gpuprov/lab/{k.lab}`"
+        rows.append(f"| {name} | {k.stage} | {command}{where} | {_cell(k.holds)} | {lab} |")
     return "\n".join(rows)
 
 

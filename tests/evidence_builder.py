@@ -88,7 +88,7 @@ def gpu_burn_log(gflops: list[int], errors: list[int] | None = None, seconds: in
 
 def driver_module(installed: str = "565.57.01", loaded: str = "565.57.01",
                   kernel: str = "5.15.0-112-generic") -> str:
-    """evidence.DRIVER_MODULE's output: the running kernel, its module, the loaded one."""
+    """DRIVER_MODULE's output (parsers/system.py): the running kernel, its module, the loaded one."""
     return f"kernel {kernel}\nmodule {installed}\nloaded {loaded}\n"
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpuprov.evidence import SMI_BEFORE, STAGES, Evidence
+from gpuprov.evidence import STAGES, Evidence
 from gpuprov.lock import Lock
 from gpuprov.model import GpuRef
-from gpuprov.parsers.smi_gpu import GpuSnapshot
+from gpuprov.parsers.smi_gpu import SMI_BEFORE, GpuSnapshot
 from gpuprov.profiles import Profile
 
 

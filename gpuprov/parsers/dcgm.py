@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass, field
 
 from gpuprov.parsers.errors import ParseError
+from gpuprov.parsers.kind import EvidenceKind
 
 _SECTION = re.compile(r"^[|+]-{3,}\s+(?P<name>[A-Za-z ]+?)\s+-+[+|]")
 _RESULT = re.compile(r"^(?P<status>Pass|Fail|Skip|Warn)\b(?:\s*-\s*GPUs?:\s*(?P<gpus>[\d,\s]+))?",
@@ -240,3 +241,13 @@ def _parse_table(text: str, source: str) -> DcgmDiag:
     if not tests:
         raise ParseError(source, "a `dcgmi diag` table with no test rows")
     return DcgmDiag(tuple(tests), metadata)
+
+
+# -- the evidence kinds this module reads (docs/evidence-kinds.md) ----------
+
+DCGM_DIAG = EvidenceKind("dcgmi-diag.json", "dcgm", parse_dcgm_diag, None,
+                         "`dcgmi diag -r LEVEL -j` (the profile's dcgm.level, or "
+                         "--dcgm-level; default 2) where DCGM is installed (absent "
+                         "elsewhere); what dcgmi printed, an error included",
+                         lab="sim/dcgmi.py",
+                         fallback="dcgmi-diag.txt")   # the table form earlier runs kept

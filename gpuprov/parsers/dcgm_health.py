@@ -22,6 +22,7 @@ import json
 from dataclasses import dataclass
 
 from gpuprov.parsers.errors import ParseError
+from gpuprov.parsers.kind import EvidenceKind
 
 HEALTH = {"healthy": "pass", "warning": "warn", "failure": "fail"}
 
@@ -78,3 +79,11 @@ def parse_dcgm_health(text: str, source: str) -> DcgmHealth:
         raise ParseError(source, f"Overall Health {body['Overall Health'].get('value')} "
                                  "with no incident listed")
     return DcgmHealth(overall, tuple(incidents))
+
+
+# -- the evidence kinds this module reads (docs/evidence-kinds.md) ----------
+
+DCGM_HEALTH = EvidenceKind("dcgmi-health.json", "dcgm", parse_dcgm_health, None,
+                           "`dcgmi health -c -j`: DCGM's health watches (`dcgmi health -s a`, "
+                           "set before the soak) over the soak, DDP and diagnostic",
+                           lab="sim/dcgmi.py")

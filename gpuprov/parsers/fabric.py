@@ -14,6 +14,7 @@ import json
 from dataclasses import asdict, dataclass, field
 
 from gpuprov.parsers.errors import ParseError
+from gpuprov.parsers.kind import EvidenceKind
 
 
 @dataclass(frozen=True)
@@ -71,3 +72,12 @@ def parse_fabric_record(text: str, source: str) -> FabricRecord:
 def _run(data: dict) -> GroupRun:
     return GroupRun(**{**data, "nodes": tuple(data["nodes"]),
                        "sizes": tuple(data.get("sizes") or ())})
+
+
+# -- the evidence kinds this module reads (docs/evidence-kinds.md) ----------
+
+FABRIC = EvidenceKind("fabric.json", "fabric", parse_fabric_record, None,
+                      "the rack's fabric test this node took part in (`validate --fabric`, "
+                      "`gpuprov fabric`): every member's interface state, the group's and "
+                      "any pairs' all-reduce bus bandwidth per size, the floor and its source",
+                      lab="fabric.py")

@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass
 
 from gpuprov.parsers.errors import ParseError
+from gpuprov.parsers.kind import EvidenceKind
 
 _LINE = re.compile(r"^\[(?P<ts>[^\]]+)\] \[(?P<level>[A-Z]+)\] \[tid \d+\] (?P<message>.*)$")
 NOT_AN_ERROR = "NV_WARN_NOTHING_TO_DO"
@@ -52,3 +53,12 @@ def parse_fabric_manager_log(text: str, source: str) -> FabricManagerLog:
     if not lines:
         raise ParseError(source, "not a fabric manager log: no `[time] [LEVEL] [tid N]` line")
     return FabricManagerLog(lines, errors, nonfatal, earlier)
+
+
+# -- the evidence kinds this module reads (docs/evidence-kinds.md) ----------
+
+FABRIC_MANAGER_LOG = EvidenceKind(
+    "fabricmanager.log", "identity", parse_fabric_manager_log,
+    "tail -n 5000 {fabric_manager_log}",
+    "the last 5,000 lines of nv-fabricmanager's log (NVSwitch systems; absent elsewhere)",
+    lab="sim/daemons.py", when="nvswitch")

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 
 from gpuprov.parsers.errors import ParseError
+from gpuprov.parsers.kind import EvidenceKind
 
 _PROGRESS = re.compile(r"^\s*(?P<pct>\d+(?:\.\d+)?)%\s+proc'd:(?P<procd>.*?)errors:"
                        r"(?P<errors>.*?)(?:temps:(?P<temps>.*))?$")
@@ -110,3 +111,10 @@ def parse_gpu_burn(text: str, source: str) -> GpuBurnRun:
     if not run.gpus and run.tested_count is None:
         raise ParseError(source, "not a gpu-burn log (no GPU lines, no `Tested N GPUs`)")
     return run
+
+
+# -- the evidence kinds this module reads (docs/evidence-kinds.md) ----------
+
+GPU_BURN = EvidenceKind("gpu-burn.log", "soak", parse_gpu_burn, None,
+                        "full gpu-burn output (progress lines use `\\r`)",
+                        lab="sim/gpu_burn.py")

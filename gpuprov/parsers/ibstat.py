@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass
 
 from gpuprov.parsers.errors import ParseError
+from gpuprov.parsers.kind import EvidenceKind
 
 _CA = re.compile(r"^CA '(?P<name>[^']+)'")
 _PORT = re.compile(r"^Port (?P<port>\d+):$")
@@ -77,3 +78,11 @@ def parse_ibstat(text: str, source: str) -> list[NicPort]:
     if text.strip() and ca is None:
         raise ParseError(source, "not ibstat output: no `CA '<name>'` line")
     return ports
+
+
+# -- the evidence kinds this module reads (docs/evidence-kinds.md) ----------
+
+NICS = EvidenceKind("ibstat.txt", "identity", parse_ibstat, "{ibstat_command}",
+                    "`ibstat`, or the same form printed from /sys/class/infiniband where "
+                    "infiniband-diags is not installed: every RDMA NIC port",
+                    lab="kernel_view.py", when="nics")

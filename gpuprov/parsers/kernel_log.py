@@ -33,6 +33,7 @@ from functools import cache
 
 from gpuprov.model import Action
 from gpuprov.parsers.errors import ParseError
+from gpuprov.parsers.kind import EvidenceKind
 from gpuprov.pci import BusId
 from gpuprov.resources import load_yaml
 
@@ -417,3 +418,11 @@ def example_line(kind: str, code: int | None, device: BusId, gpu_index: int) -> 
         raise KeyError(f"{kind} {code or ''}: no example line in the catalogs")
     return [line.format(pci=device.kernel if kind == "xid" else device.sysfs, gpu=gpu_index)
             for line in example.splitlines()]
+
+
+# -- the evidence kinds this module reads (docs/evidence-kinds.md) ----------
+
+KERNEL_LOG = EvidenceKind("dmesg.txt", "snapshot", parse_kernel_log, None,
+                          "the kernel log with timestamps (`dmesg --time-format iso`, or "
+                          "the node's `gpuprov_validate_kernel_log` file), again after the "
+                          "soak", lab="kernel_view.py", again_after_soak=True)

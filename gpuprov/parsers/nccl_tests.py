@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 
 from gpuprov.parsers.errors import ParseError
+from gpuprov.parsers.kind import EvidenceKind
 
 _FOOTER_BOUNDS = re.compile(r"^#\s*Out of bounds values\s*:\s*(?P<n>\d+)\s+(?P<verdict>\w+)")
 _FOOTER_AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(?P<avg>[\d.]+)")
@@ -81,3 +82,11 @@ def parse_nccl_tests(text: str, source: str) -> NcclTestsResult:
     if not rows:
         raise ParseError(source, "no all_reduce_perf result rows")
     return NcclTestsResult(tuple(rows), avg, bounds, ranks)
+
+
+# -- the evidence kinds this module reads (docs/evidence-kinds.md) ----------
+
+NCCL_TESTS = EvidenceKind("nccl-tests.log", "ddp", parse_nccl_tests, None,
+                          "nccl-tests' `all_reduce_perf -b 8M -e 1G -f 2 -g <GPUs>` output, "
+                          "where the nccl_tests role installed it (absent elsewhere)",
+                          lab="sim/nccl_tests.py")

@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass, field
 
 from gpuprov.parsers.errors import ParseError
+from gpuprov.parsers.kind import EvidenceKind
 from gpuprov.parsers.text import strip_ansi
 
 _GPU = re.compile(r"^GPU (?P<index>\d+): (?P<name>.+?) \(UUID: (?P<uuid>[^)]+)\)\s*$")
@@ -108,3 +109,18 @@ def parse_nvlink_errors(text: str, source: str) -> NvlinkErrors:
         if current is None or line.lstrip().startswith("Link"):
             raise ParseError(source, f"unrecognised `nvlink -e` line: {line.strip()!r}")
     return NvlinkErrors(counters, uuids)
+
+
+# -- the evidence kinds this module reads (docs/evidence-kinds.md) ----------
+
+NVLINK_STATUS = EvidenceKind("nvidia-smi-nvlink-status.txt", "snapshot", parse_nvlink_status,
+                             "nvidia-smi nvlink -s", "`nvidia-smi nvlink -s`",
+                             lab="sim/nvidia_smi.py", tool="nvidia-smi")
+NVLINK_ERRORS_BEFORE = EvidenceKind("nvidia-smi-nvlink-errors-before.txt", "snapshot",
+                                    parse_nvlink_errors, "nvidia-smi nvlink -e",
+                                    "`nvidia-smi nvlink -e` before the soak",
+                                    lab="sim/nvidia_smi.py", tool="nvidia-smi")
+NVLINK_ERRORS_AFTER = EvidenceKind("nvidia-smi-nvlink-errors-after.txt", "soak",
+                                   parse_nvlink_errors, "nvidia-smi nvlink -e",
+                                   "`nvidia-smi nvlink -e` after the soak",
+                                   lab="sim/nvidia_smi.py", tool="nvidia-smi")

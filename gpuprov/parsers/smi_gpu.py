@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gpuprov.parsers.errors import ParseError
+from gpuprov.parsers.kind import EvidenceKind
 from gpuprov.parsers.smi_tree import parse_any
 from gpuprov.parsers.text import NOT_AVAILABLE, integer, yes_no
 
@@ -251,3 +252,14 @@ def parse_smi_query(text: str, source: str) -> SmiQuery:
     if tree["format"] == "xml" and attached is not None and attached > len(gpus) == 0:
         raise ParseError(source, f"reports {attached} attached GPUs but lists none (truncated?)")
     return SmiQuery(tree["driver_version"], tree["cuda_version"], gpus, tree["format"])
+
+
+# -- the evidence kinds this module reads (docs/evidence-kinds.md) ----------
+
+SMI_BEFORE = EvidenceKind("nvidia-smi-q.xml", "identity", parse_smi_query, "nvidia-smi -q -x",
+                          "`nvidia-smi -q -x` before the soak", lab="sim/nvidia_smi.py",
+                          fallback="nvidia-smi-q.txt", tool="nvidia-smi")
+SMI_AFTER = EvidenceKind("nvidia-smi-q-after.xml", "soak", parse_smi_query, "nvidia-smi -q -x",
+                         "`nvidia-smi -q -x` after the soak (ECC / remap deltas)",
+                         lab="sim/nvidia_smi.py", fallback="nvidia-smi-q-after.txt",
+                         tool="nvidia-smi")

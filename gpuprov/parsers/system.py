@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuprov.parsers.errors import ParseError
+from gpuprov.parsers.kind import REAL_TOOL, EvidenceKind
 
 
 def parse_packages(text: str, source: str) -> dict[str, str]:
@@ -70,7 +71,7 @@ class DriverModule:
 
 
 def parse_driver_module(text: str, source: str) -> DriverModule:
-    """`kernel K`, `module V`, `loaded V` lines (evidence.DRIVER_MODULE's command)."""
+    """`kernel K`, `module V`, `loaded V` lines (DRIVER_MODULE's command, below)."""
     fields = {}
     for line in text.splitlines():
         key, _, value = line.partition(" ")
@@ -130,3 +131,38 @@ def parse_kernel_taint(text: str, source: str) -> KernelTaint:
     flags = tuple(letters.get(bit, f"bit {bit}") for bit in range(value.bit_length())
                   if value >> bit & 1)
     return KernelTaint(value, flags)
+
+
+# -- the evidence kinds this module reads (docs/evidence-kinds.md) ----------
+
+PACKAGE_PATTERNS = ("*nvidia*", "cuda-*", "libcudnn*", "cudnn*", "docker*", "containerd*",
+                    "libnvidia-container*")
+UNITS = ("nvidia-persistenced.service", "nvidia-fabricmanager.service", "docker.service",
+         "containerd.service")
+
+PACKAGES = EvidenceKind(
+    "packages.txt", "identity", parse_packages,
+    "dpkg-query -W -f='${{Package}}\\t${{Version}}\\n' "
+    + " ".join(f"'{p}'" for p in PACKAGE_PATTERNS) + " 2>/dev/null; true",
+    "`dpkg-query -W` of the NVIDIA, CUDA, cuDNN, container and Docker packages",
+    lab=REAL_TOOL)
+LSMOD = EvidenceKind("lsmod.txt", "identity", parse_lsmod, "{lsmod_command}", "loaded modules",
+                     lab="kernel_view.py")
+DRIVER_MODULE = EvidenceKind(
+    "driver-module.txt", "identity", parse_driver_module,
+    "echo \"kernel $({kernel_release_command})\"; "
+    "echo \"module $({modinfo_command} -F version nvidia 2>/dev/null)\"; "
+    "echo \"loaded $(cat {module_version_file} 2>/dev/null)\"",
+    "the running kernel, the version of the nvidia module installed for it (`modinfo`) and "
+    "of the one loaded", lab="sim/kmod.py")
+LSPCI = EvidenceKind("lspci.txt", "identity", parse_lspci, "{lspci_command}",
+                     "NVIDIA PCI functions (`lspci -nn -d 10de:`)", lab="kernel_view.py")
+SYSTEMCTL = EvidenceKind(
+    "systemctl.txt", "identity", parse_systemctl,
+    "systemctl show -p Id,LoadState,ActiveState,SubState,UnitFileState " + " ".join(UNITS),
+    "state of the persistence daemon, fabric manager, Docker and containerd units",
+    lab=REAL_TOOL)
+KERNEL_TAINT = EvidenceKind("kernel-taint.txt", "snapshot", parse_kernel_taint,
+                            "cat {taint_file}",
+                            "the kernel's taint flags (`/proc/sys/kernel/tainted`), again "
+                            "after the soak", lab="kernel_modules.py", again_after_soak=True)

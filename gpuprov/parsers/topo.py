@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 
 from gpuprov.parsers.errors import ParseError
+from gpuprov.parsers.kind import EvidenceKind
 from gpuprov.parsers.text import strip_ansi
 
 _DEVICE = re.compile(r"^(GPU\d+|NIC\d+|mlx\d+_\d+|[a-z]+\d*_\d+)$")
@@ -96,3 +97,9 @@ def parse_topo(text: str, source: str) -> Topology:
         if n:
             nic_names[n.group("nic")] = n.group("name")
     return Topology(columns, matrix, cpu, numa, legend, nic_names)
+
+
+# -- the evidence kinds this module reads (docs/evidence-kinds.md) ----------
+
+TOPO = EvidenceKind("nvidia-smi-topo.txt", "snapshot", parse_topo, "nvidia-smi topo -m",
+                    "`nvidia-smi topo -m`", lab="sim/nvidia_smi.py", tool="nvidia-smi")

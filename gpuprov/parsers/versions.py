@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 
 from gpuprov.parsers.errors import ParseError
+from gpuprov.parsers.kind import EvidenceKind
 
 _NVCC = re.compile(r"Cuda compilation tools, release (?P<release>\d+\.\d+), V(?P<full>[\d.]+)")
 _CUDNN = re.compile(r"#define\s+CUDNN_(?P<part>MAJOR|MINOR|PATCHLEVEL)\s+(?P<value>\d+)")
@@ -32,3 +33,13 @@ def parse_cudnn_header(text: str, source: str) -> str:
     if missing:
         raise ParseError(source, f"no CUDNN_{'/'.join(missing)} define (not a cuDNN header?)")
     return f"{parts['MAJOR']}.{parts['MINOR']}.{parts['PATCHLEVEL']}"
+
+
+# -- the evidence kinds this module reads (docs/evidence-kinds.md) ----------
+
+NVCC = EvidenceKind("nvcc-version.txt", "identity", parse_nvcc,
+                    "PATH=$PATH:/usr/local/cuda/bin nvcc --version", "`nvcc --version`",
+                    lab="sim/nvcc.py")
+CUDNN = EvidenceKind("cudnn-version.h", "identity", parse_cudnn_header, None,
+                     "the installed `cudnn_version.h` (or `cudnn.h` for old cuDNN)",
+                     lab="standins.py")

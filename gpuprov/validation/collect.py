@@ -28,7 +28,15 @@ from testinfra.host import Host
 from gpuprov import __version__, evidence
 from gpuprov.evidence import EvidenceKind
 from gpuprov.lock import Lock
+from gpuprov.parsers.dcgm import DCGM_DIAG
+from gpuprov.parsers.dcgm_health import DCGM_HEALTH
 from gpuprov.parsers.errors import ParseError
+from gpuprov.parsers.gpu_burn import GPU_BURN
+from gpuprov.parsers.kernel_log import KERNEL_LOG
+from gpuprov.parsers.nccl_tests import NCCL_TESTS
+from gpuprov.parsers.probes import DDP_JSON, DDP_LOG, TORCH_ENV
+from gpuprov.parsers.smi_gpu import SMI_BEFORE
+from gpuprov.parsers.versions import CUDNN
 from gpuprov.profiles import Profile
 
 CUDNN_HEADERS = ("/usr/include/cudnn_version.h", "/usr/include/x86_64-linux-gnu/cudnn_version_v9.h",
@@ -204,22 +212,16 @@ def identity(c: Collector) -> None:
         uptime = c.run("cat /proc/uptime")
         if uptime.rc == 0:
             c.meta["uptime_at_start_s"] = float(uptime.stdout.split()[0])
-        for kind in (evidence.PACKAGES, evidence.LSMOD, evidence.DRIVER_MODULE, evidence.LSPCI,
-                     evidence.SYSTEMCTL, evidence.NVCC):
+        for kind in evidence.collected("identity", c.settings.profile):
             c.collect(kind)
         header = next((p for p in CUDNN_HEADERS if c.host.file(p).exists), None)
         if header:
-            c.write(evidence.CUDNN, c.host.file(header).content_string)
+            c.write(CUDNN, c.host.file(header).content_string)
             c.meta["cudnn_header"] = header
-        if c.settings.profile["nvswitch"]:
-            c.collect(evidence.FABRIC_MANAGER_LOG)
-        if c.settings.profile.data.get("nics"):
-            c.collect(evidence.NICS)
-        c.collect(evidence.SMI_BEFORE)
         python = torch_python(c)
         if python:
             probe = c.upload("torch_env.py", probe_source("torch_env"))
-            c.run(f"{python} {probe}", timeout=120, file=evidence.TORCH_ENV)
+            c.run(f"{python} {probe}", timeout=120, file=TORCH_ENV)
 
 
 def torch_python(c: Collector) -> str | None:
@@ -243,16 +245,14 @@ def snapshot(c: Collector, after: bool) -> None:
     kernel log and taint) and after it (nvidia-smi -q -x and NVLink errors again, the kernel
     log and taint)."""
     with c.stage("after-soak" if after else "snapshot"):
-        kinds = ((evidence.SMI_AFTER, evidence.NVLINK_ERRORS_AFTER) if after else
-                 (evidence.TOPO, evidence.NVLINK_STATUS, evidence.NVLINK_ERRORS_BEFORE))
-        for kind in kinds:
+        for kind in evidence.collected("soak" if after else "snapshot", c.settings.profile,
+                                       after_soak=after):
             c.collect(kind)
         if not after:
             arm_dcgm_health(c)
         log = c.settings.kernel_log
         c.run("dmesg --time-format iso" if log == "dmesg" else f"cat {shlex.quote(log)}",
-              file=evidence.KERNEL_LOG)
-        c.collect(evidence.KERNEL_TAINT)
+              file=KERNEL_LOG)
 
 
 def soak(c: Collector) -> None:
@@ -265,7 +265,7 @@ def soak(c: Collector) -> None:
         # gpu-burn exits 0 even when a GPU is FAULTY: the log is the evidence, whatever rc
         result = c.run(f"cd {shlex.quote(c.settings.gpu_burn_dir)} && ./gpu_burn {seconds} 2>&1",
                        timeout=seconds + 120)
-        c.write(evidence.GPU_BURN, result.stdout)
+        c.write(GPU_BURN, result.stdout)
 
 
 def ddp_smoke(c: Collector, gpus: int) -> None:
@@ -285,10 +285,10 @@ def ddp_smoke(c: Collector, gpus: int) -> None:
             f"--nnodes=1 --nproc-per-node={ranks} --max-restarts=0 --tee=3 {probe} "
             f"--out {out} --timeout {max(limit // 2, 10)} 2>&1", timeout=limit)
         seconds = round(time.monotonic() - started, 1)
-        c.write(evidence.DDP_LOG, result.stdout)
-        written = c.run(f"cat {out}", file=evidence.DDP_JSON)
+        c.write(DDP_LOG, result.stdout)
+        written = c.run(f"cat {out}", file=DDP_JSON)
         if written.rc != 0:
-            c.write(evidence.DDP_JSON, json.dumps(_no_result(result, ranks, limit, seconds),
+            c.write(DDP_JSON, json.dumps(_no_result(result, ranks, limit, seconds),
                                                   indent=2) + "\n")
 
 
@@ -297,7 +297,7 @@ def nccl_tests(c: Collector, gpus: int) -> None:
     binary = f"{c.settings.nccl_tests_dir}/all_reduce_perf"
     with c.stage("nccl-tests"):
         if gpus >= 1 and c.settings.expects_nccl_tests and not c.host.file(binary).exists:
-            c.record_failure(evidence.NCCL_TESTS, f"{binary} -b 8M -e 1G -f 2 -g {gpus}", 127,
+            c.record_failure(NCCL_TESTS, f"{binary} -b 8M -e 1G -f 2 -g {gpus}", 127,
                              f"{binary} absent, though the inventory sets nccl_tests_url "
                              "(role nccl_tests did not install it)\n")
             return
@@ -309,9 +309,9 @@ def nccl_tests(c: Collector, gpus: int) -> None:
         command = f"{shlex.quote(binary)} -b 8M -e 1G -f 2 -g {gpus} 2>&1"
         result = c.run(command, timeout=600)
         if result.stdout.strip():
-            c.write(evidence.NCCL_TESTS, result.stdout)
+            c.write(NCCL_TESTS, result.stdout)
         else:
-            c.record_failure(evidence.NCCL_TESTS, command, result.rc,
+            c.record_failure(NCCL_TESTS, command, result.rc,
                              result.stderr or "no output\n")
 
 
@@ -335,7 +335,7 @@ def dcgm(c: Collector) -> None:
     with c.stage("dcgm"):
         if c.run(f"command -v {command}").rc != 0:
             if c.settings.expects_dcgm:   # the lock installs DCGM: its absence is a finding
-                for kind in (evidence.DCGM_DIAG, evidence.DCGM_HEALTH):
+                for kind in (DCGM_DIAG, DCGM_HEALTH):
                     c.record_failure(kind, f"{c.settings.dcgmi_command} diag -r {level} -j",
                                      127, f"{c.settings.dcgmi_command} not found, though the "
                                      "lock sets gpuprov_dcgm_version (role dcgm did not "
@@ -345,15 +345,15 @@ def dcgm(c: Collector) -> None:
             return
         c.meta["dcgm_level"] = level
         diag = c.run(f"{command} diag -r {level} -j 2>&1", timeout=DCGM_TIMEOUT_S[level])
-        c.write(evidence.DCGM_DIAG, diag.stdout or f"no output (exit status {diag.rc})\n")
+        c.write(DCGM_DIAG, diag.stdout or f"no output (exit status {diag.rc})\n")
         health = c.run(f"{command} health -c -j 2>&1")
-        c.write(evidence.DCGM_HEALTH, health.stdout or f"no output (exit status {health.rc})\n")
+        c.write(DCGM_HEALTH, health.stdout or f"no output (exit status {health.rc})\n")
 
 
 def gpus_listed(before: evidence.Evidence) -> int:
     """How many GPUs the before-soak nvidia-smi listed (the DDP run's ranks)."""
     try:
-        smi = before.read(evidence.SMI_BEFORE)
+        smi = before.read(SMI_BEFORE)
     except ParseError:  # judged as a failed check; the probe still runs on one rank
         return 0
     return len(smi.gpus) if smi else 0

@@ -23,8 +23,7 @@ from pathlib import Path
 from testinfra.host import Host
 
 from gpuprov.checks.localize import pair_rounds
-from gpuprov.evidence import FABRIC
-from gpuprov.parsers.fabric import FabricRecord, GroupRun, Member
+from gpuprov.parsers.fabric import FABRIC, FabricRecord, GroupRun, Member
 from gpuprov.validation.collect import TORCH_RECORDS, probe_source
 
 SSH_FAILED = 255

@@ -17,9 +17,10 @@ from pathlib import Path
 
 from gpuprov.checks.catalog import stage_checks
 from gpuprov.checks.run import Judgement, judge
-from gpuprov.evidence import SMI_BEFORE, Evidence
+from gpuprov.evidence import Evidence
 from gpuprov.model import GpuRecord, NodeResult, Verdict
 from gpuprov.parsers.errors import ParseError
+from gpuprov.parsers.smi_gpu import SMI_BEFORE
 from gpuprov.remote.connect import node_host
 from gpuprov.validation import collect
 from gpuprov.validation.stages import STAGES

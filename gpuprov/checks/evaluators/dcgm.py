@@ -7,8 +7,9 @@ from dataclasses import replace
 
 from gpuprov.checks.context import Context
 from gpuprov.checks.registry import Results, check
-from gpuprov.evidence import DCGM_DIAG, DCGM_HEALTH
 from gpuprov.model import Action, CheckResult, most_drastic
+from gpuprov.parsers.dcgm import DCGM_DIAG
+from gpuprov.parsers.dcgm_health import DCGM_HEALTH
 
 # A failing Deployment test is the node's software or configuration (persistence mode,
 # environment, a pending retirement or remap: a reset or reboot clears it); a diagnostic

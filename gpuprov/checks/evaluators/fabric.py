@@ -5,8 +5,8 @@ from __future__ import annotations
 from gpuprov.checks.context import Context
 from gpuprov.checks.localize import findings
 from gpuprov.checks.registry import Results, check
-from gpuprov.evidence import FABRIC
 from gpuprov.model import Action, CheckResult
+from gpuprov.parsers.fabric import FABRIC
 
 
 @check("fabric", stage="fabric", needs=(FABRIC,), action=Action.RESEAT_OR_INSPECT,

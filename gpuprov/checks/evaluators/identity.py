@@ -7,20 +7,12 @@ import re
 from gpuprov import compat
 from gpuprov.checks.context import Context
 from gpuprov.checks.registry import Results, check
-from gpuprov.evidence import (
-    CUDNN,
-    DRIVER_MODULE,
-    LSMOD,
-    LSPCI,
-    NVCC,
-    PACKAGES,
-    SMI_AFTER,
-    SMI_BEFORE,
-    SYSTEMCTL,
-    TORCH_ENV,
-)
 from gpuprov.model import Action, CheckResult, GpuRef
 from gpuprov.packages import DRIVER_PACKAGE, TOOLKIT_PACKAGES, upstream
+from gpuprov.parsers.probes import TORCH_ENV
+from gpuprov.parsers.smi_gpu import SMI_AFTER, SMI_BEFORE
+from gpuprov.parsers.system import DRIVER_MODULE, LSMOD, LSPCI, PACKAGES, SYSTEMCTL
+from gpuprov.parsers.versions import CUDNN, NVCC
 from gpuprov.pci import BusId
 
 

@@ -4,15 +4,10 @@ from __future__ import annotations
 
 from gpuprov.checks.context import Context
 from gpuprov.checks.registry import Results, check
-from gpuprov.evidence import (
-    NVLINK_ERRORS_AFTER,
-    NVLINK_ERRORS_BEFORE,
-    NVLINK_STATUS,
-    SMI_AFTER,
-    SMI_BEFORE,
-    TOPO,
-)
 from gpuprov.model import Action, CheckResult
+from gpuprov.parsers.nvlink import NVLINK_ERRORS_AFTER, NVLINK_ERRORS_BEFORE, NVLINK_STATUS
+from gpuprov.parsers.smi_gpu import SMI_AFTER, SMI_BEFORE
+from gpuprov.parsers.topo import TOPO
 
 
 def _has_nvlink(profile) -> bool:

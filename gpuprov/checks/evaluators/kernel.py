@@ -8,10 +8,9 @@ from datetime import UTC, datetime
 
 from gpuprov.checks.context import Context
 from gpuprov.checks.registry import Results, check
-from gpuprov.evidence import KERNEL_LOG, KERNEL_TAINT, LSPCI
 from gpuprov.model import Action, CheckResult, GpuRef, most_drastic
-from gpuprov.parsers.kernel_log import KernelEvent, KernelLog, class_advice, class_rank
-from gpuprov.parsers.system import KernelTaint
+from gpuprov.parsers.kernel_log import KERNEL_LOG, KernelEvent, KernelLog, class_advice, class_rank
+from gpuprov.parsers.system import KERNEL_TAINT, LSPCI, KernelTaint
 from gpuprov.pci import BusId
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from gpuprov.checks.context import Context
 from gpuprov.checks.registry import Results, check
-from gpuprov.evidence import NICS
 from gpuprov.model import Action, CheckResult
+from gpuprov.parsers.ibstat import NICS
 
 
 @check("nics", stage="identity", needs=(NICS,), action=Action.RESEAT_OR_INSPECT,

@@ -6,9 +6,12 @@ from __future__ import annotations
 from gpuprov.checks.context import Context
 from gpuprov.checks.evaluators.kernel import Devices
 from gpuprov.checks.registry import Results, check
-from gpuprov.evidence import FABRIC_MANAGER_LOG, KERNEL_LOG, LSPCI, SMI_BEFORE
 from gpuprov.model import Action, CheckResult
 from gpuprov.parsers.errors import ParseError
+from gpuprov.parsers.fabric_manager import FABRIC_MANAGER_LOG
+from gpuprov.parsers.kernel_log import KERNEL_LOG
+from gpuprov.parsers.smi_gpu import SMI_BEFORE
+from gpuprov.parsers.system import LSPCI
 
 
 @check("nvswitch", stage="snapshot", needs=(LSPCI, SMI_BEFORE, FABRIC_MANAGER_LOG),

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from gpuprov.checks.context import Context
 from gpuprov.checks.registry import Results, check
-from gpuprov.evidence import SMI_AFTER, SMI_BEFORE
 from gpuprov.model import Action, CheckResult, most_drastic
+from gpuprov.parsers.smi_gpu import SMI_AFTER, SMI_BEFORE
 
 # nvidia-smi's GPU Recovery Action (R550+) -> what it asks for
 RECOVERY_ACTIONS = {"reset": Action.RESET_GPU, "reboot": Action.REBOOT,

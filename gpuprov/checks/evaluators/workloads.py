@@ -7,8 +7,10 @@ import statistics
 
 from gpuprov.checks.context import Context
 from gpuprov.checks.registry import Results, check
-from gpuprov.evidence import DDP_JSON, GPU_BURN, NCCL_TESTS
 from gpuprov.model import Action, CheckResult
+from gpuprov.parsers.gpu_burn import GPU_BURN
+from gpuprov.parsers.nccl_tests import NCCL_TESTS
+from gpuprov.parsers.probes import DDP_JSON
 
 
 @check("gpu_burn", stage="soak", needs=(GPU_BURN,), action=Action.RMA,

@@ -10,11 +10,11 @@ import pytest
 
 from gpuprov.checks.run import judge
 from gpuprov.errors import InputError
-from gpuprov.evidence import FABRIC, Evidence
+from gpuprov.evidence import Evidence
 from gpuprov.inventory import Inventory
 from gpuprov.model import Status
 from gpuprov.parsers.errors import ParseError
-from gpuprov.parsers.fabric import FabricRecord, parse_fabric_record
+from gpuprov.parsers.fabric import FABRIC, FabricRecord, parse_fabric_record
 from gpuprov.profiles import load_profile
 from gpuprov.validation.fabric_rack import check_members, fabric_place, floor_for
 from tests.conftest import gpuprov

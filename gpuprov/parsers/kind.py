@@ -1,0 +1,51 @@
+"""What an evidence kind is: one file of a node's evidence directory, declared once.
+
+A parser module declares the kinds it reads beside its parse function (`NICS` in
+parsers/ibstat.py): the file, the stage that collects it, the command that writes it on the
+node, what it holds, where the lab produces it. gpuprov.evidence gathers every declared kind;
+the collectors, the evidence reader, the checks' `needs` and docs/evidence.md all read them
+from there (docs/evidence-kinds.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+# `lab` of a kind the lab node's own tool writes (dpkg-query over the stand-in packages,
+# systemctl, the DDP probe under the real torchrun)
+REAL_TOOL = "the real tool"
+
+# The collection stages, in the order a validation runs them; `fabric` is the rack's, after
+# every node's own stages (gpuprov/validation/fabric_stage.py).
+STAGES = ("identity", "snapshot", "soak", "ddp", "dcgm", "fabric")
+
+
+@dataclass(frozen=True)
+class EvidenceKind:
+    file: str
+    stage: str
+    parser: Callable[[str, str], Any] | None
+    # run on the node, `{field}` from the node's settings (NodeSettings); None where the
+    # stage does more than run one command (its collector writes the file)
+    command: str | None
+    holds: str
+    # the lab's stand-in that writes it on a lab node (a path under gpuprov/lab/), or "the
+    # real tool" where the lab node runs the distribution's own
+    lab: str
+    fallback: str | None = None   # read instead when `file` is absent (earlier runs' form)
+    tool: str | None = None       # whose failure explains its absence (SMI_ERROR's tool)
+    when: str | None = None       # collected only where the node's profile sets this key
+    again_after_soak: bool = False   # collected again (replaced) after the soak
+
+    def __post_init__(self) -> None:
+        if self.stage not in STAGES:
+            raise ValueError(f"{self.file}: unknown stage {self.stage!r}")
+
+    def __str__(self) -> str:
+        return self.file
+
+    def applies(self, profile: Any) -> bool:
+        """Whether a node of `profile` has this file collected (`when`'s key set)."""
+        return self.when is None or bool(profile.data.get(self.when))
