@@ -80,6 +80,17 @@ SCHEMA = {
                            "max_spread_pct": {"type": "number", "minimum": 0, "maximum": 100},
                            "soak_seconds": {"type": "integer", "minimum": 1}},
         },
+        "under_load": {   # what every GPU shows under the soak's load (gpu-telemetry.csv)
+            "type": "object", "additionalProperties": False,
+            "required": ["power_limit_w", "power_fraction_min", "temp_spread_max_c",
+                         "clock_spread_max_pct"],
+            "properties": {"power_limit_w": _NUM,
+                           "power_fraction_min": {"type": "number", "exclusiveMinimum": 0,
+                                                  "maximum": 1},
+                           "temp_spread_max_c": _NUM,
+                           "clock_spread_max_pct": {"type": "number", "exclusiveMinimum": 0,
+                                                    "maximum": 100}},
+        },
         "ddp": {
             "type": "object", "required": ["busbw_min_gbps"], "additionalProperties": False,
             "properties": {"busbw_min_gbps": {"type": "number", "minimum": 0}},

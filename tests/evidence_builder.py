@@ -88,7 +88,7 @@ def gpu_burn_log(gflops: list[int], errors: list[int] | None = None, seconds: in
 
 def driver_module(installed: str = "565.57.01", loaded: str = "565.57.01",
                   kernel: str = "5.15.0-112-generic") -> str:
-    """DRIVER_MODULE's output (parsers/system.py): the running kernel, its module, the loaded one."""
+    """DRIVER_MODULE's output (parsers/system.py): the kernel, its module, the loaded one."""
     return f"kernel {kernel}\nmodule {installed}\nloaded {loaded}\n"
 
 
@@ -141,6 +141,44 @@ def fabric_manager_log() -> str:
     return text[:text.index("[ERROR]")].rsplit("\n", 1)[0] + "\n"
 
 
+# the sampler's fields as a real nvidia-smi prints them (names and units of the capture
+# query-gpu/h100-590.48.01-wide-csv-gpu-burn.txt)
+TELEMETRY_HEADER = (
+    "timestamp, index, serial, pci.bus_id, utilization.gpu [%], power.draw [W], "
+    "enforced.power.limit [W], temperature.gpu, temperature.memory, clocks.current.sm [MHz], "
+    "clocks.max.sm [MHz], clocks_event_reasons.sw_power_cap, clocks_event_reasons.hw_slowdown, "
+    "clocks_event_reasons.hw_thermal_slowdown, clocks_event_reasons.hw_power_brake_slowdown, "
+    "clocks_event_reasons.sw_thermal_slowdown")
+
+
+def telemetry(samples: int = 4, gpus: int = 8, hotter: dict[int, int] | None = None,
+              limit: dict[int, float] | None = None, slowdown: dict[int, str] | None = None,
+              clock: dict[int, int] | None = None) -> str:
+    """The soak's sampler output: one idle interval, then `samples` under gpu-burn at the
+    real H100's figures (631.95 W of 700 W, 59 C, 54 C memory, 1980 MHz), per GPU
+    overrides: `hotter` degrees, an enforced `limit` (drawing at it), a `slowdown` reason
+    active, an SM `clock`."""
+    reasons = ("sw_power_cap", "hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown",
+               "sw_thermal_slowdown")
+    rows = [TELEMETRY_HEADER]
+    for n in range(samples + 1):
+        for i in range(gpus):
+            load = n > 0
+            cap = (limit or {}).get(i, 700.0)
+            draw = min(631.95 - i, cap) if load else 69.85
+            temp = (59 + (i % 2) + (hotter or {}).get(i, 0)) if load else 30
+            sm = (clock or {}).get(i, 1980) if load else 345
+            active = {(slowdown or {}).get(i)} if load else set()
+            if load and cap < 631.95 - i:
+                active.add("sw_power_cap")
+            flags = ", ".join("Active" if r in active else "Not Active" for r in reasons)
+            rows.append(f"2026/11/21 10:0{n}:00.000, {i}, 165202300{i:04d}, "
+                        f"00000000:{H100_BUS[i % 8]}:00.0, {100 if load else 0} %, "
+                        f"{draw:.2f} W, {cap:.2f} W, {temp}, {temp - 5}, {sm} MHz, 1980 MHz, "
+                        f"{flags}")
+    return "\n".join(rows) + "\n"
+
+
 def healthy_h100(directory: Path) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     files = {
@@ -159,6 +197,7 @@ def healthy_h100(directory: Path) -> Path:
                                       "cudnn_version": 90100, "nccl_version": "2.21.5",
                                       "device_count": 8, "arch_list": ["sm_80", "sm_90"]}),
         "gpu-burn.log": gpu_burn_log([52000, 51800, 52100, 51900, 52050, 51700, 52000, 51950]),
+        "gpu-telemetry.csv": telemetry(),
         "ddp-smoke.json": json.dumps({"ok": True, "world_size": 8, "backend": "nccl",
                                       "losses": [0.91, 0.52, 0.33],
                                       "allreduce_busbw_gbps": 455.0}),

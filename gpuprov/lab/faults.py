@@ -236,6 +236,27 @@ def _slow_gpu(access, hw, gpu):
     return f"GPU {gpu['index']} runs 15% below its siblings", {}
 
 
+def _thermal_outlier(access, hw, gpu):
+    """The GPU cools worse than its siblings (a blocked heatsink, a weak fan wall): under
+    load it runs 12 C above them."""
+    gpu["load_temp_offset_c"] = 12
+    return f"GPU {gpu['index']} runs 12 C hotter than its siblings under load", {}
+
+
+def _power_capped(access, hw, gpu):
+    """The GPU's enforced power limit set well below its kind's (a leftover
+    `nvidia-smi -pl`, a BMC cap): under load it sits at the cap with lowered clocks."""
+    gpu["power_limit_w"] = round(hw["gpu"]["power_limit_w"] * 0.57)
+    return f"GPU {gpu['index']} capped at {gpu['power_limit_w']} W", {}
+
+
+def _clock_throttle(access, hw, gpu):
+    """HW slowdown under load (the board's slowdown signal: power brake, thermal sensor,
+    failing power supply): the GPU runs at half its clock while loaded."""
+    gpu["clock_throttle"] = True
+    return f"GPU {gpu['index']} in HW slowdown under load", {}
+
+
 def _slow_node(access, hw, gpu):
     """Every GPU of the node 15 % slow (a power cap, poor cooling): no sibling to compare
     with, and still above a datasheet floor; only peers see it."""
@@ -393,6 +414,11 @@ FAULTS = {f.name: f for f in (
     FaultKind("xid", True, _xid, "an Xid 119 line in the node's kernel log"),
     FaultKind("burn-errors", True, _burn_errors, "gpu-burn finds errors on a GPU"),
     FaultKind("slow-gpu", True, _slow_gpu, "a GPU 15% slower than its siblings"),
+    FaultKind("thermal-outlier", True, _thermal_outlier,
+              "a GPU 12 C hotter than its siblings under load"),
+    FaultKind("power-capped", True, _power_capped,
+              "a GPU's enforced power limit at 57% of its kind's"),
+    FaultKind("clock-throttle", True, _clock_throttle, "a GPU in HW slowdown under load"),
     FaultKind("dcgm-fail", True, _dcgm_fail, "a GPU fails DCGM's memory test (level 2 and up)"),
     FaultKind("fallen-off-bus", True, _fallen_off_bus,
               "a GPU falls off the bus (gone from nvidia-smi, the R570+ kernel message)"),

@@ -36,6 +36,7 @@ from gpuprov.parsers.kernel_log import KERNEL_LOG
 from gpuprov.parsers.nccl_tests import NCCL_TESTS
 from gpuprov.parsers.probes import DDP_JSON, DDP_LOG, TORCH_ENV
 from gpuprov.parsers.smi_gpu import SMI_BEFORE
+from gpuprov.parsers.telemetry import SAMPLER, TELEMETRY
 from gpuprov.parsers.versions import CUDNN
 from gpuprov.profiles import Profile
 
@@ -84,6 +85,7 @@ class NodeSettings:
     dcgmi_command: str = "dcgmi"
     dcgm_level: int = 2
     ddp_timeout_s: int = 120
+    telemetry_interval_ms: int = 1000   # the soak's sampling interval (gpu-telemetry.csv)
     soak_after_identity_failure: bool = False
     # the inventory has the roles install DCGM (gpuprov_dcgm_version) and nccl-tests
     # (nccl_tests_url): their absence on the node is then a failure, not a skip
@@ -101,6 +103,9 @@ class NodeSettings:
                if variables.get(f"gpuprov_validate_{name}")}
         expected = {"expects_dcgm": bool(variables.get("gpuprov_dcgm_version")),
                     "expects_nccl_tests": bool(variables.get("nccl_tests_url"))}
+        if variables.get("gpuprov_validate_telemetry_interval_ms"):
+            expected["telemetry_interval_ms"] = int(
+                variables["gpuprov_validate_telemetry_interval_ms"])
         return cls(node=node, **{**expected, **fixed}, **{k: str(v) for k, v in own.items()})
 
 
@@ -262,10 +267,32 @@ def soak(c: Collector) -> None:
         if not c.host.file(binary).exists:
             c.skip("soak", f"{binary} absent: gpu-burn is not installed")
             return
+        sampler = SAMPLER.format(interval_ms=c.settings.telemetry_interval_ms)
+        samples, status = f"{c.workdir}/{TELEMETRY}", f"{c.workdir}/{TELEMETRY}.status"
+        # nvidia-smi samples in the background for exactly as long as gpu-burn runs (the
+        # trap stops it however the shell ends); its exit status tells a sampler stopped
+        # by us (SIGTERM, 143) from one that failed on its own
         # gpu-burn exits 0 even when a GPU is FAULTY: the log is the evidence, whatever rc
-        result = c.run(f"cd {shlex.quote(c.settings.gpu_burn_dir)} && ./gpu_burn {seconds} 2>&1",
-                       timeout=seconds + 120)
+        result = c.run(
+            f"mkdir -p {c.workdir} && rm -f {samples} {status}; "
+            f"{sampler} > {samples} 2>&1 & S=$!; trap 'kill $S 2>/dev/null' EXIT; "
+            f"cd {shlex.quote(c.settings.gpu_burn_dir)} && ./gpu_burn {seconds} 2>&1; "
+            f"kill $S 2>/dev/null; wait $S; echo $? > {status}",
+            timeout=seconds + 120, label=f"gpu_burn {seconds}, sampled by {sampler}")
         c.write(GPU_BURN, result.stdout)
+        telemetry(c, sampler, samples, status)
+
+
+def telemetry(c: Collector, sampler: str, samples: str, status: str) -> None:
+    """The sampler's CSV as evidence; what it printed as its failure record when it ended
+    before we stopped it (a GPU lost, a field this driver lacks) or printed nothing."""
+    rc = c.host.run(f"cat {status}").stdout.strip()
+    text = c.host.run(f"cat {samples}").stdout
+    if rc in ("143", "0") and text.strip():
+        c.write(TELEMETRY, text)
+    else:
+        c.record_failure(TELEMETRY, sampler, int(rc) if rc.lstrip("-").isdigit() else -1,
+                         text or "no output\n")
 
 
 def ddp_smoke(c: Collector, gpus: int) -> None:

@@ -199,6 +199,9 @@ ROUNDS = [
     [("node02", "dcgm-fail", 4, "dcgm_diag"), ("node01", "machine-check", None, "kernel_taint"),
      # a GPU lost under load: nvidia-smi after the soak fails as a real one does (issue 36)
      ("node03", "gpu-lost-in-soak", 1, "gpu_inventory")],
+    # weak GPUs, seen only under load by the soak's telemetry (issue 39)
+    [("node01", "thermal-outlier", 3, "load_thermal"), ("node02", "power-capped", 5, "load_power"),
+     ("node03", "clock-throttle", 6, "load_throttle")],
 ]
 # the action each of those rounds' faults must recommend
 ACTIONS = {"fallen-off-bus": "reboot", "gpu-lost-in-soak": "reboot", "gsp-timeout": "reset-gpu",
@@ -214,7 +217,7 @@ DCGM_HEALTH_SEES = {"ecc-uncorrectable": "Memory system: Detected 1 volatile dou
 
 @pytest.mark.parametrize("round_", ROUNDS, ids=["inventory-links", "ecc-burn", "perf-sw",
                                                 "kernel-faults", "sxid-nic-rate-xid",
-                                                "nic-fabric-reset", "dcgm-taint"])
+                                                "nic-fabric-reset", "dcgm-taint", "weak-gpus"])
 def test_each_fault_is_rejected_with_its_check_naming_the_gpu(rack, round_):
     try:
         for node, kind, gpu, _ in round_:

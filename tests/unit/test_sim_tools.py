@@ -33,6 +33,7 @@ def sim_node(tmp_path, monkeypatch):
     monkeypatch.setattr(node, "description", lambda path=None: yaml.safe_load(
         description.read_text()))
     monkeypatch.setattr(node, "FABRICMANAGER_PID", str(fm_pid))
+    monkeypatch.setattr(node, "BURN_STATE", str(tmp_path / "gpu-burn.json"))
     monkeypatch.setattr(node, "loaded_module_version", lambda: DRIVER)
     monkeypatch.setattr(node, "nvml_version", lambda: DRIVER)
     monkeypatch.chdir(tmp_path)
@@ -334,3 +335,50 @@ def test_the_packaged_persistence_unit_turns_persistence_mode_off_as_the_real_on
         capsys.readouterr()
         assert nvidia_smi.main(["--query-gpu=persistence_mode", "--format=csv,noheader"]) == 0
         assert set(capsys.readouterr().out.split()) == {shown}
+
+
+def _sampled(capsys, interval_ms: int = 1000, rounds: int = 3) -> str:
+    """The lab's nvidia-smi looping the soak's sampler for `rounds` intervals."""
+    from gpuprov.lab.sim import nvidia_smi
+    from gpuprov.parsers.telemetry import SAMPLER
+
+    sleeps = []
+
+    def sleep(seconds):
+        sleeps.append(seconds)
+        if len(sleeps) == rounds:
+            raise KeyboardInterrupt   # what stops the real loop is a signal
+    args = SAMPLER.format(interval_ms=interval_ms).split()[1:]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(nvidia_smi.time, "sleep", sleep)
+        with pytest.raises(KeyboardInterrupt):
+            nvidia_smi.main(args)
+    assert sleeps == [interval_ms / 1000] * rounds
+    return capsys.readouterr().out
+
+
+def test_the_soak_sampler_under_the_lab_s_gpu_burn_load_shows_each_weak_gpu(
+        sim_node, tmp_path, monkeypatch, capsys):
+    from gpuprov.parsers.telemetry import parse_gpu_telemetry
+
+    hw, save = sim_node
+    hw["gpus"][1]["load_temp_offset_c"] = 12
+    hw["gpus"][3]["power_limit_w"] = 228
+    hw["gpus"][6]["clock_throttle"] = True
+    save(hw)
+    idle = parse_gpu_telemetry(_sampled(capsys, rounds=1), "idle")
+    assert {s.utilization_pct for s in idle.samples} == {0}
+    with node.burning([g["index"] for g in hw["gpus"]]):
+        assert node.burn_load()[1] == set(range(8))
+        monkeypatch.setattr(node, "burn_load", lambda: (20.0, set(range(8))))
+        out = _sampled(capsys, 500, rounds=3)
+    assert out.count("timestamp, index") == 1   # the header once
+    loaded = parse_gpu_telemetry(out, "load").gpus()
+    assert all(len(samples) == 3 for samples in loaded.values())
+    first = {i: samples[0] for i, samples in loaded.items()}
+    assert first[0].utilization_pct == 100 and first[0].power_w == 0.9 * 400
+    assert first[1].temp_c - first[0].temp_c == 12
+    assert (first[3].power_w, first[3].power_limit_w) == (228, 228)
+    assert first[3].reasons == {"sw_power_cap"}
+    assert first[6].reasons == {"hw_slowdown"} and first[6].sm_clock_mhz == 1410 // 2
+    assert not (tmp_path / "gpu-burn.json").exists()   # gone when gpu-burn ends

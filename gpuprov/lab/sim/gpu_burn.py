@@ -58,12 +58,6 @@ def _ptx_target(path: str) -> int | None:
     return int(m.group(1)) if m else 0
 
 
-def _load_temp(hw: dict, gpu: dict, elapsed: float) -> int:
-    """Warms from idle by a few degrees a second to a plateau under load."""
-    idle = render.temperature(hw, gpu)
-    return min(idle + 8 + 4 * int(elapsed), idle + 38)
-
-
 def _cuda_init_error(hw: dict) -> str | None:
     """Why cuInit would fail on this node, in CUDA's error names; None when it works."""
     module, nvml = node.loaded_module_version(), node.nvml_version()
@@ -178,30 +172,31 @@ def main(argv: list[str] | None = None) -> int:
     next_summary = SUMMARY_EVERY_S
     elapsed = 0.0
     died: set[int] = set()
-    while elapsed < seconds:
-        time.sleep(min(1.0, seconds - elapsed))
-        elapsed = time.monotonic() - start
-        if elapsed >= seconds / 2:
-            died |= _fall_off_the_bus(hw, gpus)
-        for g in gpus:
-            i = g["index"]
-            procd[i] = -1 if i in died else int(rate[i] * elapsed / ops_per_iter)
-            if g.get("burn_errors") and i in working:
-                interval_errors[i] += int(g["burn_errors"])
-                faulty[i] = True
-        temps = " - ".join(f"{_load_temp(hw, g, elapsed)} C" for g in gpus)
-        procd_text = " - ".join(f"{procd[g['index']]} "
-                                f"({0 if g['index'] in died else rate[g['index']]:.0f} Gflop/s)"
-                                for g in gpus)
-        # a dead client's count is garbage with the mark (wilicc/gpu-burn#69)
-        errors_text = " - ".join(f"{DEAD_COUNT}  (DIED!)" if g["index"] in died
-                                 else str(interval_errors[g["index"]]) for g in gpus)
-        pct = min(100.0, 100.0 * elapsed / seconds) if seconds else 100.0
-        _out(f"\r{pct:.1f}%  proc'd: {procd_text}   errors: {errors_text}   temps: {temps} ")
-        if elapsed >= next_summary:
-            _out(f"\n\tSummary at:   {_date()}\n\n")
-            interval_errors = {k: 0 for k in interval_errors}
-            next_summary += SUMMARY_EVERY_S
+    with node.burning(working):   # what nvidia-smi shows meanwhile
+        while elapsed < seconds:
+            time.sleep(min(1.0, seconds - elapsed))
+            elapsed = time.monotonic() - start
+            if elapsed >= seconds / 2:
+                died |= _fall_off_the_bus(hw, gpus)
+            for g in gpus:
+                i = g["index"]
+                procd[i] = -1 if i in died else int(rate[i] * elapsed / ops_per_iter)
+                if g.get("burn_errors") and i in working:
+                    interval_errors[i] += int(g["burn_errors"])
+                    faulty[i] = True
+            temps = " - ".join(f"{render.load_temperature(hw, g, elapsed)} C" for g in gpus)
+            procd_text = " - ".join(f"{procd[g['index']]} "
+                                    f"({0 if g['index'] in died else rate[g['index']]:.0f} Gflop/s)"
+                                    for g in gpus)
+            # a dead client's count is garbage with the mark (wilicc/gpu-burn#69)
+            errors_text = " - ".join(f"{DEAD_COUNT}  (DIED!)" if g["index"] in died
+                                     else str(interval_errors[g["index"]]) for g in gpus)
+            pct = min(100.0, 100.0 * elapsed / seconds) if seconds else 100.0
+            _out(f"\r{pct:.1f}%  proc'd: {procd_text}   errors: {errors_text}   temps: {temps} ")
+            if elapsed >= next_summary:
+                _out(f"\n\tSummary at:   {_date()}\n\n")
+                interval_errors = {k: 0 for k in interval_errors}
+                next_summary += SUMMARY_EVERY_S
     _out("\nKilling processes with SIGTERM (soft kill)\n")
     for g in gpus:
         _out(f"Freed memory for dev {g['index']}\nUninitted cublas\n")

@@ -17,8 +17,12 @@ and on the controller (tests, `gpuprov lab fault`), so it holds paths and reader
 from __future__ import annotations
 
 import glob
+import json
 import os
 import re
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 
 import yaml
 
@@ -35,6 +39,8 @@ PERSISTENCED_PID = "/run/nvidia-persistenced/nvidia-persistenced.pid"
 PERSISTENCE_MODE = "/run/nvidia-persistenced/persistence-mode"
 FABRICMANAGER_PID = "/run/nvidia-fabricmanager/nv-fabricmanager.pid"
 KERNEL_LOG = "/var/log/kern.log"
+# while the simulated gpu-burn runs: its pid, when it started, the GPUs it loads
+BURN_STATE = f"{RUN_DIR}/gpu-burn.json"
 
 
 def description(path: str = DESCRIPTION) -> dict:
@@ -86,14 +92,44 @@ def persistence_mode() -> bool:
     return running(PERSISTENCED_PID) and read_value(PERSISTENCE_MODE) == "1"
 
 
-def running(pid_file: str) -> bool:
-    pid = read_value(pid_file)
-    if pid is None or not pid.isdigit():
-        return False
+def burn_load(path: str | None = None) -> tuple[float, set[int]] | None:
+    """How long the running gpu-burn has loaded which GPUs; None when none runs (a killed
+    one's state file left behind counts as none)."""
     try:
-        os.kill(int(pid), 0)
+        with open(path or BURN_STATE) as fh:
+            state = json.load(fh)
+    except (FileNotFoundError, ValueError):
+        return None
+    if not _alive(int(state["pid"])):
+        return None
+    return max(time.time() - float(state["started"]), 0.0), set(state["gpus"])
+
+
+@contextmanager
+def burning(gpus: list[int], path: str | None = None) -> Iterator[None]:
+    """gpu-burn's load on `gpus` for as long as the block runs (nvidia-smi reads it)."""
+    path = path or BURN_STATE
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(f"{path}.tmp", "w") as fh:
+        json.dump({"pid": os.getpid(), "started": time.time(), "gpus": gpus}, fh)
+    os.replace(f"{path}.tmp", path)
+    try:
+        yield
+    finally:
+        with suppress(FileNotFoundError):
+            os.remove(path)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
     return True
+
+
+def running(pid_file: str) -> bool:
+    pid = read_value(pid_file)
+    return pid is not None and pid.isdigit() and _alive(int(pid))

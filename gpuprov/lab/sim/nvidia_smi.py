@@ -45,6 +45,56 @@ def _select(hw: dict, ids: list[str]) -> dict:
     return {**hw, "gpus": chosen}
 
 
+def _loop_ms(args: list[str]) -> tuple[list[str], int | None]:
+    """The arguments without the loop option, and its interval in ms (`-l S`, `-lms MS`)."""
+    rest, interval = [], None
+    it = iter(args)
+    for arg in it:
+        if arg in ("-l", "--loop", "-lms", "--loop-ms"):
+            value = next(it, "")
+            if not value.isdigit():
+                raise Usage
+            interval = int(value) * (1 if arg.endswith("ms") else 1000)
+        elif arg.startswith(("--loop=", "--loop-ms=")):
+            name, value = arg.split("=", 1)
+            if not value.isdigit():
+                raise Usage
+            interval = int(value) * (1 if name.endswith("ms") else 1000)
+        else:
+            rest.append(arg)
+    return rest, interval
+
+
+def _loop(args: list[str], interval_ms: int, driver: str) -> int:
+    """`--query-gpu … -lms N`: the header once, then every GPU's row each interval until
+    killed, re-reading the hardware (its load, a GPU lost) every time."""
+    header = not any(a.startswith("--format=") and "noheader" in a for a in args)
+    first = True
+    while True:
+        hw = node.description()
+        lost = node.lost_gpus(hw)
+        if lost:
+            sys.stdout.write(_lost_message(lost[0]))
+            return RC_GPU_LOST
+        text = _render(args, hw, driver, _live())
+        sys.stdout.write(text if first or not header else text.split("\n", 1)[1])
+        sys.stdout.flush()
+        first = False
+        time.sleep(interval_ms / 1000)
+
+
+def _lost_message(gpu: dict) -> str:
+    # a GPU the driver lost fails the whole query, as on real servers: the message of
+    # open-gpu-kernel-modules#387, haotian-liu/LLaVA#1466 (`nvidia-smi`, `-a -i 0`)
+    return (f"Unable to determine the device handle for GPU{_handle_address(gpu['bus_id'])}: "
+            f"Unknown Error\n")
+
+
+def _live() -> render.Live:
+    return render.Live(persistence=node.persistence_mode(),
+                       fabric_manager=node.running(node.FABRICMANAGER_PID))
+
+
 def _render(args: list[str], hw: dict, driver: str, live: render.Live) -> str:
     now = time.strftime("%a %b %d %H:%M:%S %Y")
     ids: list[str] = []
@@ -92,7 +142,8 @@ def _render(args: list[str], hw: dict, driver: str, live: render.Live) -> str:
             raise Usage
         names = [n.strip() for n in query[0].split("=", 1)[1].split(",") if n.strip()]
         return render.query_gpu(hw, driver, names, "noheader" in options, "nounits" in options,
-                                time.strftime("%Y/%m/%d %H:%M:%S.000"), live)
+                                time.strftime("%Y/%m/%d %H:%M:%S.000"), live,
+                                node.burn_load())
     raise Usage
 
 
@@ -122,15 +173,15 @@ def main(argv: list[str] | None = None) -> int:
         return RC_NOT_FOUND
     lost = node.lost_gpus(hw)
     if lost:
-        # a GPU the driver lost fails the whole query, as on real servers: the message of
-        # open-gpu-kernel-modules#387, haotian-liu/LLaVA#1466 (`nvidia-smi`, `-a -i 0`)
-        sys.stdout.write(f"Unable to determine the device handle for GPU"
-                         f"{_handle_address(lost[0]['bus_id'])}: Unknown Error\n")
+        sys.stdout.write(_lost_message(lost[0]))
         return RC_GPU_LOST
-    live = render.Live(persistence=node.persistence_mode(),
-                       fabric_manager=node.running(node.FABRICMANAGER_PID))
     try:
-        sys.stdout.write(_render(args, hw, module, live))
+        args, interval_ms = _loop_ms(args)
+        if interval_ms is not None:
+            if not any(a.startswith("--query-gpu=") for a in args):
+                raise Usage   # the lab loops the query form only
+            return _loop(args, interval_ms, module)
+        sys.stdout.write(_render(args, hw, module, _live()))
     except Usage:
         sys.stdout.write(BAD_ARGS)
         return RC_BAD_ARGS

@@ -70,6 +70,48 @@ def temperature(hw: dict, gpu: dict) -> int:
     return int(gpu.get("temp_c", hw["idle_temp_c"]))
 
 
+def load_temperature(hw: dict, gpu: dict, elapsed: float) -> int:
+    """Under load: warms from idle by a few degrees a second to a plateau (a GPU that
+    cools worse than its siblings runs `load_temp_offset_c` hotter)."""
+    idle = temperature(hw, gpu)
+    return min(idle + 8 + 4 * int(elapsed), idle + 38) + int(gpu.get("load_temp_offset_c", 0))
+
+
+# A real H100 under gpu-burn drew 631.95 W of its 700 W limit at 1980 MHz, the same GPU
+# idle 69.85 W at 345 MHz (tests/fixtures/query-gpu/h100-590.48.01-wide-csv-*.txt)
+LOAD_POWER_FRACTION, IDLE_POWER_FRACTION, IDLE_SM_MHZ = 0.9, 0.1, 345
+
+
+def _telemetry(hw: dict, gpu: dict, elapsed: float | None) -> dict:
+    """The soak's sampled fields: idle, or `elapsed` seconds into gpu-burn's load. A GPU
+    capped below what the load draws sits at its cap (SW power cap) with clocks lowered to
+    match; one in HW slowdown (`clock_throttle`) runs at half its clock."""
+    spec = hw["gpu"]
+    limit = float(gpu.get("power_limit_w", spec["power_limit_w"]))
+    max_sm = spec["max_clocks_mhz"]["graphics"]
+    reasons = dict.fromkeys(("sw_power_cap", "hw_slowdown", "hw_thermal_slowdown",
+                             "hw_power_brake_slowdown", "sw_thermal_slowdown"), False)
+    if elapsed is None:
+        draw, sm, temp, util = IDLE_POWER_FRACTION * spec["power_limit_w"], IDLE_SM_MHZ, \
+            temperature(hw, gpu), 0
+    else:
+        wanted = LOAD_POWER_FRACTION * spec["power_limit_w"]
+        draw, sm, temp, util = min(wanted, limit), max_sm, load_temperature(hw, gpu, elapsed), 100
+        if limit < wanted:
+            reasons["sw_power_cap"] = True
+            sm = int(max_sm * limit / wanted)
+        if gpu.get("clock_throttle"):
+            reasons["hw_slowdown"] = True
+            sm = max_sm // 2
+    values = {"utilization.gpu": (str(util), "%"), "power.draw": (f"{draw:.2f}", "W"),
+              "enforced.power.limit": (f"{limit:.2f}", "W"),
+              "temperature.gpu": (str(temp), None), "temperature.memory": (str(temp - 5), None),
+              "clocks.current.sm": (str(sm), "MHz"), "clocks.max.sm": (str(max_sm), "MHz")}
+    for reason, active in reasons.items():
+        values[f"clocks_event_reasons.{reason}"] = ("Active" if active else "Not Active", None)
+    return values
+
+
 def _fabric(hw: dict, live: Live) -> tuple[str, str]:
     if not hw["nvswitch"]:
         return "N/A", "N/A"
@@ -260,10 +302,16 @@ def table(hw: dict, driver: str, timestamp: str, live: Live = Live()) -> str:
 
 # --query-gpu: field name -> (header, unit, value); aliases map to the canonical name.
 QUERY_ALIASES = {"gpu_name": "name", "gpu_bus_id": "pci.bus_id", "gpu_serial": "serial",
-                 "gpu_uuid": "uuid", "persistence-mode": "persistence_mode"}
+                 "gpu_uuid": "uuid", "persistence-mode": "persistence_mode",
+                 "clocks.sm": "clocks.current.sm",
+                 # the names before driver 535 (--help-query-gpu lists both)
+                 **{f"clocks_throttle_reasons.{r}": f"clocks_event_reasons.{r}" for r in (
+                     "sw_power_cap", "hw_slowdown", "hw_thermal_slowdown",
+                     "hw_power_brake_slowdown", "sw_thermal_slowdown")}}
 
 
-def _query_values(hw: dict, gpu: dict, driver: str, live: Live, timestamp: str) -> dict:
+def _query_values(hw: dict, gpu: dict, driver: str, live: Live, timestamp: str,
+                  elapsed: float | None = None) -> dict:
     spec = hw["gpu"]
     pcie = gpu.get("pcie", hw["pcie"])
     ecc = gpu.get("ecc", {})
@@ -295,7 +343,6 @@ def _query_values(hw: dict, gpu: dict, driver: str, live: Live, timestamp: str) 
         "memory.total": (str(spec["memory_mib"]), "MiB"),
         "memory.used": ("1", "MiB"),
         "memory.free": (str(spec["memory_mib"] - 455), "MiB"),
-        "temperature.gpu": (str(temperature(hw, gpu)), None),
         "power.limit": (f"{spec['power_limit_w']:.2f}", "W"),
         "clocks.max.graphics": (str(spec["max_clocks_mhz"]["graphics"]), "MHz"),
         "clocks.max.memory": (str(spec["max_clocks_mhz"]["memory"]), "MHz"),
@@ -312,6 +359,7 @@ def _query_values(hw: dict, gpu: dict, driver: str, live: Live, timestamp: str) 
         "remapped_rows.failure": ("Yes" if remap.get("failure") else "No", None),
         "fabric.state": (state, None),
         "fabric.status": (status, None),
+        **_telemetry(hw, gpu, elapsed),
     }
 
 
@@ -320,10 +368,14 @@ class UnknownQueryField(ValueError):
 
 
 def query_gpu(hw: dict, driver: str, names: list[str], noheader: bool, nounits: bool,
-              timestamp: str, live: Live = Live()) -> str:
-    """`nvidia-smi --query-gpu=… --format=csv[,noheader][,nounits]`."""
+              timestamp: str, live: Live = Live(),
+              load: tuple[float, set[int]] | None = None) -> str:
+    """`nvidia-smi --query-gpu=… --format=csv[,noheader][,nounits]`; `load`: how long
+    gpu-burn has run on which GPUs."""
     canonical = [QUERY_ALIASES.get(n, n) for n in names]
-    rows = [_query_values(hw, g, driver, live, timestamp) for g in hw["gpus"]]
+    rows = [_query_values(hw, g, driver, live, timestamp,
+                          load[0] if load and g["index"] in load[1] else None)
+            for g in hw["gpus"]]
     known = rows[0]  # callers never render an empty GPU list (see nvidia_smi.main)
     for asked, name in zip(names, canonical, strict=True):
         if name not in known:
