@@ -1,7 +1,8 @@
-"""What is generated from the code: the tables of docs/checks.md and docs/evidence.md (the
-check registry, the evidence table), the CLI reference of docs/cli.md (the commands' own
-help), each file keeping its prose around the generated block; and the report schema's
-list of check ids. Unit tests hold each equal to what this renders.
+"""What is generated from the code: the tables of docs/checks.md, docs/evidence.md and
+docs/day-two.md (the check registry, the evidence table, drift's check set), the CLI
+reference of docs/cli.md (the commands' own help), each file keeping its prose around the
+generated block; and the report schema's list of check ids. Unit tests hold each equal to
+what this renders.
 
     python -m gpuprov.docs_tables      # rewrite them in place after adding a check
 """
@@ -50,12 +51,20 @@ def evidence_table() -> str:
     return "\n".join(rows)
 
 
+def drift_table() -> str:
+    from gpuprov.drift.expected import DRIFT  # a service's check set: only here
+    rows = ["| check | in sync when |", "|---|---|"]
+    rows += [f"| `{c.id}` | {_cell(c.rule)} |" for c in DRIFT.checks]
+    return "\n".join(rows)
+
+
 def cli_reference() -> str:
     from gpuprov.cli import reference  # the CLI sits above everything else: only here
     return reference.render()
 
 
-GENERATED = {"checks.md": checks_table, "evidence.md": evidence_table, "cli.md": cli_reference}
+GENERATED = {"checks.md": checks_table, "evidence.md": evidence_table, "cli.md": cli_reference,
+             "day-two.md": drift_table}
 
 
 def render(text: str, table: str) -> str:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from gpuprov.checks.context import Context
 from gpuprov.evidence import STAGES, EvidenceKind
@@ -102,12 +103,16 @@ class Check:
                 action = (Action.REBOOT if any(f.startswith("nvidia-smi") for f in failures)
                           else None)
                 return results.fail(failures[0], {"tool_failures": failures}, action=action)
+        # the run's own record of why a stage did not run (identity failed, tool absent)
+        skipped = ctx.evidence.meta.get("skipped", {}).get(self.stage)
         if self.optional and absent_needs:
-            return results.result(Status.SKIP, self.skip_reason)
+            return results.result(Status.SKIP, f"{self.stage} not run: {skipped}" if skipped
+                                  else self.skip_reason)
         absent = [_need_name(need) for need in absent_needs]
         if absent:
+            why = f" ({self.stage} not run: {skipped})" if skipped else ""
             return results.result(Status.MISSING,
-                                  f"no evidence: {', '.join(absent)} not collected")
+                                  f"no evidence: {', '.join(absent)} not collected{why}")
         return self.evaluate(ctx, results)
 
 
@@ -142,3 +147,50 @@ def check(id: str, *, stage: str, needs: tuple[Need, ...], rule: str,
 def declared() -> tuple[Check, ...]:
     """The checks declared so far, in declaration order (catalog.py imports them all)."""
     return tuple(_declared)
+
+
+# -- check sets over one probe's output (the doctor's host facts, drift's installed state) --
+
+F = TypeVar("F")
+
+@dataclass(frozen=True)
+class HostCheck(Generic[F]):
+    """One check of a set: the results (ids `id` or one of `also`) it finds in the facts;
+    none is a pass. `rule` is its docs row."""
+    id: str
+    find: Callable[[F], list[CheckResult]]
+    rule: str
+    also: tuple[str, ...] = ()
+    applies: Callable[[F], bool] | None = None
+
+
+class CheckSet(Generic[F]):
+    """Checks over the facts one read-only probe gathered from a host, declared like the
+    validation's (`@set.check(id, rule=…)`: one id, one docs row, never declared twice) and
+    judged in declaration order: every result a check finds, pass being none."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.checks: list[HostCheck[F]] = []
+
+    def check(self, id: str, *, rule: str, also: tuple[str, ...] = (),
+              applies: Callable[[F], bool] | None = None
+              ) -> Callable[[Callable[[F], list[CheckResult]]], Callable[[F], list[CheckResult]]]:
+        def register(find: Callable[[F], list[CheckResult]]) -> Callable[[F], list[CheckResult]]:
+            taken = {i for c in self.checks for i in (c.id, *c.also)}
+            if {id, *also} & taken:
+                raise ValueError(f"{self.name} check {id} declared twice")
+            self.checks.append(HostCheck(id, find, rule, also, applies))
+            return find
+        return register
+
+    def judge(self, facts: F) -> list[CheckResult]:
+        found: list[CheckResult] = []
+        for c in self.checks:
+            if c.applies is not None and not c.applies(facts):
+                continue
+            for result in c.find(facts):
+                if result.id not in (c.id, *c.also):   # the declaration is the docs' table
+                    raise ValueError(f"{self.name} check {c.id} found undeclared {result.id}")
+                found.append(result)
+        return found

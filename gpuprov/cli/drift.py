@@ -10,8 +10,7 @@ import click
 
 from gpuprov.cli import options
 from gpuprov.config import resolve_inventory
-from gpuprov.console import result_line
-from gpuprov.drift.expected import difference
+from gpuprov.drift.expected import record_line
 from gpuprov.drift.run import check_hosts
 from gpuprov.inventory import Inventory
 from gpuprov.ledger import Ledger
@@ -41,7 +40,7 @@ def drift(inventory_option: str | None, limit: str | None, as_json: bool) -> Non
             if r.state == "unreachable":
                 click.echo(f"{r.host}: unreachable: {r.details[0]}")
             for d in r.details if r.state == "drifted" else []:
-                click.echo(result_line(r.host, difference(**d)))
+                click.echo(record_line(r.host, d))
         counts = {s: sum(r.state == s for r in reports)
                   for s in ("in-sync", "drifted", "unreachable")}
         click.echo(f"drift: {len(reports)} host(s) in {seconds} s: {counts['in-sync']} in "

@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass
 
 from gpuprov import releases
+from gpuprov.checks.registry import CheckSet
 from gpuprov.compat import matrix
 from gpuprov.doctor.probe import HostFacts
 from gpuprov.lock import Lock
@@ -61,23 +62,35 @@ class Stack:
     venv_python: bool = True           # some PyTorch environment is a venv (archive python3)
 
 
+@dataclass(frozen=True)
+class Examined:
+    """One host as the doctor judges it: the probe's facts and what its inventory asks."""
+    facts: HostFacts
+    lock: Lock
+    min_free_gib: dict[str, float]
+    signing: ModuleSigning = ModuleSigning()
+    stack: Stack = Stack()
+
+    @property
+    def precompiled(self) -> bool:
+        return self.signing.mode == PRECOMPILED
+
+
+# the doctor's checks, in the order it reports them (docs/checks.md lists them)
+DOCTOR: CheckSet[Examined] = CheckSet("doctor")
+
+
 def judge(facts: HostFacts, lock: Lock, min_free_gib: dict[str, float] | None = None,
           signing: ModuleSigning = ModuleSigning(), stack: Stack = Stack()) -> list[CheckResult]:
-    found: list[CheckResult] = (_release(facts, lock, stack, signing.mode == "site-mok")
-                            + _secure_boot(facts, signing))
-    if signing.mode == PRECOMPILED:
-        found += _precompiled_modules(facts, lock) + _repository_packages(facts)
-    else:
-        found += _headers(facts) + _dkms(facts) + _archive_packages(facts)
-    for rule in (_run_installer, _dpkg_audit, _dpkg_locks, _nouveau, _gpu_processes):
-        found += rule(facts)
-    found += _holds(facts, lock)
-    found += _space(facts, {**MIN_FREE_GIB, **(min_free_gib or {})})
-    return found
+    return DOCTOR.judge(Examined(facts, lock, {**MIN_FREE_GIB, **(min_free_gib or {})},
+                                 signing, stack))
 
 
-def _release(facts: HostFacts, lock: Lock, stack: Stack, site_mok: bool) -> list[CheckResult]:
+@DOCTOR.check("release", rule="every locked version exists for the host's OS release "
+              "(releases.py); an unread /etc/os-release blocks")
+def _release(h: Examined) -> list[CheckResult]:
     """Lock versions that do not exist for the host's OS release (releases.py)."""
+    facts, lock, stack, site_mok = h.facts, h.lock, h.stack, h.signing.mode == "site-mok"
     if facts.os_release is None:   # unread evidence is never a pass: the lock is unjudged
         return [_finding(BLOCKER, "release", "no /etc/os-release could be read: the lock's "
                         "Docker, Python and CUDA cannot be checked against the host's release",
@@ -89,7 +102,10 @@ def _release(facts: HostFacts, lock: Lock, stack: Stack, site_mok: bool) -> list
             for what, fix in found]
 
 
-def _secure_boot(facts: HostFacts, signing: ModuleSigning) -> list[CheckResult]:
+@DOCTOR.check("secure-boot", rule="with Secure Boot on, the module DKMS builds is signed by "
+              "an enrolled key or the site's (gpuprov_module_signing)")
+def _secure_boot(h: Examined) -> list[CheckResult]:
+    facts, signing = h.facts, h.signing
     # Canonical's prebuilt modules carry the kernel's own signature: nothing to enrol
     if facts.secure_boot != "enabled" or signing.mode == PRECOMPILED:
         return []
@@ -114,13 +130,21 @@ def _secure_boot(facts: HostFacts, signing: ModuleSigning) -> list[CheckResult]:
                     "turn Secure Boot off in the firmware")]
 
 
-_NO_KERNEL = _finding(BLOCKER, "kernel", "the running kernel's release could not be read",
-                    "check the host's `uname -r`")
+@DOCTOR.check("kernel", rule="the running kernel's release can be read")
+def _kernel(h: Examined) -> list[CheckResult]:
+    if h.facts.kernel:
+        return []
+    return [_finding(BLOCKER, "kernel", "the running kernel's release could not be read",
+                     "check the host's `uname -r`")]
 
 
-def _headers(facts: HostFacts) -> list[CheckResult]:
+@DOCTOR.check("kernel-headers", rule="headers for the running kernel installed or in a "
+              "repository; every installed kernel has its headers",
+              applies=lambda h: not h.precompiled)
+def _headers(h: Examined) -> list[CheckResult]:
+    facts = h.facts
     if not facts.kernel:
-        return [_NO_KERNEL]
+        return []
     out = []
     if not facts.kernels.get(facts.kernel) and facts.headers_candidate:
         out.append(_finding(WARNING, "kernel-headers", f"no headers for the running kernel "
@@ -145,7 +169,12 @@ def _headers(facts: HostFacts) -> list[CheckResult]:
     return out
 
 
-def _dkms(facts: HostFacts) -> list[CheckResult]:
+@DOCTOR.check("dkms", rule="DKMS's nvidia module installed for the running kernel (or "
+              "buildable there), none half-built; with Canonical's prebuilt modules, none at all")
+def _dkms(h: Examined) -> list[CheckResult]:
+    facts = h.facts
+    if h.precompiled:
+        return _dkms_modules_in_the_way(facts)
     if facts.dkms is None:
         return []
     out = []
@@ -185,12 +214,14 @@ def _dkms(facts: HostFacts) -> list[CheckResult]:
     return out
 
 
-def _precompiled_modules(facts: HostFacts, lock: Lock) -> list[CheckResult]:
+@DOCTOR.check("precompiled-module", rule="with Canonical's prebuilt modules, one of the "
+              "locked branch for every installed kernel", applies=lambda h: h.precompiled)
+def _precompiled_modules(h: Examined) -> list[CheckResult]:
     """Canonical's way: every installed kernel needs the archive's prebuilt module of the
-    locked branch (the driver role refuses a kernel without), and DKMS's own nvidia
-    modules, found first in updates/, must be gone."""
+    locked branch (the driver role refuses a kernel without)."""
+    facts, lock = h.facts, h.lock
     if not facts.kernel:
-        return [_NO_KERNEL]
+        return []
     branch = lock.driver_version.split(".")[0]
     prefix = f"linux-modules-nvidia-{branch}-server"
     out = []
@@ -204,6 +235,12 @@ def _precompiled_modules(facts: HostFacts, lock: Lock) -> list[CheckResult]:
                            f"{kernel})", "boot a kernel the archive builds them for (apt-cache "
                            f"pkgnames {prefix}) and remove this one, or let DKMS build the "
                            "driver (gpuprov_module_signing: none or site-mok)"))
+    return out
+
+
+def _dkms_modules_in_the_way(facts: HostFacts) -> list[CheckResult]:
+    """DKMS's own nvidia modules, found first in updates/, must be gone."""
+    out = []
     built = sorted({f"{e.module}/{e.version}" for e in facts.dkms or []
                     if e.module.startswith("nvidia")})
     if built:
@@ -214,7 +251,10 @@ def _precompiled_modules(facts: HostFacts, lock: Lock) -> list[CheckResult]:
     return out
 
 
-def _repository_packages(facts: HostFacts) -> list[CheckResult]:
+@DOCTOR.check("repository-driver", rule="with Canonical's prebuilt modules, no driver "
+              "package of NVIDIA's repository", applies=lambda h: h.precompiled)
+def _repository_packages(h: Examined) -> list[CheckResult]:
+    facts = h.facts
     # all of them: apt cannot remove a held package and keep what depends on it
     found = sorted(p for p, (version, _) in facts.packages.items()
                    if DRIVER_PACKAGE.match(p) and not _canonicals(p, version))
@@ -226,7 +266,9 @@ def _repository_packages(facts: HostFacts) -> list[CheckResult]:
                     f"apt-get purge --allow-change-held-packages {' '.join(found)} (then reboot)")]
 
 
-def _run_installer(facts: HostFacts) -> list[CheckResult]:
+@DOCTOR.check("run-installer", rule="no driver installed from NVIDIA's .run file")
+def _run_installer(h: Examined) -> list[CheckResult]:
+    facts = h.facts
     if not facts.run_installer:
         return []
     return [_finding(BLOCKER, "run-installer", "a driver installed from NVIDIA's .run file "
@@ -241,7 +283,10 @@ def _canonicals(name: str, version: str) -> bool:
     return UBUNTU_ARCHIVE_DRIVER.match(name) is not None
 
 
-def _archive_packages(facts: HostFacts) -> list[CheckResult]:
+@DOCTOR.check("archive-driver", rule="no driver package of Ubuntu's archive beside NVIDIA's "
+              "repository's", applies=lambda h: not h.precompiled)
+def _archive_packages(h: Examined) -> list[CheckResult]:
+    facts = h.facts
     found = sorted(p for p, (version, _) in facts.packages.items()
                    if (DRIVER_PACKAGE.match(p) or UBUNTU_ARCHIVE_DRIVER.match(p))
                    and _canonicals(p, version))
@@ -252,7 +297,9 @@ def _archive_packages(facts: HostFacts) -> list[CheckResult]:
                     f"apt-get purge --allow-change-held-packages {' '.join(found)} (then reboot)")]
 
 
-def _dpkg_audit(facts: HostFacts) -> list[CheckResult]:
+@DOCTOR.check("dpkg", rule="dpkg --audit reports no interrupted or broken install")
+def _dpkg_audit(h: Examined) -> list[CheckResult]:
+    facts = h.facts
     if not facts.audit:
         return []
     packages = list(dict.fromkeys(line.split()[0] for line in facts.audit
@@ -262,7 +309,9 @@ def _dpkg_audit(facts: HostFacts) -> list[CheckResult]:
                     f"install{what}", "dpkg --configure -a, then apt-get -f install")]
 
 
-def _dpkg_locks(facts: HostFacts) -> list[CheckResult]:
+@DOCTOR.check("dpkg-lock", rule="no other package manager holds dpkg's locks")
+def _dpkg_locks(h: Examined) -> list[CheckResult]:
+    facts = h.facts
     if not facts.locks:
         return []
     held = ", ".join(f"{path} (pid {pid})" for path, pid in facts.locks)
@@ -270,7 +319,10 @@ def _dpkg_locks(facts: HostFacts) -> list[CheckResult]:
                     "wait for it (unattended-upgrades?) or stop it, then provision")]
 
 
-def _nouveau(facts: HostFacts) -> list[CheckResult]:
+@DOCTOR.check("nouveau", rule="nouveau not loaded (a warning: the nouveau role blacklists "
+              "it)")
+def _nouveau(h: Examined) -> list[CheckResult]:
+    facts = h.facts
     if "nouveau" not in facts.modules:
         return []
     return [_finding(WARNING, "nouveau", "nouveau is loaded",
@@ -278,7 +330,9 @@ def _nouveau(facts: HostFacts) -> list[CheckResult]:
                     "(allowed with --allow-reboot) unloads it")]
 
 
-def _gpu_processes(facts: HostFacts) -> list[CheckResult]:
+@DOCTOR.check("gpu-busy", rule="no process holds a GPU")
+def _gpu_processes(h: Examined) -> list[CheckResult]:
+    facts = h.facts
     if not facts.gpu_processes:
         return []
     procs = ", ".join(f"{p.name} (pid {p.pid}, {p.memory} on {p.bus_id})"
@@ -288,7 +342,10 @@ def _gpu_processes(facts: HostFacts) -> list[CheckResult]:
                     "drain the node (let the jobs finish or stop them), then provision")]
 
 
-def _holds(facts: HostFacts, lock: Lock) -> list[CheckResult]:
+@DOCTOR.check("hold", rule="every held NVIDIA, CUDA, cuDNN or container-toolkit package "
+              "held at the lock's version (a warning)")
+def _holds(h: Examined) -> list[CheckResult]:
+    facts, lock = h.facts, h.lock
     wanted: list[tuple[str, str]] = []     # (package, locked upstream version or prefix)
     for name, (_, held) in facts.packages.items():
         if not held:
@@ -313,7 +370,10 @@ def _holds(facts: HostFacts, lock: Lock) -> list[CheckResult]:
     return out
 
 
-def _space(facts: HostFacts, needs: dict[str, float]) -> list[CheckResult]:
+@DOCTOR.check("disk-space", rule="free space where the stack lands: /var, /usr, /opt "
+              "(gpuprov_doctor_min_free_gib)")
+def _space(h: Examined) -> list[CheckResult]:
+    facts, needs = h.facts, h.min_free_gib
     out = []
     for path, need in needs.items():
         free = facts.free_kib.get(path)

@@ -1,6 +1,6 @@
-"""A host's state against its effective versions lock: one failed check result
-(gpuprov/model.py) per thing that is not what the lock says, its id what it is and its
-summary `expected X, found Y`.
+"""A host's state against its effective versions lock: drift's checks (a check set, declared
+like the validation's; docs/checks.md lists them), each failed result one thing that is not
+what the lock says, its summary `what: expected X, found Y`.
 
 What the lock pins, as the roles install it: the driver's packages (every installed one of
 its family) at the driver version, the CUDA toolkit series, cuDNN, the four container
@@ -12,11 +12,13 @@ at the locked torch and CUDA build.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import cache
 
 import yaml
 
 from gpuprov import collection
+from gpuprov.checks.registry import CheckSet
 from gpuprov.drift.probe import HostState
 from gpuprov.lock import Lock
 from gpuprov.model import CheckResult, Status
@@ -31,28 +33,44 @@ from gpuprov.packages import (
 )
 
 
-def difference(what: str, expected: str, found: str) -> CheckResult:
+@dataclass(frozen=True)
+class Installed:
+    """One host as drift judges it: what the probe read and what its inventory locks."""
+    state: HostState
+    lock: Lock
+    variables: dict
+
+
+DRIFT: CheckSet[Installed] = CheckSet("drift")
+
+
+def difference(check: str, what: str, expected: str, found: str) -> CheckResult:
     """What is not as the lock says; the ledger keeps it as {what, expected, found}."""
-    return CheckResult(what, Status.FAIL, f"expected {expected}, found {found}",
-                       values={"expected": expected, "found": found})
+    return CheckResult(check, Status.FAIL, f"{what}: expected {expected}, found {found}",
+                       values={"what": what, "expected": expected, "found": found})
 
 
 def as_record(result: CheckResult) -> dict:
-    return {"what": result.id, **result.values}
+    return dict(result.values)
 
 
-def _package(state: HostState, name: str, version: str | None,
+def record_line(host: str, record: dict) -> str:
+    """A recorded difference as drift prints it: `host: what: expected X, found Y`."""
+    return f"{host}: {record['what']}: expected {record['expected']}, found {record['found']}"
+
+
+def _package(check: str, state: HostState, name: str, version: str | None,
              matches=lambda found, wanted: upstream(found) == wanted,
              held: bool = True) -> list[CheckResult]:
     """One pinned (and, unless told otherwise, held) package; `version` None: any."""
     if name not in state.packages:
-        return [difference(f"package {name}", version or "installed", "not installed")]
+        return [difference(check, f"package {name}", version or "installed", "not installed")]
     found, is_held = state.packages[name]
     out = []
     if version is not None and not matches(found, version):
-        out.append(difference(f"package {name}", version, found))
+        out.append(difference(check, f"package {name}", version, found))
     if held and not is_held:
-        out.append(difference(f"hold on {name}", "held", "not held"))
+        out.append(difference(check, f"hold on {name}", "held", "not held"))
     return out
 
 
@@ -73,51 +91,107 @@ def _driver_role_packages(branch: str) -> frozenset[str]:
 
 
 def differences(state: HostState, lock: Lock, variables: dict) -> list[CheckResult]:
-    out: list[CheckResult] = []
+    return DRIFT.judge(Installed(state, lock, variables))
+
+
+@DRIFT.check("driver-packages", rule="every installed package of the driver's family at the "
+             "driver version; those the driver role installs held")
+def _driver(h: Installed) -> list[CheckResult]:
+    state, lock = h.state, h.lock
     driver = sorted(n for n in state.packages if DRIVER_PACKAGE.match(n))
     if not driver:
-        out.append(difference("driver packages", lock.driver_version, "none installed"))
+        return [difference("driver-packages", "driver packages", lock.driver_version,
+                           "none installed")]
     held = _driver_role_packages(lock.driver_version.split(".")[0])
-    for name in driver:
-        out += _package(state, name, lock.driver_version, held=name in held)
-    out += _package(state, cuda_toolkit_package(lock.cuda_version), None)
+    return [d for name in driver for d in _package("driver-packages", state, name,
+                                                   lock.driver_version, held=name in held)]
+
+
+@DRIFT.check("cuda-toolkit", rule="the locked CUDA series' toolkit package installed and held")
+def _toolkit(h: Installed) -> list[CheckResult]:
+    return _package("cuda-toolkit", h.state, cuda_toolkit_package(h.lock.cuda_version), None)
+
+
+@DRIFT.check("cudnn", rule="cuDNN's packages at the locked version; the runtime and headers "
+             "held")
+def _cudnn(h: Installed) -> list[CheckResult]:
+    state, lock = h.state, h.lock
     cudnn = sorted(n for n in state.packages if n.startswith(f"libcudnn{lock.cudnn_major}"))
     if not cudnn:
-        out.append(difference("cuDNN packages", lock.cudnn_version, "none installed"))
-    for name in cudnn:     # the runtime and its headers are held; their dependencies not
-        out += _package(state, name, lock.cudnn_version,
-                        held=CUDNN_HELD.match(name) is not None)
-    for name in TOOLKIT_PACKAGES:
-        out += _package(state, name, lock.container_toolkit_version)
-    if lock.docker_version and variables.get("docker_source", "docker-ce") == "docker-ce":
-        out += _package(state, "docker-ce", lock.docker_version,
-                        matches=lambda found, wanted: found == wanted)
-    if variables.get("gpuprov_dcgm_version"):
-        dcgm = upstream(str(variables["gpuprov_dcgm_version"]))
-        for name in dcgm_packages(lock.cuda_version.split(".")[0]):
-            out += _package(state, name, dcgm)
-    if variables.get("gpuprov_nccl_version"):
-        nccl = str(variables["gpuprov_nccl_version"])
-        for name in NCCL_PACKAGES:
-            out += _package(state, name, nccl,
-                            matches=lambda found, wanted: found.startswith(wanted + "+"))
-    if state.module_version != lock.driver_version:
-        out.append(difference("loaded driver module", lock.driver_version,
-                              state.module_version or "none loaded"))
-    cuda = f"/usr/local/cuda-{lock.cuda_version}"
-    if state.cuda_target != cuda:
-        out.append(difference("/usr/local/cuda", cuda, state.cuda_target or "absent"))
-    if state.docker_runtimes is None or "nvidia" not in state.docker_runtimes:
-        found = ("no readable daemon.json" if state.docker_runtimes is None else
-                 "runtimes " + (", ".join(state.docker_runtimes) or "none"))
-        out.append(difference("container runtime", "nvidia registered with Docker", found))
-    out += _torch(state, lock)
-    return out
+        return [difference("cudnn", "cuDNN packages", lock.cudnn_version, "none installed")]
+    # the runtime and its headers are held; their dependencies not
+    return [d for name in cudnn for d in _package("cudnn", state, name, lock.cudnn_version,
+                                                  held=CUDNN_HELD.match(name) is not None)]
 
 
-def _torch(state: HostState, lock: Lock) -> list[CheckResult]:
+@DRIFT.check("container-toolkit", rule="the four NVIDIA Container Toolkit packages at the "
+             "locked version, held")
+def _container_toolkit(h: Installed) -> list[CheckResult]:
+    return [d for name in TOOLKIT_PACKAGES for d in _package(
+        "container-toolkit", h.state, name, h.lock.container_toolkit_version)]
+
+
+@DRIFT.check("docker", rule="docker-ce at the locked version, held (where the lock pins it "
+             "and Docker comes from Docker's repository)",
+             applies=lambda h: bool(h.lock.docker_version) and h.variables.get(
+                 "docker_source", "docker-ce") == "docker-ce")
+def _docker(h: Installed) -> list[CheckResult]:
+    return _package("docker", h.state, "docker-ce", h.lock.docker_version,
+                    matches=lambda found, wanted: found == wanted)
+
+
+@DRIFT.check("dcgm", rule="DCGM's packages at the locked version, held (where the "
+             "inventory sets gpuprov_dcgm_version)",
+             applies=lambda h: bool(h.variables.get("gpuprov_dcgm_version")))
+def _dcgm(h: Installed) -> list[CheckResult]:
+    dcgm = upstream(str(h.variables["gpuprov_dcgm_version"]))
+    return [d for name in dcgm_packages(h.lock.cuda_version.split(".")[0])
+            for d in _package("dcgm", h.state, name, dcgm)]
+
+
+@DRIFT.check("nccl", rule="NCCL's packages at the locked version, held (where the inventory "
+             "sets gpuprov_nccl_version)",
+             applies=lambda h: bool(h.variables.get("gpuprov_nccl_version")))
+def _nccl(h: Installed) -> list[CheckResult]:
+    nccl = str(h.variables["gpuprov_nccl_version"])
+    return [d for name in NCCL_PACKAGES for d in _package(
+        "nccl", h.state, name, nccl, matches=lambda found, wanted: found.startswith(wanted + "+"))]
+
+
+@DRIFT.check("driver-module", rule="the loaded driver module at the driver version")
+def _module(h: Installed) -> list[CheckResult]:
+    if h.state.module_version == h.lock.driver_version:
+        return []
+    return [difference("driver-module", "loaded driver module", h.lock.driver_version,
+                       h.state.module_version or "none loaded")]
+
+
+@DRIFT.check("cuda-alternative", rule="/usr/local/cuda pointing at the locked series")
+def _cuda_link(h: Installed) -> list[CheckResult]:
+    cuda = f"/usr/local/cuda-{h.lock.cuda_version}"
+    if h.state.cuda_target == cuda:
+        return []
+    return [difference("cuda-alternative", "/usr/local/cuda", cuda,
+                       h.state.cuda_target or "absent")]
+
+
+@DRIFT.check("container-runtime", rule="the NVIDIA runtime registered with Docker")
+def _runtime(h: Installed) -> list[CheckResult]:
+    runtimes = h.state.docker_runtimes
+    if runtimes is not None and "nvidia" in runtimes:
+        return []
+    found = ("no readable daemon.json" if runtimes is None else
+             "runtimes " + (", ".join(runtimes) or "none"))
+    return [difference("container-runtime", "container runtime",
+                       "nvidia registered with Docker", found)]
+
+
+@DRIFT.check("pytorch-envs", rule="every PyTorch environment's smoke record at the locked "
+             "torch and CUDA build")
+def _torch(h: Installed) -> list[CheckResult]:
+    state, lock = h.state, h.lock
     if not state.torch_records:
-        return [difference("PyTorch environments", f"torch {lock.torch_version} "
+        return [difference("pytorch-envs", "PyTorch environments", f"torch {lock.torch_version} "
                            f"({lock.torch_cuda_build})", "no smoke record")]
     cuda = (None if lock.torch_cuda_build == "cpu" else
             f"{lock.torch_cuda_build[2:-1]}.{lock.torch_cuda_build[-1]}")   # cu126 -> 12.6
@@ -126,10 +200,10 @@ def _torch(state: HostState, lock: Lock) -> list[CheckResult]:
         name = path.rsplit("/", 1)[-1].removesuffix(".json")
         torch = str(record.get("torch", "?"))
         if torch.split("+")[0] != lock.torch_version:
-            out.append(difference(f"PyTorch environment {name}", f"torch {lock.torch_version}",
-                                  f"torch {torch}"))
+            out.append(difference("pytorch-envs", f"PyTorch environment {name}",
+                                  f"torch {lock.torch_version}", f"torch {torch}"))
         if record.get("cuda") != cuda:
-            out.append(difference(f"PyTorch environment {name}",
+            out.append(difference("pytorch-envs", f"PyTorch environment {name}",
                                   f"CUDA build {cuda or 'none (cpu)'}",
                                   f"CUDA build {record.get('cuda') or 'none (cpu)'}"))
     return out

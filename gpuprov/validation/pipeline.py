@@ -49,8 +49,7 @@ def validate_node(job: NodeJob, progress: Progress) -> NodeResult:
         failing: list[str] = []
         for stage in STAGES:
             if stage.needs_identity and failing and not s.soak_after_identity_failure:
-                if stage.recorded_skipped:
-                    collector.skip(stage.name, f"identity checks failed: {', '.join(failing)}")
+                collector.skip(stage.name, f"identity checks failed: {', '.join(failing)}")
                 continue
             progress(s.node, stage.name, _details(stage.name, s, failing))
             stage.run(collector, lambda event: progress(s.node, event, {}))

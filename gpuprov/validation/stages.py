@@ -6,7 +6,8 @@ stage's checks are those the registry files under its name (catalog.stage_checks
 Identity and the before-soak snapshot always run. The soak (with the after-soak
 snapshot), the DDP smoke (with nccl-tests) and DCGM's diagnostics do not on a node whose
 identity checks failed, unless the operator asks (`--soak-after-identity-failure`); the
-run then records the soak and the DDP smoke as skipped, with the failing checks as why.
+run then records each as skipped, with the failing checks as why, and every check of a
+skipped stage says so.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ class Stage:
     name: str
     run: Callable[[collect.Collector, Step], None]
     needs_identity: bool = False     # not run after an identity failure (unless asked)
-    recorded_skipped: bool = False   # ... and then recorded as skipped in the run's meta
 
 
 def _soak(c: collect.Collector, step: Step) -> None:
@@ -45,7 +45,7 @@ def _ddp(c: collect.Collector, step: Step) -> None:
 STAGES = (
     Stage("identity", lambda c, step: collect.identity(c)),
     Stage("snapshot", lambda c, step: collect.snapshot(c, after=False)),
-    Stage("soak", _soak, needs_identity=True, recorded_skipped=True),
-    Stage("ddp", _ddp, needs_identity=True, recorded_skipped=True),
+    Stage("soak", _soak, needs_identity=True),
+    Stage("ddp", _ddp, needs_identity=True),
     Stage("dcgm", lambda c, step: collect.dcgm(c), needs_identity=True),
 )

@@ -10,7 +10,6 @@ import os
 
 import pytest
 
-from gpuprov.console import result_line
 from gpuprov.drift import expected, probe
 from gpuprov.ledger import DriftReport, Ledger
 from gpuprov.lock import Lock
@@ -61,7 +60,8 @@ def _output(packages=PACKAGES, module="550.90.07", cuda="/usr/local/cuda-12.4",
 
 def _lines(text: str, lock: Lock = LOCK, variables: dict = VARIABLES) -> list[str]:
     state = probe.parse(text, "host node01")
-    return [result_line("node01", d) for d in expected.differences(state, lock, variables)]
+    return [expected.record_line("node01", expected.as_record(d))
+            for d in expected.differences(state, lock, variables)]
 
 
 def test_a_converged_node_is_in_sync():

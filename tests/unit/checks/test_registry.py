@@ -2,6 +2,8 @@
 results, the report schema's id list, docs/checks.md and docs/evidence.md."""
 
 import json
+import re
+from pathlib import Path
 
 import pytest
 
@@ -70,3 +72,51 @@ def test_generated_docs_are_current(name):
     text = (docs_tables.DOCS / name).read_text()
     assert docs_tables.render(text, docs_tables.GENERATED[name]()) == text, (
         f"docs/{name} is stale: run python -m gpuprov.docs_tables")
+
+
+def test_a_check_set_refuses_an_id_twice_and_a_result_it_did_not_declare():
+    from gpuprov.checks.registry import CheckSet
+    from gpuprov.model import CheckResult, Status
+
+    rules: CheckSet[int] = CheckSet("doctor")
+
+    @rules.check("disk", rule="enough room")
+    def _disk(free: int) -> list[CheckResult]:
+        return [CheckResult("disk", Status.FAIL, f"{free} GiB")] if free < 4 else []
+
+    @rules.check("spare", rule="a typo'd result id", applies=lambda free: free > 100)
+    def _spare(free: int) -> list[CheckResult]:
+        return [CheckResult("sapre", Status.WARN, "?")]
+
+    with pytest.raises(ValueError, match="doctor check disk declared twice"):
+        rules.check("disk", rule="again")(_disk)
+    assert [r.summary for r in rules.judge(2)] == ["2 GiB"]
+    assert rules.judge(50) == []            # `spare` does not apply: never judged
+    with pytest.raises(ValueError, match="check spare found undeclared sapre"):
+        rules.judge(200)
+
+
+def test_the_doctor_s_table_documents_exactly_its_declared_checks():
+    from gpuprov.doctor.findings import DOCTOR
+
+    text = (Path(__file__).resolve().parents[3] / "docs" / "day-two.md").read_text()
+    table = text.split("## Doctor", 1)[1].split("## Drift", 1)[0]
+    documented = re.findall(r"^\| `([a-z-]+)` \|", table, re.M)
+    assert sorted(documented) == sorted(c.id for c in DOCTOR.checks) == sorted(
+        set(documented))
+
+
+def test_a_stage_the_run_skipped_is_named_in_its_checks_results(tmp_path):
+    node = healthy_h100(tmp_path / "node07")
+    for name in ("gpu-burn.log", "gpu-telemetry.csv"):
+        (node / name).unlink()
+    meta = json.loads((node / "meta.json").read_text())
+    why = "identity checks failed: driver_version"
+    meta["skipped"] = {"soak": why, "dcgm": why}
+    (node / "meta.json").write_text(json.dumps(meta))
+    results = {c.id: c for c in judge(Evidence(node), load_profile("h100-sxm-8"), None).checks}
+    assert results["gpu_burn"].status == "missing"   # still blocking: never a pass
+    assert results["gpu_burn"].summary == ("no evidence: gpu-burn.log not collected (soak not "
+                                           f"run: {why})")
+    assert (results["dcgm_diag"].status, results["dcgm_diag"].summary) == (
+        "skip", f"dcgm not run: {why}")
