@@ -18,14 +18,16 @@ def matrix() -> dict:
 
 
 @dataclass(frozen=True)
-class Finding:
+class Answer:
+    """What the matrix says of one pairing: an input to a check (the identity checks,
+    preflight), not a judgement of its own."""
     ok: bool
     limited: bool  # runs, but only through minor-version compatibility
     reason: str
     source: str
 
 
-def driver_runs_cuda(driver: str, cuda: str, what: str = "CUDA") -> Finding:
+def driver_runs_cuda(driver: str, cuda: str, what: str = "CUDA") -> Answer:
     """Can this driver run code built for this CUDA release (a toolkit or a torch build)?"""
     m = matrix()
     cuda_mm = ".".join(cuda.split(".")[:2])
@@ -34,15 +36,15 @@ def driver_runs_cuda(driver: str, cuda: str, what: str = "CUDA") -> Finding:
     floor = m["mvc_floor"].get(major)
     d = version_tuple(driver)
     if full and d >= version_tuple(str(full)):
-        return Finding(True, False, f"driver {driver} >= {full}, the minimum for {what} {cuda_mm}",
+        return Answer(True, False, f"driver {driver} >= {full}, the minimum for {what} {cuda_mm}",
                        m["sources"]["cuda_release_notes"])
     if floor and d >= version_tuple(str(floor)):
-        return Finding(True, True,
+        return Answer(True, True,
                        f"driver {driver} runs {what} {cuda_mm} only through minor version "
                        f"compatibility (floor {floor}; full features need {full})",
                        m["sources"]["minor_version_compat"])
     need = full or floor or "unknown"
-    return Finding(False, False, f"driver {driver} is too old for {what} {cuda_mm} "
+    return Answer(False, False, f"driver {driver} is too old for {what} {cuda_mm} "
                                  f"(needs >= {floor or need})",
                    m["sources"]["minor_version_compat"])
 
@@ -51,7 +53,7 @@ def branch_max_cuda(driver: str) -> str | None:
     return matrix()["branch_max_cuda"].get(driver.split(".")[0])
 
 
-def cudnn_supports_cuda(cudnn: str, cuda: str) -> Finding:
+def cudnn_supports_cuda(cudnn: str, cuda: str) -> Answer:
     m = matrix()
     cudnn_major, cuda_major = cudnn.split(".")[0], cuda.split(".")[0]
     majors = m["cudnn_cuda_majors"].get(cudnn_major)
@@ -65,25 +67,25 @@ def cudnn_supports_cuda(cudnn: str, cuda: str) -> Finding:
                              f"the lock has {cuda}")
     first = m.get("cudnn_cuda_min", {}).get(cudnn_major, {}).get(cuda_major)
     if ok and first and version_tuple(release(cudnn)) < version_tuple(first):
-        return Finding(False, False, f"cuDNN {cudnn} predates CUDA {cuda_major}.x: the first "
+        return Answer(False, False, f"cuDNN {cudnn} predates CUDA {cuda_major}.x: the first "
                                      f"cuDNN {cudnn_major} with CUDA {cuda_major} builds is "
                                      f"{first}", m["sources"]["cudnn_first_for_cuda"])
-    return Finding(ok, False, reason, m["sources"]["cudnn_matrix"])
+    return Answer(ok, False, reason, m["sources"]["cudnn_matrix"])
 
 
-def cudnn_supports_architecture(cudnn: str, architecture: str | None) -> Finding:
+def cudnn_supports_architecture(cudnn: str, architecture: str | None) -> Answer:
     """Whether a cuDNN release ships kernels for the GPU architecture."""
     m = matrix()
     rule = m.get("cudnn_architectures", {}).get(architecture or "", {})
     have = version_tuple(release(cudnn))
     if "from" in rule and have < version_tuple(rule["from"]):
-        return Finding(False, False, f"cuDNN {cudnn} has no kernels for {architecture} (first "
+        return Answer(False, False, f"cuDNN {cudnn} has no kernels for {architecture} (first "
                                      f"in cuDNN {rule['from']})", m["sources"]["cudnn_matrix"])
     if "before" in rule and have >= version_tuple(rule["before"]):
-        return Finding(False, False, f"cuDNN {cudnn} no longer has kernels for {architecture} "
+        return Answer(False, False, f"cuDNN {cudnn} no longer has kernels for {architecture} "
                                      f"(dropped in cuDNN {rule['before']})",
                        m["sources"]["cudnn_matrix"])
-    return Finding(True, False, f"cuDNN {cudnn} has kernels for {architecture or 'this GPU'}",
+    return Answer(True, False, f"cuDNN {cudnn} has kernels for {architecture or 'this GPU'}",
                    m["sources"]["cudnn_matrix"])
 
 
@@ -100,16 +102,16 @@ def release(version: str) -> str:
     return ".".join(version.split(".")[:2])
 
 
-def toolkit_needs_driver(cuda: str, driver: str) -> Finding:
+def toolkit_needs_driver(cuda: str, driver: str) -> Answer:
     """A toolkit needs its full minimum driver: code it compiles (PTX) for a newer CUDA
     than the driver knows does not load, minor-version compatibility notwithstanding."""
     m = matrix()
     need = m["toolkit_driver"].get(release(cuda))
     if need is None:
-        return Finding(False, False, f"CUDA toolkit {cuda} is not in the matrix",
+        return Answer(False, False, f"CUDA toolkit {cuda} is not in the matrix",
                        m["sources"]["cuda_release_notes"])
     ok = version_tuple(driver) >= version_tuple(str(need))
-    return Finding(ok, False, f"CUDA toolkit {release(cuda)} needs driver >= {need}; "
+    return Answer(ok, False, f"CUDA toolkit {release(cuda)} needs driver >= {need}; "
                               f"the lock has {driver}", m["sources"]["cuda_release_notes"])
 
 
@@ -117,72 +119,72 @@ def torch_release_row(torch: str) -> dict | None:
     return matrix()["torch_releases"].get(release(torch))
 
 
-def torch_has_build(torch: str, build: str) -> Finding:
+def torch_has_build(torch: str, build: str) -> Answer:
     m, row = matrix(), torch_release_row(torch)
     source = m["sources"]["pytorch_release_matrix"]
     if row is None:
-        return Finding(False, False, f"torch {torch} is not in the matrix (known: "
+        return Answer(False, False, f"torch {torch} is not in the matrix (known: "
                                      f"{', '.join(m['torch_releases'])})", source)
     ok = build in row["builds"]
-    return Finding(ok, False, f"torch {release(torch)} publishes {', '.join(row['builds'])}; "
+    return Answer(ok, False, f"torch {release(torch)} publishes {', '.join(row['builds'])}; "
                               f"the lock asks for {build}", source)
 
 
-def torch_supports_python(torch: str, python: str) -> Finding:
+def torch_supports_python(torch: str, python: str) -> Answer:
     m, row = matrix(), torch_release_row(torch)
     source = m["sources"]["pytorch_release_matrix"]
     if row is None:
-        return Finding(False, False, f"torch {torch} is not in the matrix", source)
+        return Answer(False, False, f"torch {torch} is not in the matrix", source)
     ok = python in row["python"]
-    return Finding(ok, False, f"torch {release(torch)} has wheels for Python "
+    return Answer(ok, False, f"torch {release(torch)} has wheels for Python "
                               f"{row['python'][0]} to {row['python'][-1]}; the lock has {python}",
                    source)
 
 
-def torch_build_runs_on(torch: str, build: str, architecture: str) -> Finding:
+def torch_build_runs_on(torch: str, build: str, architecture: str) -> Answer:
     m = matrix()
     cuda = torch_build_cuda(build)
     first = m["architectures"].get(architecture, {}).get("first_cuda")
     if cuda and first and version_tuple(cuda) < version_tuple(str(first)):
         # the wheels carry kernels only for what their CUDA can compile (Blackwell: cu128+)
-        return Finding(False, False, f"torch {release(torch)}+{build} has no kernels for "
+        return Answer(False, False, f"torch {release(torch)}+{build} has no kernels for "
                                      f"{architecture} GPUs (they need a CUDA {first}+ build)",
                        m["sources"]["pytorch_arch_list"])
     for drop in m["torch_build_drops"]:
         if (cuda and architecture in drop["architectures"]
                 and version_tuple(torch) >= version_tuple(drop["from_torch"])
                 and version_tuple(cuda) >= version_tuple(drop["min_cuda"])):
-            return Finding(False, False, f"torch {release(torch)}+{build} has no kernels for "
+            return Answer(False, False, f"torch {release(torch)}+{build} has no kernels for "
                                          f"{architecture} GPUs (use an older CUDA build)",
                            m["sources"]["pytorch_arch_list"])
-    return Finding(True, False, f"torch {release(torch)}+{build} runs on {architecture}",
+    return Answer(True, False, f"torch {release(torch)}+{build} runs on {architecture}",
                    m["sources"]["pytorch_arch_list"])
 
 
-def architecture_driver(architecture: str, driver: str, flavour: str) -> list[Finding]:
+def architecture_driver(architecture: str, driver: str, flavour: str) -> list[Answer]:
     """The driver branch and module flavour against what the GPU architecture allows."""
     m = matrix()
     row = m["architectures"].get(architecture)
     source = m["sources"]["architecture_matrix"]
     if row is None:
-        return [Finding(False, False, f"GPU architecture {architecture!r} is not in the matrix",
+        return [Answer(False, False, f"GPU architecture {architecture!r} is not in the matrix",
                         source)]
     findings = []
     need = m["toolkit_driver"].get(row["first_cuda"])
     if need and version_tuple(driver) < version_tuple(str(need)):
-        findings.append(Finding(False, False, f"{architecture} GPUs need CUDA "
+        findings.append(Answer(False, False, f"{architecture} GPUs need CUDA "
                                 f"{row['first_cuda']}+, so driver >= {need}; the lock has {driver}",
                                 source))
     last = row.get("last_branch")
     if last and version_tuple(driver)[:1] > version_tuple(last)[:1]:
-        findings.append(Finding(False, False, f"R{last} is the last driver branch for "
+        findings.append(Answer(False, False, f"R{last} is the last driver branch for "
                                 f"{architecture} GPUs; the lock has {driver}", source))
     rule = m["architecture_modules"].get(architecture, {}).get("open")
     modules = m["sources"]["kernel_modules"]
     if rule == "required" and flavour == "proprietary":
-        findings.append(Finding(False, False, f"{architecture} GPUs need the open kernel "
+        findings.append(Answer(False, False, f"{architecture} GPUs need the open kernel "
                                 "modules; the lock asks for proprietary", modules))
     if rule == "unsupported" and flavour == "open":
-        findings.append(Finding(False, False, f"the open kernel modules do not support "
+        findings.append(Answer(False, False, f"the open kernel modules do not support "
                                 f"{architecture} GPUs; the lock asks for open", modules))
     return findings

@@ -66,7 +66,7 @@ def judge(plan: Plan) -> tuple[tuple[str, str, str], ...]:
         return tuple(problems)   # the rules below need well-formed versions
     m = compat.matrix()
 
-    def rule(name: str, finding: compat.Finding) -> None:
+    def rule(name: str, finding: compat.Answer) -> None:
         if not finding.ok:
             problems.append((name, finding.reason, finding.source))
 

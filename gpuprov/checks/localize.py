@@ -21,7 +21,9 @@ RELATIVE_SLOW = 0.5
 
 
 @dataclass(frozen=True)
-class Finding:
+class NodeFinding:
+    """Where the fabric test places one member: the fabric check's input, not a judgement
+    of its own."""
     ok: bool
     summary: str
     values: dict = field(default_factory=dict)
@@ -41,14 +43,14 @@ def _pair_view(run: GroupRun) -> dict:
             "error": run.error}
 
 
-def findings(record: FabricRecord) -> dict[str, Finding]:
+def findings(record: FabricRecord) -> dict[str, NodeFinding]:
     """One finding per member of the record."""
     floor = record.floor_gbps
     base = {"floor_gbps": floor, "floor_source": record.floor_source}
-    out: dict[str, Finding] = {}
+    out: dict[str, NodeFinding] = {}
     for m in record.members:
         if m.problem:
-            out[m.node] = Finding(False, f"{m.problem}; not tested with its peers",
+            out[m.node] = NodeFinding(False, f"{m.problem}; not tested with its peers",
                                   {**base, "interface": m.interface, "address": m.address,
                                    "link_state": m.link_state})
     tested = [m.node for m in record.members if not m.problem]
@@ -57,13 +59,13 @@ def findings(record: FabricRecord) -> dict[str, Finding]:
                     "group_sizes": list(group.sizes) if group else []}
     if len(tested) < 2 or group is None:
         for node in tested:
-            out[node] = Finding(True, "no peer left to test the fabric against",
+            out[node] = NodeFinding(True, "no peer left to test the fabric against",
                                 group_values, tested=False)
         return out
     if group.ok and not _below_floor(group, floor):
         floor_text = f", floor {floor:g}" if floor is not None else ", no floor set"
         for node in tested:
-            out[node] = Finding(True, f"all-reduce over {len(group.nodes)} nodes "
+            out[node] = NodeFinding(True, f"all-reduce over {len(group.nodes)} nodes "
                                       f"({group.backend}): peak {_gbps(group.peak_busbw_gbps)} "
                                       f"bus bandwidth{floor_text}", group_values)
         return out
@@ -71,7 +73,7 @@ def findings(record: FabricRecord) -> dict[str, Finding]:
                                             f"floor {floor:g}")
     if not record.pairs:
         for node in tested:
-            out[node] = Finding(False, f"the group of {len(group.nodes)} failed ({why}); no "
+            out[node] = NodeFinding(False, f"the group of {len(group.nodes)} failed ({why}); no "
                                        "pairwise runs to tell which node is at fault",
                                 group_values)
         return out
@@ -80,7 +82,7 @@ def findings(record: FabricRecord) -> dict[str, Finding]:
 
 
 def _judge_pairs(record: FabricRecord, tested: list[str], why: str, values: dict,
-                 out: dict[str, Finding]) -> None:
+                 out: dict[str, NodeFinding]) -> None:
     floor, pairs = record.floor_gbps, record.pairs
     finished = [p.peak_busbw_gbps for p in pairs if p.ok and p.peak_busbw_gbps is not None]
     best = max(finished) if finished else None
@@ -106,23 +108,23 @@ def _judge_pairs(record: FabricRecord, tested: list[str], why: str, values: dict
     for n in tested:
         own_bad = [p for p in mine[n] if bad(p)]
         if not own_bad:
-            out[n] = Finding(True, f"the group was slow or failed ({why}); every pair with "
+            out[n] = NodeFinding(True, f"the group was slow or failed ({why}); every pair with "
                                    f"{n} was good ({peers(n, mine[n])})", values)
         elif len(bad_pairs) == len(pairs):
-            out[n] = Finding(False, f"every pair is slow or failed ({peers(n, own_bad)}): a "
+            out[n] = NodeFinding(False, f"every pair is slow or failed ({peers(n, own_bad)}): a "
                                     "fabric-wide fault (switch, or a floor this fabric cannot "
                                     "meet)", values)
         elif n in at_fault:
-            out[n] = Finding(False, f"{n} is at fault: every pair with it is slow or failed "
+            out[n] = NodeFinding(False, f"{n} is at fault: every pair with it is slow or failed "
                                     f"({peers(n, own_bad)}; {reference})",
                              values)
         else:
             links = [p for p in own_bad if not set(p.nodes) & (at_fault - {n})]
             if links:
-                out[n] = Finding(False, f"bad link: {peers(n, links)} ({reference}); "
+                out[n] = NodeFinding(False, f"bad link: {peers(n, links)} ({reference}); "
                                         "both ends named", values)
             else:
-                out[n] = Finding(True, f"its only bad pairs are with a node at fault "
+                out[n] = NodeFinding(True, f"its only bad pairs are with a node at fault "
                                        f"({peers(n, own_bad)})", values)
 
 
