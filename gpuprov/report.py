@@ -157,6 +157,39 @@ def _pairs(values: dict) -> str:
         f" (+{len(flat) - 12} more in {CHECKS_FILE})" if len(flat) > 12 else "")
 
 
+# each GPU's figures from the soak, by the check that measured them: (check, value, column)
+SOAK_FIGURES = (("gpu_burn", "gflops", "Gflop/s"), ("load_power", "peak_power_w", "peak W"),
+                ("load_power", "enforced_limit_w", "limit W"),
+                ("load_thermal", "peak_temp_c", "peak °C"),
+                ("load_clocks", "median_sm_mhz", "SM MHz"))
+
+
+def _under_load(result: NodeResult) -> list[str]:
+    """Every GPU's soak figures side by side (the weak one stands out), where measured."""
+    checks = {c.id: c.values.get("gpus") for c in result.checks}
+    columns = [(check, key, title) for check, key, title in SOAK_FIGURES
+               if isinstance(checks.get(check), dict)]
+    if not columns:
+        return []
+    indices = sorted({int(i) for check, _, _ in columns for i in checks[check]})
+
+    def figure(check: str, key: str, index: int) -> str:
+        gpu = checks[check].get(index, checks[check].get(str(index))) or {}
+        value = gpu.get(key) if isinstance(gpu, dict) else None
+        return "-" if value is None else f"{value:.0f}" if isinstance(value, float) else str(
+            value)
+
+    slow = checks.get("load_throttle") or {}
+    lines = ["", "## Under load (the soak)", "",
+             "| GPU | " + " | ".join(t for _, _, t in columns) + " | slowdowns |",
+             "|---|" + "---|" * (len(columns) + 1)]
+    for i in indices:
+        active = slow.get(i, slow.get(str(i))) or {}
+        lines.append(f"| {i} | " + " | ".join(figure(c, k, i) for c, k, _ in columns)
+                     + f" | {', '.join(active) or '-'} |")
+    return lines
+
+
 def _cell(text: object) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
@@ -199,6 +232,7 @@ def as_markdown(run: RunRecord, result: NodeResult, system: str, bundle: tuple[P
               "|---|---|---|---|---|"]
     lines += [f"| {g.index} | {g.bus_id} | {g.serial} | {g.uuid} | {g.name} |"
               for g in result.gpus] or ["| - | - | - | - | no GPU listed |"]
+    lines += _under_load(result)
     path, digest = bundle
     files = sorted(p.name for p in Path(result.evidence_dir).iterdir()) if Path(
         result.evidence_dir).is_dir() else []

@@ -75,3 +75,16 @@ def test_markdown_shows_the_failing_gpus_figures_plainly_and_bundles_the_full_va
         checks = json.load(tar.extractfile("node08-v1/checks.json"))
     burn = next(c for c in checks if c["id"] == "gpu_burn")
     assert burn["values"]["gpus"]["2"]["errors"] == 1542 and len(burn["values"]["gpus"]) == 8
+
+
+def test_markdown_sets_every_gpu_s_soak_figures_side_by_side(recorded, tmp_path):
+    run, results = recorded
+    node08 = next(r for r in results if r.node == "node08")
+    text = report.as_markdown(run, node08, "HGX H100 8-GPU", report.archive(
+        node08, tmp_path / "out"))
+    table = text.split("## Under load (the soak)", 1)[1].split("## ", 1)[0]
+    lines = [line for line in table.splitlines() if line.startswith("|")]
+    assert lines[0] == "| GPU | Gflop/s | peak W | limit W | peak °C | SM MHz | slowdowns |"
+    # the healthy evidence's telemetry: the real H100's figures under gpu-burn
+    assert lines[2] == "| 0 | 52000 | 632 | 700 | 59 | 1980 | - |"
+    assert len(lines) == 2 + 8

@@ -100,7 +100,7 @@ def load_thermal(ctx: Context, r: Results) -> CheckResult:
     peaks = {i: p for i, s in loaded.items() if (p := _peak(s, "temp_c")) is not None}
     problems += [(i, f"{ctx.gpu_label(i)}: no temperature reading under load")
                  for i in loaded if i not in peaks]
-    values: dict = {"peak_temp_c": peaks}
+    values: dict = {"gpus": {i: {"peak_temp_c": p} for i, p in peaks.items()}}
     if peaks:
         median = statistics.median(peaks.values())
         values["median_peak_c"] = median
@@ -145,7 +145,7 @@ def load_clocks(ctx: Context, r: Results) -> CheckResult:
               if (v := [x.sm_clock_mhz for x in s if x.sm_clock_mhz is not None])}
     problems += [(i, f"{ctx.gpu_label(i)}: no SM clock reading under load")
                  for i in loaded if i not in clocks]
-    values: dict = {"median_sm_mhz": clocks}
+    values: dict = {"gpus": {i: {"median_sm_mhz": c} for i, c in clocks.items()}}
     if clocks:
         median = statistics.median(clocks.values())
         values["node_median_sm_mhz"] = median
