@@ -78,7 +78,9 @@ SCHEMA = {
             "additionalProperties": False,
             "properties": {"gflops_min": _NUM,
                            "max_spread_pct": {"type": "number", "minimum": 0, "maximum": 100},
-                           "soak_seconds": {"type": "integer", "minimum": 1}},
+                           "soak_seconds": {"type": "integer", "minimum": 1},
+                           # the load: FP32 (gpu-burn's default), tensor cores, or doubles
+                           "mode": {"enum": ["fp32", "tensor", "fp64"]}},
         },
         "under_load": {   # what every GPU shows under the soak's load (gpu-telemetry.csv)
             "type": "object", "additionalProperties": False,

@@ -260,8 +260,15 @@ def snapshot(c: Collector, after: bool) -> None:
               file=KERNEL_LOG)
 
 
+# the load gpu-burn puts on the GPUs, as the profile's gpu_burn.mode names it (wilicc/gpu-burn
+# README: `-tc` tensor cores, `-d` doubles; plain FP32 leaves an H100 short of its power)
+GPU_BURN_MODES = {"fp32": "", "tensor": "-tc ", "fp64": "-d "}
+
+
 def soak(c: Collector) -> None:
     seconds = c.settings.soak_seconds
+    mode = c.settings.profile["gpu_burn"].get("mode", "fp32")
+    c.meta["gpu_burn_mode"] = mode
     with c.stage("soak"):
         binary = f"{c.settings.gpu_burn_dir}/gpu_burn"
         if not c.host.file(binary).exists:
@@ -276,9 +283,11 @@ def soak(c: Collector) -> None:
         result = c.run(
             f"mkdir -p {c.workdir} && rm -f {samples} {status}; "
             f"{sampler} > {samples} 2>&1 & S=$!; trap 'kill $S 2>/dev/null' EXIT; "
-            f"cd {shlex.quote(c.settings.gpu_burn_dir)} && ./gpu_burn {seconds} 2>&1; "
+            f"cd {shlex.quote(c.settings.gpu_burn_dir)} && ./gpu_burn "
+            f"{GPU_BURN_MODES[mode]}{seconds} 2>&1; "
             f"kill $S 2>/dev/null; wait $S; echo $? > {status}",
-            timeout=seconds + 120, label=f"gpu_burn {seconds}, sampled by {sampler}")
+            timeout=seconds + 120,
+            label=f"gpu_burn {GPU_BURN_MODES[mode]}{seconds}, sampled by {sampler}")
         c.write(GPU_BURN, result.stdout)
         telemetry(c, sampler, samples, status)
 

@@ -129,6 +129,11 @@ def test_three_healthy_nodes_of_different_kinds_are_accepted(rack, tmp_path):
         assert ddp["values"]["world_size"] == len(node["gpus"]) and ddp["values"]["ok"]
         assert "[default0]:rank 0: joined" in (Path(node["evidence_dir"]) / "ddp-smoke.log"
                                                 ).read_text()
+        # the profile's load (tensor cores), sampled while it ran: every GPU under load
+        evidence = Path(node["evidence_dir"])
+        assert "using Tensor Cores" in (evidence / "gpu-burn.log").read_text()
+        power = next(c for c in node["checks"] if c["id"] == "load_power")
+        assert power["status"] == "pass" and len(power["values"]["gpus"]) == len(node["gpus"])
         fabric = next(c for c in node["checks"] if c["id"] == "fabric")
         assert fabric["status"] == "pass", fabric
         assert fabric["values"]["group"]["nodes"] == list(NODES)
