@@ -19,7 +19,10 @@ What is learned (each only when the accepted results carry it):
 - `dcgm.pcie_min_gbps` and `dcgm.gflops_min` from the figures DCGM's diagnostic prints per
   GPU (the pcie test's host-device copy bandwidth, level 2 and up; the diagnostic test's
   GEMM rate, level 3 and up);
-- `fabric.busbw_min_gbps` from the fabric test's group peak, when the nodes took one.
+- `fabric.busbw_min_gbps` from the fabric test's group peak, when the nodes took one;
+- `under_load.power_limit_w` from every GPU's enforced power limit under load (the median:
+  the limit the site sets), and `under_load.power_fraction_min` from every GPU's peak draw
+  over its limit, where the base profile judges the soak's telemetry.
 
 Per-node figures (DDP, nccl-tests, fabric) need at least as many samples as nodes a
 baseline needs; per-GPU figures have several per node.
@@ -86,6 +89,22 @@ def _per_gpu(results: Iterable[NodeResult], key: str) -> list[float]:
         out += [float(g[key]) for g in (burn.get("gpus") or {}).values()
                 if g.get(key) is not None]
     return out
+
+
+def _under_load(results: Iterable[NodeResult], tolerance_pct: float) -> list[Learned]:
+    gpus = [g for r in results for g in ((_check(r, "load_power") or {}).get("gpus") or {})
+            .values() if g.get("enforced_limit_w") and g.get("peak_power_w") is not None]
+    if not gpus:
+        return []
+    limits = [float(g["enforced_limit_w"]) for g in gpus]
+    limit = statistics.median(limits)
+    ratios = [float(g["peak_power_w"]) / float(g["enforced_limit_w"]) for g in gpus]
+    floor, centre, rejected = robust_floor(ratios, tolerance_pct)
+    return [Learned("under_load.power_limit_w", limit, limit, len(limits),
+                    sum(abs(v - limit) > 1 for v in limits), "median of every GPU's enforced "
+                    "limit under load"),
+            Learned("under_load.power_fraction_min", round(floor, 3), centre, len(ratios),
+                    rejected, f"median peak draw over the limit - {tolerance_pct:g} %")]
 
 
 def _dcgm_figures(results: Iterable[NodeResult], key: str) -> list[float]:
@@ -165,6 +184,8 @@ def learn(results: list[NodeResult], base: Profile, tolerance_pct: float) -> lis
         floor, centre, rejected = robust_floor(fabric, tolerance_pct)
         learned.append(Learned("fabric.busbw_min_gbps", round(floor, 4), centre, len(fabric),
                                rejected, f"median - {tolerance_pct:g} %"))
+    if "under_load" in base.data:
+        learned += _under_load(results, tolerance_pct)
     if not learned:
         raise InputError("the accepted results carry no measured values to learn from")
     return learned

@@ -95,6 +95,14 @@ def test_floors_come_from_the_peers_with_their_sources(env, tmp_path):
     gemm = data["sources"]["dcgm.gflops_min"]
     assert data["dcgm"]["gflops_min"] == round(51950 * 0.92, 2)
     assert "of 32 samples, 1 rejected as outliers" in gemm     # node04's weak GPU
+    # the soak's telemetry: the limit the site runs at, and how near its GPUs come to it
+    # (the evidence's real-H100 figures: 631.95 W less a watt per GPU index, of 700 W)
+    assert data["under_load"]["power_limit_w"] == 700.0
+    peaks = sorted((631.95 - i) / 700 for i in range(8))
+    assert data["under_load"]["power_fraction_min"] == round(
+        (peaks[3] + peaks[4]) / 2 * 0.92, 3)
+    assert "of 32 samples" in data["sources"]["under_load.power_fraction_min"]
+    assert data["under_load"]["temp_spread_max_c"] == 5        # kept from the base
 
 
 def test_a_slow_node_passes_the_shipped_profile_and_fails_its_peers(env, tmp_path):
