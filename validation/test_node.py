@@ -19,7 +19,7 @@ from gpuprov.validation.stages import STAGES
 def test_stage(node, stage):
     if stage.needs_identity:
         node.skip_unless_soaked(f"no {stage.name}")
-    stage.run(node.collector, lambda event: None)
+    stage.run(node.collector, lambda event, detail=None: None)
     try:
         node.assert_checks(stage.name)
     except AssertionError:

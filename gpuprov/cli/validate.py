@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from gpuprov import report
+from gpuprov import burn_in_presets, report
 from gpuprov import settings as site_settings
 from gpuprov.cli import options
 from gpuprov.config import resolve_inventory
@@ -28,6 +28,10 @@ from gpuprov.validation.service import validate as validate_nodes
               help="Hardware profile for every node (default: each host's gpuprov_profile).")
 @click.option("--soak", "soak_seconds", type=click.IntRange(1, 7 * 86400), metavar="SECONDS",
               help="gpu-burn soak length (default: the profile's gpu_burn.soak_seconds).")
+@click.option("--burn-in", "burn_in", metavar="PRESET",
+              help="A burn-in preset: its soak length and DCGM level (quick, intake, "
+                   "extended: gpuprov/data/burn_in.yml; or FILE:NAME). Not with --soak or "
+                   "--dcgm-level.")
 @click.option("--soak-after-identity-failure", is_flag=True,
               help="Soak and run DDP even on a node whose identity checks failed.")
 @click.option("--parallel", type=click.IntRange(1, 512), default=32, show_default=True,
@@ -56,7 +60,7 @@ from gpuprov.validation.service import validate as validate_nodes
               help="Where evidence goes: DIR/<run>/<node>/ (default: the state directory's "
                    "evidence/).")
 def validate(nodes: tuple[str, ...], all_nodes: bool, inventory_option: str | None,
-             profile_name: str | None, soak_seconds: int | None,
+             profile_name: str | None, soak_seconds: int | None, burn_in: str | None,
              soak_after_identity_failure: bool, parallel: int, as_json: bool,
              junit_path: Path | None, dcgm_level: int | None, with_fabric: bool,
              fabric_floor: float | None, with_slurm: bool, shadow: bool,
@@ -64,6 +68,12 @@ def validate(nodes: tuple[str, ...], all_nodes: bool, inventory_option: str | No
     """Validate NODEs: exit 0 all accepted, 1 any rejected or unreachable, 2 bad input."""
     if junit_path and not junit_path.parent.resolve().is_dir():
         raise InputError(f"--junit {junit_path}: directory {junit_path.parent} does not exist")
+    if burn_in and (soak_seconds or dcgm_level):
+        raise InputError(f"--burn-in {burn_in}: the preset sets the soak and the DCGM level; "
+                         "not with --soak or --dcgm-level")
+    preset = burn_in_presets.load(burn_in) if burn_in else None
+    if preset:
+        soak_seconds, dcgm_level = preset.soak_seconds, preset.dcgm_level
     inventory = Inventory(resolve_inventory(inventory_option))
     hosts = pick_nodes(inventory, nodes, all_nodes)
     override = load_profile(profile_name) if profile_name else None
@@ -76,7 +86,7 @@ def validate(nodes: tuple[str, ...], all_nodes: bool, inventory_option: str | No
         parallel=parallel, dcgm_level=dcgm_level, fabric=with_fabric,
         fabric_floor=fabric_floor, slurm=site_settings.slurm() if with_slurm else None,
         shadow=shadow, evidence_root=evidence_root, metrics_dir=metrics_dir,
-        json_progress=as_json)
+        json_progress=as_json, burn_in=preset.name if preset else None)
     out = sys.stderr if as_json else sys.stdout
     done = validate_nodes(request, lambda line: print(line, file=out, flush=True),
                           lambda line: click.echo(line, err=True))

@@ -16,7 +16,7 @@ import base64
 import json
 import shlex
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -39,6 +39,11 @@ from gpuprov.parsers.smi_gpu import SMI_BEFORE
 from gpuprov.parsers.telemetry import SAMPLER, TELEMETRY
 from gpuprov.parsers.versions import CUDNN
 from gpuprov.profiles import Profile
+from gpuprov.validation import soak_unit
+
+# what a stage tells the progress view: an event (a sub-step: "after-soak"; the soak with
+# its length and start) and its details
+Step = Callable[..., None]
 
 CUDNN_HEADERS = ("/usr/include/cudnn_version.h", "/usr/include/x86_64-linux-gnu/cudnn_version_v9.h",
                  "/usr/include/x86_64-linux-gnu/cudnn_version_v8.h",
@@ -144,9 +149,10 @@ class Collector:
 
     # -- commands ----------------------------------------------------------------------
     def run(self, command: str, timeout: int = 60, file: str | EvidenceKind | None = None,
-            label: str | None = None):
+            label: str | None = None, logged: bool = True):
         """`command` under `timeout` on the node; its stdout kept as `file` if it worked.
-        meta.json logs it as `label` when given (a probe upload, not its payload)."""
+        meta.json logs it as `label` when given (a probe upload, not its payload), and not
+        at all unless `logged` (a long soak's polls)."""
         started = time.monotonic()
         result = self.host.run(f"timeout -k 5 {timeout} sh -c {shlex.quote(command)}")
         seconds = round(time.monotonic() - started, 2)
@@ -158,8 +164,9 @@ class Collector:
         elif file:   # the tool's own complaint is the evidence: never a silent absence
             self.record_failure(file, label or command, result.rc,
                                 result.stdout + result.stderr)
-        self.meta["commands"].append({"command": label or command, "rc": result.rc,
-                                      "seconds": seconds, "file": kept})
+        if logged:
+            self.meta["commands"].append({"command": label or command, "rc": result.rc,
+                                          "seconds": seconds, "file": kept})
         return result
 
     def record_failure(self, file: str | EvidenceKind, command: str, status: int,
@@ -265,31 +272,55 @@ def snapshot(c: Collector, after: bool) -> None:
 GPU_BURN_MODES = {"fp32": "", "tensor": "-tc ", "fp64": "-d "}
 
 
-def soak(c: Collector) -> None:
-    seconds = c.settings.soak_seconds
-    mode = c.settings.profile["gpu_burn"].get("mode", "fp32")
+def soak(c: Collector, step: Step = lambda event, detail=None: None) -> None:
+    """gpu-burn under the telemetry sampler, as a transient unit on the node
+    (soak_unit.py): a burn-in this run would start that is already running there (its
+    controller died) is adopted instead. `step` hears the soak's start and its progress."""
+    s = c.settings
+    mode = s.profile["gpu_burn"].get("mode", "fp32")
     c.meta["gpu_burn_mode"] = mode
     with c.stage("soak"):
-        binary = f"{c.settings.gpu_burn_dir}/gpu_burn"
+        binary = f"{s.gpu_burn_dir}/gpu_burn"
         if not c.host.file(binary).exists:
             c.skip("soak", f"{binary} absent: gpu-burn is not installed")
             return
-        sampler = SAMPLER.format(interval_ms=c.settings.telemetry_interval_ms)
-        samples, status = f"{c.workdir}/{TELEMETRY}", f"{c.workdir}/{TELEMETRY}.status"
-        # nvidia-smi samples in the background for exactly as long as gpu-burn runs (the
-        # trap stops it however the shell ends); its exit status tells a sampler stopped
-        # by us (SIGTERM, 143) from one that failed on its own
-        # gpu-burn exits 0 even when a GPU is FAULTY: the log is the evidence, whatever rc
-        result = c.run(
-            f"mkdir -p {c.workdir} && rm -f {samples} {status}; "
-            f"{sampler} > {samples} 2>&1 & S=$!; trap 'kill $S 2>/dev/null' EXIT; "
-            f"cd {shlex.quote(c.settings.gpu_burn_dir)} && ./gpu_burn "
-            f"{GPU_BURN_MODES[mode]}{seconds} 2>&1; "
-            f"kill $S 2>/dev/null; wait $S; echo $? > {status}",
-            timeout=seconds + 120,
-            label=f"gpu_burn {GPU_BURN_MODES[mode]}{seconds}, sampled by {sampler}")
-        c.write(GPU_BURN, result.stdout)
-        telemetry(c, sampler, samples, status)
+        wanted = soak_unit.Plan(s.run_id, s.soak_seconds, GPU_BURN_MODES[mode],
+                                SAMPLER.format(interval_ms=s.telemetry_interval_ms))
+        plan = soak_unit.find_adoptable(c.run, wanted)
+        if plan is not None:
+            c.meta["burn_in"] = {"adopted_from": plan.run_id, "unit": plan.unit}
+        else:
+            try:
+                plan = soak_unit.start(c.run, wanted, s.gpu_burn_dir)
+            except RuntimeError as exc:   # no systemd to run it under: never a silent pass
+                c.record_failure(GPU_BURN, f"systemd-run --unit {wanted.unit} …", 1,
+                                 f"{exc}\n")
+                return
+            c.meta["burn_in"] = {"unit": plan.unit}
+        c.save_meta()
+        seconds = plan.seconds
+
+        def report(elapsed: float) -> None:
+            step("soak", {"seconds": seconds, "started": time.monotonic() - elapsed,
+                          "adopted_from": c.meta["burn_in"].get("adopted_from")})
+        report(soak_unit.elapsed(c.run, plan))
+        state = soak_unit.wait(c.run, plan, report)
+        collect_soak(c, plan, state)
+
+
+def collect_soak(c: Collector, plan: soak_unit.Plan, state: str) -> None:
+    """What the unit left on the node, as evidence; then its directory is removed. gpu-burn
+    exits 0 even when a GPU is FAULTY: its log is the evidence, whatever its status."""
+    d = plan.directory
+    log = c.run(f"cat {d}/gpu-burn.log", label=f"cat {d}/gpu-burn.log")
+    if state == "finished" and log.rc == 0:
+        c.write(GPU_BURN, log.stdout)
+    else:
+        c.record_failure(GPU_BURN, f"./gpu_burn {plan.flags}{plan.seconds} (unit {plan.unit})",
+                         -1, f"the burn-in unit ended without finishing ({state}: killed, "
+                         f"timed out or the node rebooted)\n{log.stdout}")
+    telemetry(c, plan.sampler, f"{d}/gpu-telemetry.csv", f"{d}/gpu-telemetry.status")
+    c.run(f"rm -rf {d}")
 
 
 def telemetry(c: Collector, sampler: str, samples: str, status: str) -> None:

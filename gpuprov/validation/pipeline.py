@@ -52,7 +52,8 @@ def validate_node(job: NodeJob, progress: Progress) -> NodeResult:
                 collector.skip(stage.name, f"identity checks failed: {', '.join(failing)}")
                 continue
             progress(s.node, stage.name, _details(stage.name, s, failing))
-            stage.run(collector, lambda event: progress(s.node, event, {}))
+            stage.run(collector, lambda event, detail=None: progress(s.node, event,
+                                                                     detail or {}))
             if stage.name == "identity":
                 identity = judge(Evidence(job.evidence_dir), s.profile, s.lock, strict=False,
                                  only=stage_checks("identity"), upto="identity")
@@ -80,8 +81,6 @@ def _details(stage: str, s: collect.NodeSettings, failing: list[str]) -> dict:
     """What the progress view shows as a stage starts."""
     if stage == "snapshot":
         return {"identity_failing": failing}
-    if stage == "soak":
-        return {"seconds": s.soak_seconds, "started": time.monotonic()}
     return {}
 
 

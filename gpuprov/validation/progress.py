@@ -36,7 +36,7 @@ class NodeStates:
         with self._lock:
             state = self.nodes[node]
             state.stage = stage
-            if stage == "soak":
+            if stage == "soak" and "seconds" in detail:   # the soak's start and progress
                 state.soak_seconds, state.soak_started = detail["seconds"], detail["started"]
             if stage == "done":
                 state.verdict = str(detail["verdict"])
@@ -53,8 +53,11 @@ class PlainView(NodeStates, PlainLines):
 
     def changed(self, node: str, state: NodeState, detail: dict) -> None:
         elapsed = int(time.monotonic() - state.started)
-        text = {"soak": f"soak ({detail.get('seconds')}s)",
-                "done": f"done: {state.verdict.upper()}"}.get(state.stage, state.stage)
+        text = {"done": f"done: {state.verdict.upper()}"}.get(state.stage, state.stage)
+        if state.stage == "soak" and "seconds" in detail:
+            text += f" ({detail['seconds']}s, {state.soak_left()}s left" + (
+                f", adopted from run {detail['adopted_from']})" if detail.get("adopted_from")
+                else ")")
         if detail.get("identity_failing"):
             text += f" (identity failed: {', '.join(detail['identity_failing'])}; no soak)"
         self.line(f"{node}: {text} [{elapsed}s]")

@@ -56,6 +56,7 @@ class ValidationRequest:
     evidence_root: Path | None = None      # None: the state directory's evidence/
     metrics_dir: Path | None = None        # where to publish the metrics after the run
     json_progress: bool = False            # progress on stderr (stdout carries a report)
+    burn_in: str | None = None             # the preset that set the soak and DCGM level
 
 
 @dataclass(frozen=True)
@@ -128,6 +129,7 @@ def validate(request: ValidationRequest, say: Say, warn: Say) -> ValidationRun:
                                 request.shadow, say)
     ledger.start_run(plan.run_id, "validate", str(path.resolve()), request.hosts,
                      {"profile": request.profile_name, "soak": request.soak_seconds,
+                      "burn_in": request.burn_in, "dcgm_level": request.dcgm_level,
                       "soak_after_identity_failure": request.soak_after_identity_failure,
                       "slurm": "shadow" if request.shadow else request.slurm is not None},
                      plan.locks, str(plan.evidence_base))

@@ -17,9 +17,7 @@ from dataclasses import dataclass
 
 from gpuprov.evidence import Evidence
 from gpuprov.validation import collect
-
-# a sub-step's progress event (the pipeline's live view shows "after-soak")
-Step = Callable[[str], None]
+from gpuprov.validation.collect import Step
 
 
 @dataclass(frozen=True)
@@ -30,7 +28,7 @@ class Stage:
 
 
 def _soak(c: collect.Collector, step: Step) -> None:
-    collect.soak(c)
+    collect.soak(c, step)
     step("after-soak")
     collect.snapshot(c, after=True)
 

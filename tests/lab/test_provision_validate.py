@@ -597,12 +597,15 @@ def test_r580_on_an_nvswitch_node_installs_unsuffixed_fabric_manager_and_nscq(ra
     assert _stack_packages(node)["nvidia-fabricmanager-550"].startswith("550.90.07")
 
 
-def test_kill_9_mid_soak_leaves_a_clean_ledger_and_no_accepted_node(rack):
+def test_kill_9_mid_soak_leaves_no_accepted_node_and_the_next_run_adopts_the_soak(rack):
+    """The controller killed mid-soak: the ledger is clean and nothing accepted; the soak
+    goes on on the node (its transient unit), and the next validation of the same work
+    adopts it and judges the node from what the node recorded."""
     before = rack.cli("nodes").stdout
-    run = rack.spawn("node03", "--soak", "60")
+    run = rack.spawn("node03", "--soak", "30")
     run_id = run.stdout.readline().split()[1].rstrip(":")
     for line in run.stdout:
-        if line.startswith("node03: soak"):
+        if line.startswith("node03: soak (30s"):   # the unit runs on the node
             break
     # a second validation of the same node is refused, naming the holder
     second = rack.validate("node03")
@@ -626,8 +629,14 @@ def test_kill_9_mid_soak_leaves_a_clean_ledger_and_no_accepted_node(rack):
     row = next(line for line in after.splitlines() if line.startswith("node03 "))
     assert run_id not in row and row == next(
         line for line in before.splitlines() if line.startswith("node03 "))
-    finished = report_of(rack.validate("node03", "--json"))
-    assert finished["node03"]["verdict"] == "accepted"
+    again = rack.validate("node03", "--soak", "30", "--json")   # the last --soak counts
+    assert f"adopted from run {run_id}" in again.stderr
+    finished = report_of(again)["node03"]
+    assert finished["verdict"] == "accepted"
+    evidence = Path(finished["evidence_dir"])
+    meta = json.loads((evidence / "meta.json").read_text())
+    assert meta["burn_in"]["adopted_from"] == run_id
+    assert "Burning for 30 seconds." in (evidence / "gpu-burn.log").read_text()
 
 
 def test_never_provisioned_node_is_rejected_with_reasons_and_an_rma_report(rack, tmp_path):

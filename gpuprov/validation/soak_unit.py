@@ -1,0 +1,137 @@
+"""The soak on the node under a transient systemd unit, so it outlives the controller.
+
+A burn-in runs for hours; a controller's SSH session, laptop or CI job may not. The soak
+(gpu-burn under the telemetry sampler) therefore runs as `systemd-run --unit
+gpuprov-burn-in-<run>` and writes everything it produces into its own directory on the
+node (BURN_IN_DIR/<run>/: its plan, gpu-burn's log and exit status, the sampler's CSV and
+exit status, and `finished` last). The controller only polls it. A validation started
+again after the controller died adopts the burn-in still running (or finished and not yet
+collected) whose plan is the one it would start — same length, load and sampling — and
+judges the node from what the node recorded; a burn-in whose unit vanished unfinished (the
+node rebooted) is stale: removed, and a new one starts.
+
+systemd stops the unit, and every process in it, at its RuntimeMaxSec (the soak plus
+RUNTIME_MARGIN_S): a hung gpu-burn never outlives its plan.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import shlex
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+BURN_IN_DIR = "/var/lib/gpuprov/burn-in"
+UNIT_PREFIX = "gpuprov-burn-in-"
+RUNTIME_MARGIN_S = 120
+# how often a plain progress line reports a long soak (a live table redraws on its own)
+REPORT_EVERY_S = 600
+
+
+@dataclass(frozen=True)
+class Plan:
+    run_id: str
+    seconds: int
+    flags: str            # gpu-burn's load flags ("-tc ")
+    sampler: str          # the telemetry sampler's command
+    started: float = 0.0  # the node's clock when the unit started
+
+    @property
+    def directory(self) -> str:
+        return f"{BURN_IN_DIR}/{self.run_id}"
+
+    @property
+    def unit(self) -> str:
+        return f"{UNIT_PREFIX}{self.run_id}"
+
+    def same_work(self, other: Plan) -> bool:
+        return (self.seconds, self.flags, self.sampler) == (other.seconds, other.flags,
+                                                            other.sampler)
+
+    def as_json(self) -> str:
+        return json.dumps({"run_id": self.run_id, "seconds": self.seconds, "flags": self.flags,
+                           "sampler": self.sampler, "started": self.started})
+
+
+def script(plan: Plan, gpu_burn_dir: str) -> str:
+    """What the unit runs: the sampler in the background for exactly as long as gpu-burn
+    runs; each exit status kept (the sampler's tells one we stopped, 143, from one that
+    failed on its own), `finished` written last."""
+    d = plan.directory
+    return (f"#!/bin/sh\n# gpuprov burn-in {plan.run_id} (unit {plan.unit})\n"
+            f"{plan.sampler} > {d}/gpu-telemetry.csv 2>&1 &\nS=$!\n"
+            f"cd {shlex.quote(gpu_burn_dir)} && ./gpu_burn {plan.flags}{plan.seconds} "
+            f"> {d}/gpu-burn.log 2>&1\necho $? > {d}/gpu-burn.status\n"
+            f"kill $S 2>/dev/null\nwait $S\necho $? > {d}/gpu-telemetry.status\n"
+            f"touch {d}/finished\n")
+
+
+def find_adoptable(run, wanted: Plan) -> Plan | None:
+    """The newest burn-in on the node doing `wanted`'s work, running or finished and not
+    collected; stale ones (unit gone, never finished) are removed on the way."""
+    listing = run(f"for p in {BURN_IN_DIR}/*/plan.json; do [ -f \"$p\" ] && cat \"$p\" && "
+                  "echo; done; true").stdout
+    found = []
+    for line in listing.splitlines():
+        try:
+            data = json.loads(line)
+            plan = Plan(str(data["run_id"]), int(data["seconds"]), str(data["flags"]),
+                        str(data["sampler"]), float(data["started"]))
+        except (ValueError, KeyError, TypeError):
+            continue
+        if plan.same_work(wanted) and plan.run_id != wanted.run_id:
+            found.append(plan)
+    for plan in sorted(found, key=lambda p: p.started, reverse=True):
+        state = status(run, plan)
+        if state != "gone":
+            return plan
+        run(f"rm -rf {plan.directory}")
+    return None
+
+
+def start(run, plan: Plan, gpu_burn_dir: str) -> Plan:
+    """The unit started; the plan with the node's start time. RuntimeError with systemd's
+    own words when it could not start."""
+    d = plan.directory
+    started = run(f"mkdir -p {d} && date +%s").stdout.strip()
+    plan = Plan(plan.run_id, plan.seconds, plan.flags, plan.sampler, float(started or 0))
+    upload = f"{d}/soak.sh"
+    for path, text in ((upload, script(plan, gpu_burn_dir)), (f"{d}/plan.json", plan.as_json())):
+        payload = base64.b64encode(text.encode()).decode()
+        run(f"echo {payload} | base64 -d > {path}")
+    result = run(f"systemd-run --unit {plan.unit} --collect --quiet "
+                 f"--description 'gpuprov burn-in {plan.run_id}' "
+                 f"--property RuntimeMaxSec={plan.seconds + RUNTIME_MARGIN_S} /bin/sh {upload}")
+    if result.rc != 0:
+        raise RuntimeError((result.stdout + result.stderr).strip() or
+                           f"systemd-run exited {result.rc}")
+    return plan
+
+
+def status(run, plan: Plan) -> str:
+    """finished, running, or gone (the unit ended without finishing: killed, rebooted)."""
+    return run(f"if [ -e {plan.directory}/finished ]; then echo finished; elif systemctl "
+               f"is-active --quiet {plan.unit}; then echo running; else echo gone; fi",
+               logged=False).stdout.strip() or "gone"
+
+
+def elapsed(run, plan: Plan) -> float:
+    now = run("date +%s", logged=False).stdout.strip()
+    return max(0.0, float(now or plan.started) - plan.started)
+
+
+def wait(run, plan: Plan, report: Callable[[float], None]) -> str:
+    """Poll until the burn-in ends; `report` gets the seconds elapsed now and then. Its
+    final state: finished, or gone (the unit ended without finishing)."""
+    poll = min(10.0, max(1.0, plan.seconds / 20))
+    last_report = time.monotonic()
+    while True:
+        state = status(run, plan)
+        if state != "running":
+            return state
+        if time.monotonic() - last_report >= REPORT_EVERY_S:
+            report(elapsed(run, plan))
+            last_report = time.monotonic()
+        time.sleep(poll)
