@@ -7,8 +7,9 @@ node (BURN_IN_DIR/<run>/: its plan, gpu-burn's log and exit status, the sampler'
 exit status, and `finished` last). The controller only polls it. A validation started
 again after the controller died adopts the burn-in still running (or finished and not yet
 collected) whose plan is the one it would start — same length, load and sampling — and
-judges the node from what the node recorded; a burn-in whose unit vanished unfinished (the
-node rebooted) is stale: removed, and a new one starts.
+judges the node from what the node recorded. Any other burn-in there is a dead controller's
+and is stopped and removed (one whose unit vanished unfinished, the node rebooted, too); a
+new one starts.
 
 systemd stops the unit, and every process in it, at its RuntimeMaxSec (the soak plus
 RUNTIME_MARGIN_S): a hung gpu-burn never outlives its plan.
@@ -70,25 +71,30 @@ def script(plan: Plan, gpu_burn_dir: str) -> str:
 
 def find_adoptable(run, wanted: Plan) -> Plan | None:
     """The newest burn-in on the node doing `wanted`'s work, running or finished and not
-    collected; stale ones (unit gone, never finished) are removed on the way."""
+    collected. Every other one is a dead controller's (no live run holds the node while
+    this one does): stopped if it still runs — two gpu-burns must not share the GPUs —
+    and removed."""
     listing = run(f"for p in {BURN_IN_DIR}/*/plan.json; do [ -f \"$p\" ] && cat \"$p\" && "
                   "echo; done; true").stdout
     found = []
     for line in listing.splitlines():
         try:
             data = json.loads(line)
-            plan = Plan(str(data["run_id"]), int(data["seconds"]), str(data["flags"]),
-                        str(data["sampler"]), float(data["started"]))
+            found.append(Plan(str(data["run_id"]), int(data["seconds"]), str(data["flags"]),
+                              str(data["sampler"]), float(data["started"])))
         except (ValueError, KeyError, TypeError):
             continue
-        if plan.same_work(wanted) and plan.run_id != wanted.run_id:
-            found.append(plan)
+    adopted = None
     for plan in sorted(found, key=lambda p: p.started, reverse=True):
         state = status(run, plan)
-        if state != "gone":
-            return plan
+        if (adopted is None and plan.same_work(wanted) and plan.run_id != wanted.run_id
+                and state != "gone"):
+            adopted = plan
+            continue
+        if state == "running":
+            run(f"systemctl stop {plan.unit}")
         run(f"rm -rf {plan.directory}")
-    return None
+    return adopted
 
 
 def start(run, plan: Plan, gpu_burn_dir: str) -> Plan:

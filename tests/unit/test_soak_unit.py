@@ -59,7 +59,7 @@ def test_the_unit_s_script_keeps_every_output_and_each_exit_status(node):
     assert soak_unit.status(run, plan) == "finished"
 
 
-def test_a_finished_burn_in_of_the_same_work_is_adopted_a_stale_one_removed(node):
+def test_a_finished_burn_in_of_the_same_work_is_adopted_the_others_removed(node):
     run, tools = node
     for run_id, started, finished in (("v1", 100.0, True), ("v2", 200.0, False)):
         plan = soak_unit.Plan(run_id, 30, "-tc ", f"{tools}/sampler", started)
@@ -71,9 +71,9 @@ def test_a_finished_burn_in_of_the_same_work_is_adopted_a_stale_one_removed(node
     adopted = soak_unit.find_adoptable(run, _plan(tools, "v3"))
     assert adopted is not None and (adopted.run_id, adopted.started) == ("v1", 100.0)
     assert not Path(soak_unit.BURN_IN_DIR, "v2").exists()
-    # other work (another length) is never adopted; nor a run's own burn-in
+    # other work (another length) is never adopted, and what is not adopted is cleared
     assert soak_unit.find_adoptable(run, _plan(tools, "v3", seconds=60)) is None
-    assert soak_unit.find_adoptable(run, _plan(tools, "v1")) is None
+    assert not Path(soak_unit.BURN_IN_DIR, "v1").exists()
 
 
 def test_without_systemd_the_unit_does_not_start_and_says_why(node, monkeypatch, tmp_path):
