@@ -22,7 +22,9 @@ What is learned (each only when the accepted results carry it):
 - `fabric.busbw_min_gbps` from the fabric test's group peak, when the nodes took one;
 - `under_load.power_limit_w` from every GPU's enforced power limit under load (the median:
   the limit the site sets), and `under_load.power_fraction_min` from every GPU's peak draw
-  over its limit, where the base profile judges the soak's telemetry.
+  over its limit, where the base profile judges the soak's telemetry;
+- `nvbandwidth.h2d_min_gbps`, `d2h_min_gbps`, `d2d_min_gbps` from every GPU's nvbandwidth
+  copy bandwidth, where the nodes ran it.
 
 Per-node figures (DDP, nccl-tests, fabric) need at least as many samples as nodes a
 baseline needs; per-GPU figures have several per node.
@@ -186,6 +188,14 @@ def learn(results: list[NodeResult], base: Profile, tolerance_pct: float) -> lis
                                rejected, f"median - {tolerance_pct:g} %"))
     if "under_load" in base.data:
         learned += _under_load(results, tolerance_pct)
+    for key in ("h2d", "d2h", "d2d"):
+        copies = [float(g[key]) for r in results
+                  for g in ((_check(r, "nvbandwidth") or {}).get("gpus") or {}).values()
+                  if g.get(key) is not None]
+        if copies and "nvbandwidth" in base.data:
+            floor, centre, rejected = robust_floor(copies, tolerance_pct)
+            learned.append(Learned(f"nvbandwidth.{key}_min_gbps", round(floor, 1), centre,
+                                   len(copies), rejected, f"median - {tolerance_pct:g} %"))
     if not learned:
         raise InputError("the accepted results carry no measured values to learn from")
     return learned

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from gpuprov.checks.catalog import all_checks, check_ids
 from gpuprov.evidence import KINDS
-from gpuprov.parsers.kind import REAL_TOOL
+from gpuprov.parsers.kind import NOT_IN_LAB, REAL_TOOL
 
 BEGIN, END = "<!-- generated: do not edit by hand (python -m gpuprov.docs_tables) -->", \
     "<!-- end of generated block -->"
@@ -46,7 +46,7 @@ def evidence_table() -> str:
         command = f"`{_cell(k.command)}`" if k.command else "the stage's collector"
         name = f"`{k.file}`" + (f" (or `{k.fallback}`)" if k.fallback else "")
         where = f" (where the profile sets `{k.when}`)" if k.when else ""
-        lab = k.lab if k.lab == REAL_TOOL else f"`gpuprov/lab/{k.lab}`"
+        lab = k.lab if k.lab in (REAL_TOOL, NOT_IN_LAB) else f"`gpuprov/lab/{k.lab}`"
         rows.append(f"| {name} | {k.stage} | {command}{where} | {_cell(k.holds)} | {lab} |")
     return "\n".join(rows)
 

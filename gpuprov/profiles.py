@@ -93,6 +93,12 @@ SCHEMA = {
                            "clock_spread_max_pct": {"type": "number", "exclusiveMinimum": 0,
                                                     "maximum": 100}},
         },
+        "nvbandwidth": {   # copy bandwidth per GPU (nvbandwidth.txt); floors learnable
+            "type": "object", "required": ["spread_pct"], "additionalProperties": False,
+            "properties": {"spread_pct": {"type": "number", "exclusiveMinimum": 0,
+                                          "maximum": 100},
+                           "h2d_min_gbps": _NUM, "d2h_min_gbps": _NUM, "d2d_min_gbps": _NUM},
+        },
         "ddp": {
             "type": "object", "required": ["busbw_min_gbps"], "additionalProperties": False,
             "properties": {"busbw_min_gbps": {"type": "number", "minimum": 0}},

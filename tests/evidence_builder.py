@@ -260,3 +260,37 @@ def smi_edit(text: str, gpu: int, path: tuple[str, ...], value: str) -> str:
             lines[i] = f"{head}: {value}"
             return "\n".join(lines)
     raise KeyError(f"GPU {gpu}: no field {' / '.join(path)}")
+
+
+def nvbandwidth(h2d: list[float], d2h: list[float], d2d: float = 276.3,
+                slow_d2d: dict[int, float] | None = None) -> str:
+    """nvbandwidth v0.8's report of the three tests gpuprov runs, in the captures' form
+    (tests/fixtures/nvbandwidth): a GPU in `slow_d2d` copies at that share to and from
+    every peer."""
+    gpus = len(h2d)
+
+    def matrix(title: str, rows: list[list[str]]) -> list[str]:
+        return [title, "           " + "".join(f"{j:<10d}" for j in range(gpus)).rstrip(),
+                *(f"{i:2d}   " + "".join(f"{c:>10s}" for c in row) for i, row in
+                  enumerate(rows))]
+
+    slow = slow_d2d or {}
+    pairs = [[("N/A" if i == j else f"{d2d * slow.get(i, 1) * slow.get(j, 1):.2f}")
+              for j in range(gpus)] for i in range(gpus)]
+    out = ["nvbandwidth Version: v0.8", "Built from Git version: v0.8", "",
+           "CUDA Runtime Version: 12060", "CUDA Driver Version: 12060",
+           "Driver Version: 565.57.01", ""]
+    out += [f"Device {i}: NVIDIA H100 80GB HBM3 (00000000:{H100_BUS[i % 8]}:00)"
+            for i in range(gpus)] + [""]
+    for test, title, row in (
+            ("host_to_device_memcpy_ce", "memcpy CE CPU(row) -> GPU(column) bandwidth (GB/s)",
+             [f"{v:.2f}" for v in h2d]),
+            ("device_to_host_memcpy_ce", "memcpy CE CPU(row) <- GPU(column) bandwidth (GB/s)",
+             [f"{v:.2f}" for v in d2h])):
+        out += [f"Running {test}.", *matrix(title, [row]), "",
+                f"SUM {test} {sum(float(v) for v in row):.2f}", ""]
+    total = sum(float(c) for row in pairs for c in row if c != "N/A")
+    out += ["Running device_to_device_memcpy_read_ce.",
+            *matrix("memcpy CE GPU(row) -> GPU(column) bandwidth (GB/s)", pairs), "",
+            f"SUM device_to_device_memcpy_read_ce {total:.2f}", ""]
+    return "\n".join(out) + "\n"

@@ -16,6 +16,8 @@ from typing import Any
 # `lab` of a kind the lab node's own tool writes (dpkg-query over the stand-in packages,
 # systemctl, the DDP probe under the real torchrun)
 REAL_TOOL = "the real tool"
+# `lab` of a kind no lab node produces yet: its checks read `skip` there (docs/limits.md)
+NOT_IN_LAB = "not in the lab yet"
 
 # The collection stages, in the order a validation runs them; `fabric` is the rack's, after
 # every node's own stages (gpuprov/validation/fabric_stage.py).

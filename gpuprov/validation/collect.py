@@ -34,6 +34,8 @@ from gpuprov.parsers.errors import ParseError
 from gpuprov.parsers.gpu_burn import GPU_BURN
 from gpuprov.parsers.kernel_log import KERNEL_LOG
 from gpuprov.parsers.nccl_tests import NCCL_TESTS
+from gpuprov.parsers.nvbandwidth import NVBANDWIDTH
+from gpuprov.parsers.nvbandwidth import TESTS as NVBANDWIDTH_TESTS
 from gpuprov.parsers.probes import DDP_JSON, DDP_LOG, TORCH_ENV
 from gpuprov.parsers.smi_gpu import SMI_BEFORE
 from gpuprov.parsers.telemetry import SAMPLER, TELEMETRY
@@ -87,6 +89,7 @@ class NodeSettings:
     gpu_burn_dir: str = "/opt/gpu-burn"
     pytorch_env: str = "default"       # the pytorch_env role's smoke record to validate with
     nccl_tests_dir: str = "/opt/nccl-tests/build"
+    nvbandwidth_command: str = "nvbandwidth"
     dcgmi_command: str = "dcgmi"
     dcgm_level: int = 2
     ddp_timeout_s: int = 120
@@ -104,7 +107,8 @@ class NodeSettings:
                for name in ("lsmod_command", "kernel_release_command", "modinfo_command",
                             "module_version_file", "lspci_command", "kernel_log", "gpu_burn_dir",
                             "pytorch_env", "fabric_manager_log", "ibstat_command",
-                            "nccl_tests_dir", "dcgmi_command", "taint_file")
+                            "nccl_tests_dir", "dcgmi_command", "taint_file",
+                            "nvbandwidth_command")
                if variables.get(f"gpuprov_validate_{name}")}
         expected = {"expects_dcgm": bool(variables.get("gpuprov_dcgm_version")),
                     "expects_nccl_tests": bool(variables.get("nccl_tests_url"))}
@@ -380,6 +384,23 @@ def nccl_tests(c: Collector, gpus: int) -> None:
         else:
             c.record_failure(NCCL_TESTS, command, result.rc,
                              result.stderr or "no output\n")
+
+
+def nvbandwidth(c: Collector) -> None:
+    """Host-to-device, device-to-host and GPU-to-GPU copy bandwidth, where nvbandwidth is
+    installed. What it printed is the evidence whatever its exit status; nothing printed
+    at all is its failure record."""
+    tool = c.settings.nvbandwidth_command
+    with c.stage("nvbandwidth"):
+        if c.run(f"command -v {shlex.quote(tool)}").rc != 0:
+            c.skip("nvbandwidth", f"{tool} not found: nvbandwidth is not installed")
+            return
+        command = f"{shlex.quote(tool)} -t {' '.join(NVBANDWIDTH_TESTS)} 2>&1"
+        result = c.run(command, timeout=600)
+        if result.stdout.strip():
+            c.write(NVBANDWIDTH, result.stdout)
+        else:
+            c.record_failure(NVBANDWIDTH, command, result.rc, result.stderr or "no output\n")
 
 
 # `dcgmi diag` run lengths per level (NVIDIA's DCGM guide: r1 seconds, r2 about 2 minutes,

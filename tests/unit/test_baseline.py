@@ -39,8 +39,10 @@ def _node_tools(node: str, gflops: list[int]) -> dict[str, str]:
         gpu["gflops_factor"] = rate / hw["gflops"]
     options = {"min": 8 << 20, "max": 1 << 30, "factor": 2, "gpus": 8}
     diag, _ = dcgmi.diag_json(hw, 3, "565.57.01")
+    # nvbandwidth: the node's copy bandwidth as fast as its GPUs (a weak GPU copies slower)
+    copies = [round(55.0 * rate / hw["gflops"], 2) for rate in gflops]
     return {"nccl-tests.log": nccl_tests.report(hw, options, node, 4242),
-            "dcgmi-diag.json": diag}
+            "dcgmi-diag.json": diag, "nvbandwidth.txt": eb.nvbandwidth(copies, copies)}
 
 
 def _record(ledger: Ledger, run_id: str, nodes: dict[str, list[int]], tmp_path, profile=H100):
@@ -103,6 +105,9 @@ def test_floors_come_from_the_peers_with_their_sources(env, tmp_path):
         (peaks[3] + peaks[4]) / 2 * 0.92, 3)
     assert "of 32 samples" in data["sources"]["under_load.power_fraction_min"]
     assert data["under_load"]["temp_spread_max_c"] == 5        # kept from the base
+    h2d = data["sources"]["nvbandwidth.h2d_min_gbps"]
+    assert data["nvbandwidth"]["h2d_min_gbps"] < 55.0 and "of 32 samples" in h2d
+    assert data["nvbandwidth"]["spread_pct"] == 10              # kept from the base
 
 
 def test_a_slow_node_passes_the_shipped_profile_and_fails_its_peers(env, tmp_path):

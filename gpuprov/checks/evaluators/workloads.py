@@ -1,4 +1,5 @@
-"""The workloads: gpu-burn soak, the PyTorch DDP smoke run, nccl-tests' all-reduce."""
+"""The workloads: gpu-burn soak, the PyTorch DDP smoke run, nccl-tests' all-reduce,
+nvbandwidth's copies."""
 
 from __future__ import annotations
 
@@ -6,10 +7,11 @@ import math
 import statistics
 
 from gpuprov.checks.context import Context
-from gpuprov.checks.registry import Results, check
+from gpuprov.checks.registry import Problems, Results, check
 from gpuprov.model import Action, CheckResult
 from gpuprov.parsers.gpu_burn import GPU_BURN
 from gpuprov.parsers.nccl_tests import NCCL_TESTS
+from gpuprov.parsers.nvbandwidth import NVBANDWIDTH, TESTS
 from gpuprov.parsers.probes import DDP_JSON
 
 
@@ -131,3 +133,50 @@ def nccl_bandwidth(ctx: Context, r: Results) -> CheckResult:
                       f"below the floor {floor:g} ({field})", values)
     return r.passed(f"all_reduce_perf peak bus bandwidth {run.peak_busbw_gbps:g} GB/s {at} "
                     f"(floor {floor:g}), results correct", values)
+
+
+# -- nvbandwidth: copy bandwidth per GPU, against the floors and the GPU's siblings --
+
+# each test's figure in the profile (nvbandwidth.<floor>) and in what it says
+FLOORS = {"host_to_device_memcpy_ce": ("h2d_min_gbps", "host to device"),
+          "device_to_host_memcpy_ce": ("d2h_min_gbps", "device to host"),
+          "device_to_device_memcpy_read_ce": ("d2d_min_gbps", "GPU to GPU")}
+
+
+@check("nvbandwidth", stage="ddp", needs=(NVBANDWIDTH,), action=Action.RESEAT_OR_INSPECT,
+       optional=True, skip_reason="nvbandwidth not installed on the node",
+       applies=lambda p: "nvbandwidth" in p.data,
+       rule="every GPU's host-to-device, device-to-host and GPU-to-GPU copy bandwidth at or "
+            "above the profile's floors, and less than nvbandwidth.spread_pct below the "
+            "node's median; each test ran")
+def nvbandwidth(ctx: Context, r: Results) -> CheckResult:
+    run = ctx.evidence.read(NVBANDWIDTH)
+    spec = ctx.profile["nvbandwidth"]
+    problems: Problems = []
+    values: dict = {"version": run.version, "gpus": {}}
+    for test in TESTS:
+        floor_key, words = FLOORS[test]
+        matrix = run.tests.get(test)
+        figures = matrix.per_gpu() if matrix else {}
+        if not figures:
+            problems.append((None, f"nvbandwidth gave no {test} result"
+                                   + (" (waived)" if run.waived else "")))
+            continue
+        median = statistics.median(figures.values())
+        for index, gbps in sorted(figures.items()):
+            values["gpus"].setdefault(index, {})[floor_key.removesuffix("_min_gbps")] = gbps
+            label = ctx.gpu_label(index)
+            floor = spec.get(floor_key)
+            if floor is not None and gbps < floor:
+                problems.append((index, f"{label} {words} {gbps:.1f} GB/s, floor {floor}"))
+            shortfall = 100 * (median - gbps) / median if median else 0
+            if shortfall >= spec["spread_pct"]:
+                problems.append((index, f"{label} {words} {gbps:.1f} GB/s, {shortfall:.0f}% "
+                                        f"below the node median {median:.1f}"))
+    if len(values["gpus"]) != ctx.profile.gpu_count and values["gpus"]:
+        problems.append((None, f"nvbandwidth measured {len(values['gpus'])} GPUs, profile "
+                               f"expects {ctx.profile.gpu_count}"))
+    if problems:
+        return r.failed(problems, values)
+    return r.passed(f"{len(values['gpus'])} GPUs' copy bandwidth within "
+                    f"{spec['spread_pct']}% of the node median", values)

@@ -88,6 +88,9 @@ def changes(before: dict[str, dict], now: dict[str, dict]) -> list[str]:
             continue
         out += [f"{key}: {field} {was[field]!r} -> {is_[field]!r}"
                 for field in ("verdict", "reason") if was[field] != is_[field]]
+        order = [c["id"] for c in was["checks"]], [c["id"] for c in is_["checks"]]
+        if [i for i in order[0] if i in order[1]] != [i for i in order[1] if i in order[0]]:
+            out.append(f"{key}: check order {order[0]} -> {order[1]}")
         old_checks = {c["id"]: c for c in was["checks"]}
         for check in is_["checks"]:
             prior = old_checks.pop(check["id"], None)

@@ -1,0 +1,51 @@
+"""nvbandwidth's report against real captures (tests/fixtures/nvbandwidth)."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuprov.parsers.errors import ParseError
+from gpuprov.parsers.nvbandwidth import parse_nvbandwidth
+from tests.evidence_builder import capture
+
+
+def test_host_to_device_and_back_per_gpu_on_eight_rtx_4090():
+    run = parse_nvbandwidth(capture("nvbandwidth/rtx4090-x8-v0.2-h2d-d2h-issue15.txt"), "x")
+    assert run.version == "v0.2"
+    h2d = run.tests["host_to_device_memcpy_ce"]
+    assert (h2d.rows, h2d.columns, h2d.total) == ("CPU", "GPU", 205.04)
+    assert h2d.per_gpu()[2] == 23.90 and len(h2d.per_gpu()) == 8
+    assert run.tests["device_to_host_memcpy_ce"].per_gpu()[7] == 26.83
+
+
+def test_gpu_pairs_with_n_a_on_the_diagonal_and_a_test_named_only_by_its_sum():
+    run = parse_nvbandwidth(capture("nvbandwidth/a6000-x6-v0.8-d2d-read-issue50.txt"), "x")
+    d2d = run.tests["device_to_device_memcpy_read_ce"]
+    assert d2d.total == 715.53 and d2d.cells[0][0] is None
+    # GPU 0's pairs: 26.34 26.35 21.95 22.64 21.80 (its row), 26.34 26.34 21.82 22.64 21.86
+    assert d2d.per_gpu()[0] == 22.64
+
+
+def test_the_readme_s_table_without_a_sum_and_zero_diagonals():
+    run = parse_nvbandwidth(capture("nvbandwidth/nvlink-x8-readme-d2d-write.txt"), "x")
+    write = run.tests["device_to_device_memcpy_write_ce"]
+    assert write.total is None and write.cells[6][0] == 274.89
+    assert all(275 < v < 277 for v in write.per_gpu().values())   # diagonals left out
+
+
+def test_one_gpu_and_the_closing_note():
+    run = parse_nvbandwidth(capture("nvbandwidth/a100-v0.8-h2d-sm-issue42.txt"), "x")
+    assert run.tests["host_to_device_memcpy_sm"].per_gpu() == {0: 25.13}
+
+
+@pytest.mark.parametrize(("text", "why"), [
+    ("", "no nvbandwidth test result: empty"),
+    # its own words for a test it lacks (NVIDIA/nvbandwidth@66746a3, nvbandwidth.cpp:129)
+    ("nvbandwidth Version: v0.8\nTestcase bogus not found!\n",
+     "no nvbandwidth test result; it ended: Testcase bogus not found!"),
+    ("Running host_to_device_memcpy_ce.\nmemcpy CE CPU(row) -> GPU(column) bandwidth (GB/s)\n"
+     "   0\n 0   fast\n", "line 4: not a bandwidth row"),
+])
+def test_what_is_not_a_report_is_a_parse_error(text, why):
+    with pytest.raises(ParseError, match=why):
+        parse_nvbandwidth(text, "/ev/nvbandwidth.txt")
