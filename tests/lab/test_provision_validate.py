@@ -206,7 +206,7 @@ ROUNDS = [
      ("node03", "gpu-lost-in-soak", 1, "gpu_inventory")],
     # weak GPUs, seen only under load by the soak's telemetry (issue 39)
     [("node01", "thermal-outlier", 3, "load_thermal"), ("node02", "power-capped", 5, "load_power"),
-     ("node03", "clock-throttle", 6, "load_throttle")],
+     ("node03", "clock-throttle", 2, "load_throttle")],   # node03: L40S, 4 GPUs
 ]
 # the action each of those rounds' faults must recommend
 ACTIONS = {"fallen-off-bus": "reboot", "gpu-lost-in-soak": "reboot", "gsp-timeout": "reset-gpu",
