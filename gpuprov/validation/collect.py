@@ -179,6 +179,15 @@ class Collector:
         as `<file>.error` (its checks then fail with the tool's words)."""
         self.write(evidence.error_file(file), evidence.error_record(command, status, output))
 
+    def keep_output(self, kind: EvidenceKind, command: str, timeout: int = 600) -> None:
+        """A benchmark's output as `kind`'s file whatever its exit status (one that finds a
+        wrong result exits non-zero too); nothing printed at all is its failure record."""
+        result = self.run(command, timeout)
+        if result.stdout.strip():
+            self.write(kind, result.stdout)
+        else:
+            self.record_failure(kind, command, result.rc, result.stderr or "no output\n")
+
     def upload(self, name: str, text: str) -> str:
         """A probe script into the node's work directory (testinfra has no copy: base64)."""
         path = f"{self.workdir}/{name}"
@@ -375,32 +384,18 @@ def nccl_tests(c: Collector, gpus: int) -> None:
         if gpus < 1 or not c.host.file(binary).exists:
             c.skip("nccl-tests", f"{binary} absent" if gpus else "no GPU listed")
             return
-        # what all_reduce_perf printed is the evidence whatever its exit status (a wrong
-        # result exits non-zero too); nothing printed at all is its failure record
-        command = f"{shlex.quote(binary)} -b 8M -e 1G -f 2 -g {gpus} 2>&1"
-        result = c.run(command, timeout=600)
-        if result.stdout.strip():
-            c.write(NCCL_TESTS, result.stdout)
-        else:
-            c.record_failure(NCCL_TESTS, command, result.rc,
-                             result.stderr or "no output\n")
+        c.keep_output(NCCL_TESTS, f"{shlex.quote(binary)} -b 8M -e 1G -f 2 -g {gpus} 2>&1")
 
 
 def nvbandwidth(c: Collector) -> None:
     """Host-to-device, device-to-host and GPU-to-GPU copy bandwidth, where nvbandwidth is
-    installed. What it printed is the evidence whatever its exit status; nothing printed
-    at all is its failure record."""
+    installed."""
     tool = c.settings.nvbandwidth_command
     with c.stage("nvbandwidth"):
         if c.run(f"command -v {shlex.quote(tool)}").rc != 0:
             c.skip("nvbandwidth", f"{tool} not found: nvbandwidth is not installed")
             return
-        command = f"{shlex.quote(tool)} -t {' '.join(NVBANDWIDTH_TESTS)} 2>&1"
-        result = c.run(command, timeout=600)
-        if result.stdout.strip():
-            c.write(NVBANDWIDTH, result.stdout)
-        else:
-            c.record_failure(NVBANDWIDTH, command, result.rc, result.stderr or "no output\n")
+        c.keep_output(NVBANDWIDTH, f"{shlex.quote(tool)} -t {' '.join(NVBANDWIDTH_TESTS)} 2>&1")
 
 
 # `dcgmi diag` run lengths per level (NVIDIA's DCGM guide: r1 seconds, r2 about 2 minutes,
