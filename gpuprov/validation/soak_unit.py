@@ -106,7 +106,7 @@ def start(run, plan: Plan, gpu_burn_dir: str) -> Plan:
     upload = f"{d}/soak.sh"
     for path, text in ((upload, script(plan, gpu_burn_dir)), (f"{d}/plan.json", plan.as_json())):
         payload = base64.b64encode(text.encode()).decode()
-        run(f"echo {payload} | base64 -d > {path}")
+        run(f"echo {payload} | base64 -d > {path}", label=f"upload {path}")
     result = run(f"systemd-run --unit {plan.unit} --collect --quiet "
                  f"--description 'gpuprov burn-in {plan.run_id}' "
                  f"--property RuntimeMaxSec={plan.seconds + RUNTIME_MARGIN_S} /bin/sh {upload}")
@@ -118,8 +118,11 @@ def start(run, plan: Plan, gpu_burn_dir: str) -> Plan:
 
 def status(run, plan: Plan) -> str:
     """finished, running, or gone (the unit ended without finishing: killed, rebooted)."""
-    return run(f"if [ -e {plan.directory}/finished ]; then echo finished; elif systemctl "
-               f"is-active --quiet {plan.unit}; then echo running; else echo gone; fi",
+    # `finished` asked again after the unit is seen inactive: it may have finished between
+    # the first look and systemctl's answer
+    done = f"[ -e {plan.directory}/finished ]"
+    return run(f"if {done}; then echo finished; elif systemctl is-active --quiet {plan.unit}; "
+               f"then echo running; elif {done}; then echo finished; else echo gone; fi",
                logged=False).stdout.strip() or "gone"
 
 
