@@ -63,6 +63,12 @@ class Results:
         return gpu_at_fault(indices, self.ctx.gpu_ref)
 
 
+def shortfall_pct(value: float, median: float) -> float:
+    """How far a GPU's figure falls below its node's median, in percent of the median (the
+    spread rules of gpu-burn, the clocks under load and nvbandwidth)."""
+    return 100 * (median - value) / median if median else 0.0
+
+
 Evaluator = Callable[[Context, Results], CheckResult]
 # A need is one evidence kind, or a tuple of alternatives any one of which will do.
 Need = EvidenceKind | tuple[EvidenceKind, ...]

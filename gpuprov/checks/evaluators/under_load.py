@@ -13,7 +13,7 @@ from __future__ import annotations
 import statistics
 
 from gpuprov.checks.context import Context
-from gpuprov.checks.registry import Problems, Results, check
+from gpuprov.checks.registry import Problems, Results, check, shortfall_pct
 from gpuprov.model import Action, CheckResult
 from gpuprov.parsers.telemetry import TELEMETRY, Sample
 
@@ -150,7 +150,7 @@ def load_clocks(ctx: Context, r: Results) -> CheckResult:
         median = statistics.median(clocks.values())
         values["node_median_sm_mhz"] = median
         for index, clock in clocks.items():
-            shortfall = 100 * (median - clock) / median if median else 0
+            shortfall = shortfall_pct(clock, median)
             if shortfall >= allowed:
                 problems.append((index, f"{ctx.gpu_label(index)} SM clock {clock:.0f} MHz "
                                         f"under load, {shortfall:.0f}% below the node median "

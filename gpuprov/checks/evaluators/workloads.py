@@ -7,7 +7,7 @@ import math
 import statistics
 
 from gpuprov.checks.context import Context
-from gpuprov.checks.registry import Problems, Results, check
+from gpuprov.checks.registry import Problems, Results, check, shortfall_pct
 from gpuprov.model import Action, CheckResult
 from gpuprov.parsers.gpu_burn import GPU_BURN
 from gpuprov.parsers.nccl_tests import NCCL_TESTS
@@ -72,7 +72,7 @@ def gpu_burn(ctx: Context, r: Results) -> CheckResult:
             if g.gflops < spec["gflops_min"]:
                 fails.append((g.index, f"{label} {g.gflops:.0f} Gflop/s, floor "
                                        f"{spec['gflops_min']}"))
-            shortfall = 100 * (median - g.gflops) / median
+            shortfall = shortfall_pct(g.gflops, median)
             if shortfall >= spec["max_spread_pct"]:
                 fails.append((g.index, f"{label} {g.gflops:.0f} Gflop/s is {shortfall:.0f}% "
                                        f"below the node median {median:.0f}"))
@@ -169,7 +169,7 @@ def nvbandwidth(ctx: Context, r: Results) -> CheckResult:
             floor = spec.get(floor_key)
             if floor is not None and gbps < floor:
                 problems.append((index, f"{label} {words} {gbps:.1f} GB/s, floor {floor}"))
-            shortfall = 100 * (median - gbps) / median if median else 0
+            shortfall = shortfall_pct(gbps, median)
             if shortfall >= spec["spread_pct"]:
                 problems.append((index, f"{label} {words} {gbps:.1f} GB/s, {shortfall:.0f}% "
                                         f"below the node median {median:.1f}"))
