@@ -9,8 +9,16 @@ tests/fixtures/query-gpu/). Columns are found by name, so any superset of the fi
 whatever alias was asked (`clocks.sm` prints `clocks.current.sm`); drivers before 535 name
 the clock-event reasons `clocks_throttle_reasons.*` (nvidia-smi --help-query-gpu lists both).
 
-A value nvidia-smi could not read (`[Unknown Error]`, `[GPU requires reset]`) is kept as an
-error of its sample: the checks fail on it, never read it as zero.
+A value the GPU does not have reads `[N/A]` or `[Not Supported]`; any other bracketed value
+is nvidia-smi saying it could not read one (`[Insufficient Permissions]`,
+nvidia_gpu_exporter's docs/METRICS.md; NVML's own words, as `[Unknown Error]`) and is kept as
+an error of its sample: the checks fail on it, never read it as zero.
+
+Sources for the command: `-lms, --loop-ms= Probe until Ctrl+C at specified millisecond
+interval`, and the field names with their pre-535 aliases, are nvidia-smi 590.48.01's `-h`
+and `--help-query-gpu` (nvidia_gpu_exporter@e656cd8, internal/captures/
+linux-x86_64__nvidia-h100-80gb-hbm3__590.48.01.txt); `clocks_throttle_reasons.*` before
+driver 535.54.03 (validation-practice.md, AzNHC's throttling check).
 """
 
 from __future__ import annotations

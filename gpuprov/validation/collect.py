@@ -339,8 +339,9 @@ def collect_soak(c: Collector, plan: soak_unit.Plan, state: str) -> None:
 def telemetry(c: Collector, sampler: str, samples: str, status: str) -> None:
     """The sampler's CSV as evidence; what it printed as its failure record when it ended
     before we stopped it (a GPU lost, a field this driver lacks) or printed nothing."""
-    rc = c.host.run(f"cat {status}").stdout.strip()
-    text = c.host.run(f"cat {samples}").stdout
+    # through the collector: SSH failing here is Unreachable, never an empty sampler
+    rc = c.run(f"cat {status}", logged=False).stdout.strip()
+    text = c.run(f"cat {samples}", logged=False).stdout
     if rc in ("143", "0") and text.strip():
         c.write(TELEMETRY, text)
     else:

@@ -12,7 +12,19 @@ and is stopped and removed (one whose unit vanished unfinished, the node reboote
 new one starts.
 
 systemd stops the unit, and every process in it, at its RuntimeMaxSec (the soak plus
-RUNTIME_MARGIN_S): a hung gpu-burn never outlives its plan.
+RUNTIME_MARGIN_S): a hung gpu-burn never outlives its plan. What this relies on, as systemd
+documents it: `systemd-run --unit NAME --collect --property=…` starts a transient service
+and unloads it once it ended, failed or not (systemd-run(1)); RuntimeMaxSec= stops a
+service running longer (systemd.service(5)), killing every process of its control group
+(systemd.kill(5)); `systemctl is-active --quiet` exits 0 only while it is active
+(systemctl(1)). The sampler stopped by `kill` exits 143, 128 + SIGTERM's 15, as POSIX sh
+reports a signalled child's status to `wait`.
+
+A soak is adopted only from the node's current boot: after a reboot the kernel log and the
+GPUs' counters no longer cover it. An adopted soak began before this run's before-soak
+snapshot, so the NVLink error counters' before/after difference covers only its remainder;
+the kernel log (the whole boot) and the ECC and remap counters (absolute values) cover all
+of it.
 """
 
 from __future__ import annotations
@@ -25,6 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 BURN_IN_DIR = "/var/lib/gpuprov/burn-in"
+BOOT_ID = "/proc/sys/kernel/random/boot_id"   # a new random id every boot (proc(5))
 UNIT_PREFIX = "gpuprov-burn-in-"
 RUNTIME_MARGIN_S = 120
 # how often a plain progress line reports a long soak (a live table redraws on its own)
@@ -38,6 +51,7 @@ class Plan:
     flags: str            # gpu-burn's load flags ("-tc ")
     sampler: str          # the telemetry sampler's command
     started: float = 0.0  # the node's clock when the unit started
+    boot_id: str = ""     # the node's boot it ran in (proc(5): /proc/sys/kernel/random/boot_id)
 
     @property
     def directory(self) -> str:
@@ -53,7 +67,8 @@ class Plan:
 
     def as_json(self) -> str:
         return json.dumps({"run_id": self.run_id, "seconds": self.seconds, "flags": self.flags,
-                           "sampler": self.sampler, "started": self.started})
+                           "sampler": self.sampler, "started": self.started,
+                           "boot_id": self.boot_id})
 
 
 def script(plan: Plan, gpu_burn_dir: str) -> str:
@@ -74,21 +89,23 @@ def find_adoptable(run, wanted: Plan) -> Plan | None:
     collected. Every other one is a dead controller's (no live run holds the node while
     this one does): stopped if it still runs — two gpu-burns must not share the GPUs —
     and removed."""
-    listing = run(f"for p in {BURN_IN_DIR}/*/plan.json; do [ -f \"$p\" ] && cat \"$p\" && "
-                  "echo; done; true").stdout
+    boot, *listing = run(f"cat {BOOT_ID}; for p in {BURN_IN_DIR}/*/plan.json; do "
+                         "[ -f \"$p\" ] && cat \"$p\" && echo; done; true").stdout.splitlines()
     found = []
-    for line in listing.splitlines():
+    for line in listing:
         try:
             data = json.loads(line)
             found.append(Plan(str(data["run_id"]), int(data["seconds"]), str(data["flags"]),
-                              str(data["sampler"]), float(data["started"])))
+                              str(data["sampler"]), float(data["started"]),
+                              str(data.get("boot_id", ""))))
         except (ValueError, KeyError, TypeError):
             continue
     adopted = None
     for plan in sorted(found, key=lambda p: p.started, reverse=True):
         state = status(run, plan)
+        # only a soak of this boot: the kernel log and counters the run reads must cover it
         if (adopted is None and plan.same_work(wanted) and plan.run_id != wanted.run_id
-                and state != "gone"):
+                and state != "gone" and plan.boot_id == boot.strip()):
             adopted = plan
             continue
         if state == "running":
@@ -101,8 +118,9 @@ def start(run, plan: Plan, gpu_burn_dir: str) -> Plan:
     """The unit started; the plan with the node's start time. RuntimeError with systemd's
     own words when it could not start."""
     d = plan.directory
-    started = run(f"mkdir -p {d} && date +%s").stdout.strip()
-    plan = Plan(plan.run_id, plan.seconds, plan.flags, plan.sampler, float(started or 0))
+    started, boot = [*run(f"mkdir -p {d} && date +%s && cat {BOOT_ID}").stdout.split(),
+                     "0", ""][:2]
+    plan = Plan(plan.run_id, plan.seconds, plan.flags, plan.sampler, float(started), boot)
     upload = f"{d}/soak.sh"
     for path, text in ((upload, script(plan, gpu_burn_dir)), (f"{d}/plan.json", plan.as_json())):
         payload = base64.b64encode(text.encode()).decode()

@@ -61,8 +61,9 @@ def test_the_unit_s_script_keeps_every_output_and_each_exit_status(node):
 
 def test_a_finished_burn_in_of_the_same_work_is_adopted_the_others_removed(node):
     run, tools = node
+    boot = Path(soak_unit.BOOT_ID).read_text().strip()   # this machine's, as the node's
     for run_id, started, finished in (("v1", 100.0, True), ("v2", 200.0, False)):
-        plan = soak_unit.Plan(run_id, 30, "-tc ", f"{tools}/sampler", started)
+        plan = soak_unit.Plan(run_id, 30, "-tc ", f"{tools}/sampler", started, boot)
         Path(plan.directory).mkdir(parents=True)
         (Path(plan.directory) / "plan.json").write_text(plan.as_json())
         if finished:
@@ -113,3 +114,13 @@ def test_a_bad_burn_in_is_one_line_and_exit_2(tmp_path, args, message):
     result = gpuprov("validate", "node01", "--inventory", str(tmp_path / "none.ini"), *args)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [f"gpuprov: error: {message}"]
+
+
+def test_a_burn_in_of_an_earlier_boot_is_never_adopted(node):
+    run, tools = node
+    plan = soak_unit.Plan("v1", 30, "-tc ", f"{tools}/sampler", 100.0, "an-earlier-boot")
+    Path(plan.directory).mkdir(parents=True)
+    (Path(plan.directory) / "plan.json").write_text(plan.as_json())
+    (Path(plan.directory) / "finished").touch()
+    assert soak_unit.find_adoptable(run, _plan(tools, "v2")) is None
+    assert not Path(plan.directory).exists()

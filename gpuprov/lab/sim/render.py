@@ -85,7 +85,8 @@ LOAD_POWER_FRACTION, IDLE_POWER_FRACTION, IDLE_SM_MHZ = 0.9, 0.1, 345
 def _telemetry(hw: dict, gpu: dict, elapsed: float | None) -> dict:
     """The soak's sampled fields: idle, or `elapsed` seconds into gpu-burn's load. A GPU
     capped below what the load draws sits at its cap (SW power cap) with clocks lowered to
-    match; one in HW slowdown (`clock_throttle`) runs at half its clock."""
+    match; one in HW slowdown (`clock_throttle`) runs at half its clock ("HW Slowdown
+    (reducing the core clocks by a factor of 2 or more)", nvidia-smi --help-query-gpu)."""
     spec = hw["gpu"]
     limit = float(gpu.get("power_limit_w", spec["power_limit_w"]))
     max_sm = spec["max_clocks_mhz"]["graphics"]
