@@ -196,7 +196,9 @@ def healthy_h100(directory: Path) -> Path:
         "torch-env.json": json.dumps({"torch_version": "2.5.1+cu124", "cuda_version": "12.4",
                                       "cudnn_version": 90100, "nccl_version": "2.21.5",
                                       "device_count": 8, "arch_list": ["sm_80", "sm_90"]}),
-        "gpu-burn.log": gpu_burn_log([52000, 51800, 52100, 51900, 52050, 51700, 52000, 51950]),
+        # under gpu_burn -tc, as a real GH100 runs it (fixtures/gpu-burn/h200-head-tc-45s.txt)
+        "gpu-burn.log": gpu_burn_log([358000, 356600, 358700, 357300, 358300, 356000, 358000,
+                                      357600]),
         "gpu-telemetry.csv": telemetry(),
         "ddp-smoke.json": json.dumps({"ok": True, "world_size": 8, "backend": "nccl",
                                       "losses": [0.91, 0.52, 0.33],

@@ -6,7 +6,9 @@ Each test prints `Running <test>.`, a title naming the copy engine and direction
 per source (`0     25.50     24.26 …`; a pair it does not measure reads `N/A`, or `0.00` on
 the diagonal in older versions), then `SUM <test> <GB/s>`. A capture may lose its `Running`
 line (a user's elision): the SUM line names the test too. A test nvbandwidth cannot run on
-the system prints `Waived`.
+the system prints `Waived` (every device-to-device test on a one-GPU system, as the real H200
+capture shows), and a test name it does not know `ERROR: Testcase <name> not found!` — both
+with exit status 0, so the report is the only place either shows.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ class NvbandwidthRun:
     version: str | None = None
     tests: dict[str, Matrix] = field(default_factory=dict)
     waived: int = 0
+    errors: list[str] = field(default_factory=list)   # its `ERROR: …` lines
 
 
 def _cell(text: str) -> float | None:
@@ -81,6 +84,8 @@ def parse_nvbandwidth(text: str, source: str) -> NvbandwidthRun:
             run.version = line.split(":", 1)[1].strip()
         elif line.startswith("Waived"):
             run.waived += 1
+        elif line.startswith("ERROR:"):
+            run.errors.append(line.removeprefix("ERROR:").strip())
         elif m := RUNNING.match(line):
             close()
             running = m.group(1)
@@ -109,6 +114,10 @@ def parse_nvbandwidth(text: str, source: str) -> NvbandwidthRun:
     close()
     if not run.tests:
         said = [line.strip() for line in text.splitlines() if line.strip()]
+        if run.errors:
+            raise ParseError(source, f"no nvbandwidth test result; it said: {run.errors[0][:120]}")
+        if run.waived:
+            raise ParseError(source, f"no nvbandwidth test result: {run.waived} test(s) waived")
         raise ParseError(source, "no nvbandwidth test result" + (
             f"; it ended: {said[-1][:120]}" if said else ": empty"))
     return run
@@ -118,8 +127,8 @@ def parse_nvbandwidth(text: str, source: str) -> NvbandwidthRun:
 
 # host to device, device to host, and every GPU pair, by the copy engines (the tests
 # nvbandwidth's README lists first; ClusterMAX measures these three)
-TESTS = ("host_to_device_memcpy_ce", "device_to_host_memcpy_ce",
-         "device_to_device_memcpy_read_ce")
+D2D_TEST = "device_to_device_memcpy_read_ce"
+TESTS = ("host_to_device_memcpy_ce", "device_to_host_memcpy_ce", D2D_TEST)
 NVBANDWIDTH = EvidenceKind(
     "nvbandwidth.txt", "ddp", parse_nvbandwidth, None,
     "`nvbandwidth -t " + " ".join(TESTS) + "`: host-to-device, device-to-host and GPU-to-GPU "

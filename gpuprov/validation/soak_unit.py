@@ -17,8 +17,9 @@ documents it: `systemd-run --unit NAME --collect --property=…` starts a transi
 and unloads it once it ended, failed or not (systemd-run(1)); RuntimeMaxSec= stops a
 service running longer (systemd.service(5)), killing every process of its control group
 (systemd.kill(5)); `systemctl is-active --quiet` exits 0 only while it is active
-(systemctl(1)). The sampler stopped by `kill` exits 143, 128 + SIGTERM's 15, as POSIX sh
-reports a signalled child's status to `wait`.
+(systemctl(1)). The sampler stopped by `kill` exits 0: nvidia-smi's loop ends on SIGTERM
+with status 0 (driver 580, tests/fixtures/query-gpu/h200-580.159.04-sampler-tc-fp32-fp64.txt);
+143, 128 + SIGTERM's 15 as POSIX sh reports a signalled child to `wait`, is taken too.
 
 A soak is adopted only from the node's current boot: after a reboot the kernel log and the
 GPUs' counters no longer cover it. An adopted soak began before this run's before-soak
@@ -73,7 +74,7 @@ class Plan:
 
 def script(plan: Plan, gpu_burn_dir: str) -> str:
     """What the unit runs: the sampler in the background for exactly as long as gpu-burn
-    runs; each exit status kept (the sampler's tells one we stopped, 143, from one that
+    runs; each exit status kept (the sampler's tells one we stopped, 0 or 143, from one that
     failed on its own), `finished` written last."""
     d = plan.directory
     return (f"#!/bin/sh\n# gpuprov burn-in {plan.run_id} (unit {plan.unit})\n"

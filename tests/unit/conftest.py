@@ -17,7 +17,7 @@ def recorded_ledger(tmp_path):
     evidence built from the fixtures): node07 healthy, node08 with gpu-burn errors on GPU 2."""
     healthy = eb.healthy_h100(tmp_path / "node07")
     faulty = eb.replace(eb.copy(healthy, tmp_path / "node08"), "gpu-burn.log",
-                        eb.gpu_burn_log([52000] * 8, errors=[0, 0, 1542, 0, 0, 0, 0, 0]))
+                        eb.gpu_burn_log([358000] * 8, errors=[0, 0, 1542, 0, 0, 0, 0, 0]))
     ledger = Ledger(tmp_path / "ledger.db")
     ledger.start_run("v1", "validate", "/inv/rack3.ini", ["node07", "node08"], {}, {}, "/ev")
     profile = load_profile("h100-sxm-8")

@@ -16,6 +16,7 @@ from gpuprov.checks.run import judge
 from gpuprov.evidence import Evidence
 from gpuprov.lab import kinds
 from gpuprov.lab.sim import dcgmi, nccl_tests
+from gpuprov.lab.sim import node as node_sim
 from gpuprov.ledger import Ledger
 from gpuprov.profiles import load_profile
 from gpuprov.validation.collect import NodeSettings
@@ -24,11 +25,14 @@ from tests import evidence_builder as eb
 from tests.conftest import gpuprov
 
 H100 = load_profile("h100-sxm-8")
-# four known-good nodes: real-looking jitter, and one weak (but accepted) GPU on node04
-GOOD = {"node01": [52000, 51800, 52100, 51900, 52050, 51700, 52000, 51950],
-        "node02": [51900, 52200, 51850, 52000, 51750, 52100, 51950, 52050],
-        "node03": [52150, 51950, 52000, 51800, 52050, 51900, 52100, 51850],
-        "node04": [51800, 52000, 47000, 51900, 52100, 51950, 52000, 51900]}
+# four known-good nodes under gpu_burn -tc (the H100 profile's load): real-looking jitter,
+# and one weak (but accepted) GPU on node04
+GOOD = {"node01": [364000, 362600, 364700, 363300, 364350, 361900, 364000, 363650],
+        "node02": [363300, 365400, 362950, 364000, 362250, 364700, 363650, 364350],
+        "node03": [365050, 363650, 364000, 362600, 364350, 363300, 364700, 362950],
+        "node04": [362600, 364000, 329000, 363300, 364700, 363650, 364000, 363300]}
+# DCGM's diagnostic GEMM runs FP32: the stand-in's H100 figures per load
+FP32_OF_TENSOR = 50900 / 358900
 
 
 def _node_tools(node: str, gflops: list[int]) -> dict[str, str]:
@@ -36,11 +40,11 @@ def _node_tools(node: str, gflops: list[int]) -> dict[str, str]:
     stand-ins in the real formats: the node's GPUs as fast as its gpu-burn figures say."""
     hw = kinds.describe(node, "h100-sxm-8")
     for gpu, rate in zip(hw["gpus"], gflops, strict=True):
-        gpu["gflops_factor"] = rate / hw["gflops"]
+        gpu["gflops_factor"] = rate / node_sim.gflops(hw, "tensor")
     options = {"min": 8 << 20, "max": 1 << 30, "factor": 2, "gpus": 8}
     diag, _ = dcgmi.diag_json(hw, 3, "565.57.01")
     # nvbandwidth: the node's copy bandwidth as fast as its GPUs (a weak GPU copies slower)
-    copies = [round(55.0 * rate / hw["gflops"], 2) for rate in gflops]
+    copies = [round(55.0 * rate / node_sim.gflops(hw, "tensor"), 2) for rate in gflops]
     return {"nccl-tests.log": nccl_tests.report(hw, options, node, 4242),
             "dcgmi-diag.json": diag, "nvbandwidth.txt": eb.nvbandwidth(copies, copies)}
 
@@ -76,14 +80,14 @@ def test_floors_come_from_the_peers_with_their_sources(env, tmp_path):
     assert result.returncode == 0, result.stderr
     data = yaml.safe_load(out.read_text())
     assert data["name"] == "h100-site"
-    assert data["gpu_burn"]["gflops_min"] == round(51950 * 0.92)   # median - 8 %
+    assert data["gpu_burn"]["gflops_min"] == round(363650 * 0.92)   # median - 8 %
     assert data["gpu_burn"]["max_spread_pct"] == 10                  # kept from the base
     assert data["max_temp_c"] == 66                                  # 61 C + 5
     assert data["ddp"]["busbw_min_gbps"] == round(455.0 * 0.92, 1)
     source = data["sources"]["gpu_burn.gflops_min"]
-    assert "median 51950 of 32 samples, 1 rejected as outliers" in source
+    assert "median 363650 of 32 samples, 1 rejected as outliers" in source
     assert "nodes node01, node02, node03, node04, runs v1" in source
-    assert "gpu_burn.gflops_min: 47794" in result.stdout
+    assert "gpu_burn.gflops_min: 334558" in result.stdout
     assert load_profile(str(out)).name == "h100-site"
     # nccl-tests, NVLink and DCGM figures (the stand-ins' healthy H100 figures)
     nccl = data["sources"]["nccl_tests.busbw_min_gbps"]
@@ -95,7 +99,7 @@ def test_floors_come_from_the_peers_with_their_sources(env, tmp_path):
     pcie = data["dcgm"]["pcie_min_gbps"]
     assert pcie == round(5 * 3.938 * 16 * 0.76 * 0.92 / 5, 2)  # gen 5 x16, GPU to Host
     gemm = data["sources"]["dcgm.gflops_min"]
-    assert data["dcgm"]["gflops_min"] == round(51950 * 0.92, 2)
+    assert data["dcgm"]["gflops_min"] == pytest.approx(363650 * FP32_OF_TENSOR * 0.92, abs=0.01)
     assert "of 32 samples, 1 rejected as outliers" in gemm     # node04's weak GPU
     # the soak's telemetry: the limit the site runs at, and how near its GPUs come to it
     # (the evidence's real-H100 figures: 631.95 W less a watt per GPU index, of 700 W)
@@ -120,7 +124,7 @@ def test_a_slow_node_passes_the_shipped_profile_and_fails_its_peers(env, tmp_pat
     assert str(shipped.status) == "pass"
     learned = judge(Evidence(slow), load_profile(str(out)), None, only=("gpu_burn",)).checks[0]
     assert str(learned.status) == "fail"
-    assert "44200 Gflop/s, floor 47817" in learned.summary   # 51975 (nodes 1-3) - 8 %
+    assert "309400 Gflop/s, floor 334719" in learned.summary   # 363825 (nodes 1-3) - 8 %
     # DCGM's diagnostic sees the same node slow: its GEMM figure against the learned floor
     for name, text in _node_tools("node09", [round(g * 0.85) for g in GOOD["node01"]]).items():
         eb.replace(slow, name, text)
@@ -131,7 +135,8 @@ def test_a_slow_node_passes_the_shipped_profile_and_fails_its_peers(env, tmp_pat
     assert str(shipped.status) == "pass"
     assert (str(learned.status), str(learned.action)) == ("fail", "reseat-or-inspect")
     assert learned.summary.startswith("dcgmi diag -r 3: GPU 0 (00000000:18:00.0, serial ")
-    assert "44200 Gflop/s below dcgm.gflops_min 47817" in learned.summary
+    # 309400 and 363825 (nodes 1-3) - 8 % at DCGM's FP32 rate: x 50900 / 358900
+    assert "43879.8 Gflop/s below dcgm.gflops_min 47470.6" in learned.summary
     assert learned.summary.endswith("(+5 more)")
 
 

@@ -57,7 +57,7 @@ def test_the_metrics_say_what_the_ledger_holds(fleet):
     failing = [dict(k) for (name, k), v in found.items()
                if name == "gpuprov_node_check_failing" and v == 1]
     assert failing == [{"node": "node08", "check": "gpu_burn", "action": "rma"}]
-    assert value(found, "gpuprov_gpu_burn_flops", node="node07", gpu="5") == 51700e9
+    assert value(found, "gpuprov_gpu_burn_flops", node="node07", gpu="5") == 356000e9
     assert len([k for (name, k) in found if name == "gpuprov_gpu_burn_flops"]) == 16
     assert value(found, "gpuprov_ddp_allreduce_bus_bandwidth_bytes_per_second",
                  node="node07") == 455e9

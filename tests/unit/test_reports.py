@@ -68,7 +68,7 @@ def test_markdown_shows_the_failing_gpus_figures_plainly_and_bundles_the_full_va
     bundle = report.archive(node08, tmp_path / "out")
     text = report.as_markdown(run, node08, "HGX H100 8-GPU", bundle)
     row = next(line for line in text.splitlines() if line.startswith("| `gpu_burn` |"))
-    assert row.endswith("| GPU 2: died: False, errors: 1542, gflops: 52000, max_temp_c: 61, "
+    assert row.endswith("| GPU 2: died: False, errors: 1542, gflops: 358000, max_temp_c: 61, "
                         "verdict: FAULTY |")
     assert "{" not in row and "…" not in row
     with tarfile.open(bundle[0]) as tar:
@@ -86,5 +86,5 @@ def test_markdown_sets_every_gpu_s_soak_figures_side_by_side(recorded, tmp_path)
     lines = [line for line in table.splitlines() if line.startswith("|")]
     assert lines[0] == "| GPU | Gflop/s | peak W | limit W | peak °C | SM MHz | slowdowns |"
     # the healthy evidence's telemetry: the real H100's figures under gpu-burn
-    assert lines[2] == "| 0 | 52000 | 632 | 700 | 59 | 1980 | - |"
+    assert lines[2] == "| 0 | 358000 | 632 | 700 | 59 | 1980 | - |"
     assert len(lines) == 2 + 8

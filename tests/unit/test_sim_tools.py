@@ -12,7 +12,7 @@ from gpuprov.lab.sim import gpu_burn, node, nvcc, nvidia_ctk
 from gpuprov.parsers.errors import ParseError
 from gpuprov.parsers.gpu_burn import parse_gpu_burn
 from gpuprov.parsers.versions import parse_cudnn_header, parse_nvcc
-from tests.evidence_builder import FIXTURES
+from tests.evidence_builder import FIXTURES, capture, fixture
 
 DRIVER = "550.90.07"
 
@@ -382,3 +382,26 @@ def test_the_soak_sampler_under_the_lab_s_gpu_burn_load_shows_each_weak_gpu(
     assert first[3].reasons == {"sw_power_cap"}
     assert first[6].reasons == {"hw_slowdown"} and first[6].sm_clock_mhz == 1410 // 2
     assert not (tmp_path / "gpu-burn.json").exists()   # gone when gpu-burn ends
+
+
+def test_the_lab_s_sampler_ends_on_sigterm_and_refuses_a_zero_interval_as_the_real_one(
+        sim_node, capsys):
+    import os
+    import signal
+
+    from gpuprov.lab.sim import nvidia_smi
+
+    real = capture("query-gpu/h200-580.159.04-loop-zero.txt")
+    assert nvidia_smi.main(["--query-gpu=index,power.draw", "--format=csv", "-lms", "0"]) == 2
+    assert capsys.readouterr().out == real   # the real 580's words, exit status 2
+    # the real loop exits 0 on SIGTERM (the capture's header says so), not 143
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(nvidia_smi.time, "sleep", lambda s: os.kill(os.getpid(), signal.SIGTERM))
+            with pytest.raises(SystemExit) as ended:
+                nvidia_smi.main(["--query-gpu=index", "--format=csv", "-lms", "500"])
+        assert ended.value.code == 0
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    assert "exited 0 on SIGTERM" in fixture("query-gpu/h200-580.159.04-sampler-tc-fp32-fp64.txt")

@@ -11,7 +11,7 @@ from gpuprov.checks.registry import Problems, Results, check, shortfall_pct
 from gpuprov.model import Action, CheckResult
 from gpuprov.parsers.gpu_burn import GPU_BURN
 from gpuprov.parsers.nccl_tests import NCCL_TESTS
-from gpuprov.parsers.nvbandwidth import NVBANDWIDTH, TESTS
+from gpuprov.parsers.nvbandwidth import D2D_TEST, NVBANDWIDTH, TESTS
 from gpuprov.parsers.probes import DDP_JSON
 
 
@@ -159,8 +159,11 @@ def nvbandwidth(ctx: Context, r: Results) -> CheckResult:
         matrix = run.tests.get(test)
         figures = matrix.per_gpu() if matrix else {}
         if not figures:
-            problems.append((None, f"nvbandwidth gave no {test} result"
-                                   + (" (waived)" if run.waived else "")))
+            if test == D2D_TEST and run.waived and ctx.profile.gpu_count == 1:
+                values["not_applicable"] = f"{test} waived by nvbandwidth: one GPU"
+                continue
+            problems.append((None, f"nvbandwidth gave no {test} result" + (
+                f": {run.errors[0]}" if run.errors else " (waived)" if run.waived else "")))
             continue
         median = statistics.median(figures.values())
         for index, gbps in sorted(figures.items()):

@@ -129,7 +129,7 @@ def info(hw: dict, gpu: dict, test: str) -> list[str]:
         return [", ".join(f"GPU {index} {way} bandwidth:\t\t{lanes * share:.2f} GB/s"
                           for way, share in COPY_EFFICIENCY.items())]
     if test == "diagnostic":
-        rate = float(hw["gflops"]) * float(gpu.get("gflops_factor", 1.0))
+        rate = node.gflops(hw) * float(gpu.get("gflops_factor", 1.0))
         return [f"GPU {index} calculated at approximately {rate:.2f} gigaflops during this "
                 "test"]
     return []

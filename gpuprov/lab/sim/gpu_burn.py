@@ -8,6 +8,9 @@ init lines, `\\r` progress lines with per-GPU Gflop/s, error counts and temperat
 the real one it exits 0 even when a GPU is FAULTY, and reports OK for a GPU whose test
 could not even start (a compare.ptx built for a newer compute capability).
 
+Its Gflop/s are the kind's for the load asked (`-tc` tensor, `-d` fp64, else fp32; sim
+node.gflops), as a real GH100 ran them (tests/fixtures/gpu-burn/h200-head-*.txt).
+
 Faults in the description: `burn_errors` (errors per reporting interval),
 `gflops_factor`, and `falls_off_in_soak` (the kernel lines to log when, halfway through the
 soak, the GPU falls off the bus: its client dies, the driver loses it) on a GPU.
@@ -160,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     if working:
         _out(f"Results are {RESULT_BYTES} bytes each, thus performing {iterations} iterations\n")
 
-    base = float(hw["gflops"]) / (2.0 if doubles else 1.0)
+    base = node.gflops(hw, "fp64" if doubles else "tensor" if tensor else "fp32")
     rate = {g["index"]: (base * float(g.get("gflops_factor", 1.0))
                          * (1 + ((g["index"] * 7919) % 13 - 6) / 1000.0)
                          if g["index"] in working else 0.0) for g in gpus}

@@ -57,6 +57,13 @@ def save_description(hw: dict, path: str | None = None) -> None:
     os.replace(tmp, path)
 
 
+def gflops(hw: dict, mode: str = "fp32") -> float:
+    """A healthy GPU's gpu-burn Gflop/s under `mode` (fp32, tensor, fp64): the kind's
+    figure for that mode, or its one figure for every mode where it has one only."""
+    figures = hw["gflops"]
+    return float(figures[mode] if isinstance(figures, dict) else figures)
+
+
 def lost_gpus(hw: dict) -> list[dict]:
     """GPUs the driver lost (fallen off the bus under load): every NVML call on one fails."""
     return [g for g in hw["gpus"] if g.get("lost")]

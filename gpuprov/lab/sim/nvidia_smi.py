@@ -8,6 +8,7 @@ driver lost ("Unable to determine the device handle", exit 15).
 
 from __future__ import annotations
 
+import signal
 import sys
 import time
 
@@ -28,6 +29,10 @@ RC_BAD_ARGS, RC_NOT_FOUND, RC_NO_DRIVER, RC_NO_LIBRARY, RC_GPU_LOST, RC_MISMATCH
 
 class Usage(Exception):
     pass
+
+
+class LoopZero(Usage):
+    """`-l 0` / `-lms 0`: its own message, the same exit status (the real 580's)."""
 
 
 def _handle_address(bus_id: str) -> str:
@@ -55,11 +60,15 @@ def _loop_ms(args: list[str]) -> tuple[list[str], int | None]:
             if not value.isdigit():
                 raise Usage
             interval = int(value) * (1 if arg.endswith("ms") else 1000)
+            if interval == 0:
+                raise LoopZero
         elif arg.startswith(("--loop=", "--loop-ms=")):
             name, value = arg.split("=", 1)
             if not value.isdigit():
                 raise Usage
             interval = int(value) * (1 if name.endswith("ms") else 1000)
+            if interval == 0:
+                raise LoopZero
         else:
             rest.append(arg)
     return rest, interval
@@ -69,6 +78,9 @@ def _loop(args: list[str], interval_ms: int, driver: str) -> int:
     """`--query-gpu … -lms N`: the header once, then every GPU's row each interval until
     killed, re-reading the hardware (its load, a GPU lost) every time."""
     header = not any(a.startswith("--format=") and "noheader" in a for a in args)
+    # the real loop ends on SIGTERM with exit status 0, not 143 (driver 580's, captured in
+    # tests/fixtures/query-gpu/h200-580.159.04-sampler-tc-fp32-fp64.txt)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     first = True
     while True:
         hw = node.description()
@@ -182,6 +194,10 @@ def main(argv: list[str] | None = None) -> int:
                 raise Usage   # the lab loops the query form only
             return _loop(args, interval_ms, module)
         sys.stdout.write(_render(args, hw, module, _live()))
+    except LoopZero:   # tests/fixtures/query-gpu/h200-580.159.04-loop-zero.txt
+        sys.stdout.write("Provided [-l(ms) | --loop(-ms)=] value is incorrect. Loop frequency "
+                         "must be greater than 0.\n\n")
+        return RC_BAD_ARGS
     except Usage:
         sys.stdout.write(BAD_ARGS)
         return RC_BAD_ARGS

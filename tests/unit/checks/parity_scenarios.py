@@ -48,9 +48,9 @@ def _edit(name: str, old: str, new: str) -> Callable[[Path], None]:
 
 EDITS: dict[str, Callable[[Path], None]] = {
     "slow-gpu": lambda n: replace(n, "gpu-burn.log", gpu_burn_log(
-        [52000, 51800, 52100, 44000, 52050, 51700, 52000, 51950])),
+        [358000, 356600, 358700, 304000, 358300, 356000, 358000, 357600])),
     "burn-errors": lambda n: replace(n, "gpu-burn.log", gpu_burn_log(
-        [52000] * 8, [0, 0, 0, 0, 0, 7, 0, 0])),
+        [358000] * 8, [0, 0, 0, 0, 0, 7, 0, 0])),
     "nvlink-crc-during-soak": lambda n: replace(
         n, "nvidia-smi-nvlink-errors-after.txt", nvlink_errors(8, 18, {2: 43})),
     "nvlink-crc-before-soak": lambda n: (

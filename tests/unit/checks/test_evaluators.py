@@ -119,8 +119,8 @@ def test_gpu_burn_init_error_reason(node):
 
 
 def test_slow_gpu_fails_against_the_node_median(node):
-    rates = [52000] * 8
-    rates[3] = int(52000 * 0.85)
+    rates = [358000] * 8
+    rates[3] = int(358000 * 0.85)
     replace(node, "gpu-burn.log", gpu_burn_log(rates))
     _, by_id = results(node)
     result = by_id["gpu_burn"]
@@ -134,7 +134,7 @@ def test_slow_gpu_fails_against_the_node_median(node):
 def test_gpu_burn_errors_name_the_gpu(node):
     errors = [0] * 8
     errors[5] = 12
-    replace(node, "gpu-burn.log", gpu_burn_log([52000] * 8, errors))
+    replace(node, "gpu-burn.log", gpu_burn_log([358000] * 8, errors))
     _, by_id = results(node)
     assert by_id["gpu_burn"].gpu.index == 5
     assert "GPU 5 (00000000:AB:00.0" in by_id["gpu_burn"].summary

@@ -40,12 +40,33 @@ def test_one_gpu_and_the_closing_note():
 
 @pytest.mark.parametrize(("text", "why"), [
     ("", "no nvbandwidth test result: empty"),
-    # its own words for a test it lacks (NVIDIA/nvbandwidth@66746a3, nvbandwidth.cpp:129)
-    ("nvbandwidth Version: v0.8\nTestcase bogus not found!\n",
-     "no nvbandwidth test result; it ended: Testcase bogus not found!"),
+    ("nvbandwidth Version: v0.8\nNOTE: The reported results may vary.\n",
+     "no nvbandwidth test result; it ended: NOTE: The reported results may vary."),
     ("Running host_to_device_memcpy_ce.\nmemcpy CE CPU(row) -> GPU(column) bandwidth (GB/s)\n"
      "   0\n 0   fast\n", "line 4: not a bandwidth row"),
 ])
 def test_what_is_not_a_report_is_a_parse_error(text, why):
     with pytest.raises(ParseError, match=why):
         parse_nvbandwidth(text, "/ev/nvbandwidth.txt")
+
+
+def test_one_h200_every_test_and_the_gpu_to_gpu_ones_waived():
+    # the real run on one GPU: host<->device measured, each device-to-device test "Waived"
+    run = parse_nvbandwidth(capture("nvbandwidth/h200-x1-v0.8-all-tests-d2d-waived.txt"), "x")
+    assert run.version == "v0.8" and run.errors == []
+    assert run.tests["host_to_device_memcpy_ce"].per_gpu() == {0: 55.27}
+    assert run.tests["device_to_host_memcpy_ce"].per_gpu() == {0: 55.26}
+    assert "device_to_device_memcpy_read_ce" not in run.tests and run.waived == 17
+    # the latency and local-copy tables are not bandwidth between two places: not read
+    assert "host_device_latency_sm" not in run.tests and "device_local_copy" not in run.tests
+
+
+@pytest.mark.parametrize(("fixture", "why"), [
+    # exit status 0 both times: the report is the only place the fault shows
+    ("h200-x1-v0.8-testcase-not-found.txt",
+     "no nvbandwidth test result; it said: Testcase no_such_test not found!"),
+    ("h200-x1-v0.8-d2d-read-waived.txt", "no nvbandwidth test result: 1 test\\(s\\) waived"),
+])
+def test_real_runs_that_measured_nothing_say_why(fixture, why):
+    with pytest.raises(ParseError, match=why):
+        parse_nvbandwidth(capture(f"nvbandwidth/{fixture}"), "/ev/nvbandwidth.txt")

@@ -82,3 +82,34 @@ def test_what_is_not_telemetry_is_a_parse_error_naming_the_file(text, why):
 def test_the_sampler_asks_for_every_field_the_parser_reads():
     assert SAMPLER.startswith("nvidia-smi --query-gpu=" + ",".join(FIELDS))
     assert {f"clocks_event_reasons.{r}" for r in REASONS} <= set(FIELDS)
+
+
+SAMPLED = "query-gpu/h200-580.159.04-sampler-tc-fp32-fp64.txt"
+
+
+def _phase(samples, start: str, end: str):
+    return [s for s in samples if start <= s.timestamp.split()[1][:8] <= end]
+
+
+def test_the_soak_sampler_s_own_command_on_a_real_h200_through_three_loads():
+    # the sampler's exact field list (plus ones the soak does not ask for) at -lms 500 on
+    # driver 580: one header, then a row every ~500 ms, every field named as asked
+    t = parse_gpu_telemetry(capture(SAMPLED), "h200")
+    assert all(f in t.fields for f in FIELDS)
+    assert len(t.samples) == 440 and {s.index for s in t.samples} == {0}
+    assert {s.serial for s in t.samples} == {"1653724050015"}
+    assert all(s.errors == () for s in t.samples)
+    # phases from the capture's header: -tc, then FP32, then -d (doubles); busy samples only
+    busy = {name: [s.power_w for s in _phase(t.samples, a, b) if s.utilization_pct == 100]
+            for name, a, b in (("tc", "11:40:21", "11:41:41"), ("fp32", "11:41:46", "11:42:52"),
+                               ("fp64", "11:42:57", "11:43:56"))}
+    top = {name: max(watts) for name, watts in busy.items()}
+    assert top == {"tc": 702.3, "fp32": 630.64, "fp64": 708.87}
+    # FP32 stays near 90 % of the 700 W limit; tensor cores and doubles reach it
+    assert top["fp32"] / 700 < 0.91 and min(top["tc"], top["fp64"]) / 700 > 1.0
+    # at the limit the driver's software power cap engages: the reason the soak samples
+    capped = [s for s in _phase(t.samples, "11:40:21", "11:41:41") if s.reasons]
+    assert capped and all(s.reasons == frozenset({"sw_power_cap"}) for s in capped)
+    assert max(s.temp_c for s in t.samples) == 64 and max(s.memory_temp_c
+                                                          for s in t.samples) <= 64
+    assert {s.power_limit_w for s in t.samples} == {700.0}
