@@ -265,6 +265,20 @@ def _slow_node(access, hw, gpu):
     return f"all {len(hw['gpus'])} GPUs run 15% below their kind", {}
 
 
+def _slow_d2d(access, hw, gpu):
+    """The GPU copies to and from its peers at half the rate (a degraded NVLink or PCIe
+    path): nvbandwidth's GPU-to-GPU figures for every pair it is in."""
+    gpu["d2d_factor"] = 0.5
+    return f"GPU {gpu['index']} copies to and from its peers at half the rate", {}
+
+
+def _hbm_errors(access, hw, gpu):
+    """The GPU's HBM fails DCGM's memtest, which runs at level 4 only: a fault the quick and
+    intake burn-ins do not look for, and the extended one does."""
+    gpu["dcgm_fail"] = "memtest"
+    return f"GPU {gpu['index']}'s HBM fails DCGM's memtest (dcgmi diag -r 4)", {}
+
+
 def _dcgm_fail(access, hw, gpu):
     gpu["dcgm_fail"] = "memory"
     return f"GPU {gpu['index']} fails DCGM's memory test (dcgmi diag -r 2 and up)", {}
@@ -420,6 +434,9 @@ FAULTS = {f.name: f for f in (
               "a GPU's enforced power limit at 57% of its kind's"),
     FaultKind("clock-throttle", True, _clock_throttle, "a GPU in HW slowdown under load"),
     FaultKind("dcgm-fail", True, _dcgm_fail, "a GPU fails DCGM's memory test (level 2 and up)"),
+    FaultKind("hbm-errors", True, _hbm_errors, "a GPU's HBM fails DCGM's memtest (level 4)"),
+    FaultKind("slow-d2d", True, _slow_d2d,
+              "a GPU's GPU-to-GPU copies at half its peers' (nvbandwidth)"),
     FaultKind("fallen-off-bus", True, _fallen_off_bus,
               "a GPU falls off the bus (gone from nvidia-smi, the R570+ kernel message)"),
     FaultKind("gpu-lost-in-soak", True, _gpu_lost_in_soak,

@@ -119,6 +119,7 @@ def ensure_mirror(paths: LabPaths, image: ImageRecipe, log) -> Path:
     files.mkdir(exist_ok=True)
     standins.gpu_burn_tarball(files)
     standins.nccl_tests_tarball(files)
+    standins.nvbandwidth_tarball(files)
     standins.conda_installer(files)
     write_sha256sums(files)
     return mirror

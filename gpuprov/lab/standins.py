@@ -33,7 +33,7 @@ LIB = node.LIB_DIR
 UNIT_DIR = "/usr/lib/systemd/system"
 SIM_SOURCES = Path(sim.__file__).parent
 SIM_MODULES = ("__init__", "node", "render", "nvidia_smi", "gpu_burn", "daemons", "dcgmi",
-               "nccl_tests")
+               "nccl_tests", "nvbandwidth")
 MODULE_UNIT = "gpuprov-lab-nvidia-module.service"
 # What a 590+ pinning package pins: the driver packages under their unsuffixed names.
 PINNED_NAMES = ("nvidia-headless", "nvidia-headless-open", "nvidia-dkms", "nvidia-dkms-open",
@@ -460,6 +460,12 @@ def nccl_tests_tarball(dest_dir: Path) -> Path:
     version = recipe()["nccl_tests"]["version"]
     return _tarball(dest_dir, f"nccl-tests-{version}", "nccl-tests",
                     ("Makefile", "README.md", "src/all_reduce_perf.cpp"))
+
+
+def nvbandwidth_tarball(dest_dir: Path) -> Path:
+    version = recipe()["nvbandwidth"]["version"]
+    return _tarball(dest_dir, f"nvbandwidth-{version}", "nvbandwidth",
+                    ("CMakeLists.txt", "README.md", "nvbandwidth-drv.cpp"))
 
 
 def _tarball(dest_dir: Path, top: str, source_dir: str, names: tuple[str, ...]) -> Path:

@@ -18,7 +18,7 @@ import statistics
 from dataclasses import dataclass, field
 
 from gpuprov.parsers.errors import ParseError
-from gpuprov.parsers.kind import NOT_IN_LAB, EvidenceKind
+from gpuprov.parsers.kind import EvidenceKind
 
 TITLE = re.compile(r"^memcpy (CE|SM) (CPU|GPU)\(row\) (->|<-|<->) (CPU|GPU)\(column\) "
                    r"bandwidth \(GB/s\)$")
@@ -132,5 +132,5 @@ TESTS = ("host_to_device_memcpy_ce", "device_to_host_memcpy_ce", D2D_TEST)
 NVBANDWIDTH = EvidenceKind(
     "nvbandwidth.txt", "ddp", parse_nvbandwidth, None,
     "`nvbandwidth -t " + " ".join(TESTS) + "`: host-to-device, device-to-host and GPU-to-GPU "
-    "copy bandwidth per GPU, where nvbandwidth is installed (absent elsewhere)",
-    lab=NOT_IN_LAB)
+    "copy bandwidth per GPU, where the nvbandwidth role installed it (absent elsewhere)",
+    lab="sim/nvbandwidth.py")

@@ -184,7 +184,8 @@ def test_the_fabric_test_names_a_slow_node_and_fails_fast_on_a_dead_link(rack):
 
 
 # (node, fault kind, GPU or None) per round, and the check each must fail. One fault per
-# node at a time; the nodes of a round are validated together.
+# node at a time, but for the weak-GPU round's, each seen by its own check; the nodes of a
+# round are validated together.
 ROUNDS = [
     [("node01", "missing-gpu", 3, "gpu_inventory"), ("node02", "nvlink-down", 2, "nvlink_status"),
      ("node03", "pcie-degraded", 1, "pcie_link")],
@@ -204,16 +205,19 @@ ROUNDS = [
     [("node02", "dcgm-fail", 4, "dcgm_diag"), ("node01", "machine-check", None, "kernel_taint"),
      # a GPU lost under load: nvidia-smi after the soak fails as a real one does (issue 36)
      ("node03", "gpu-lost-in-soak", 1, "gpu_inventory")],
-    # weak GPUs, seen only under load by the soak's telemetry (issue 39)
+    # weak GPUs (issue 39), seen only under load by the soak's telemetry, by nvbandwidth's
+    # GPU-to-GPU copies, and by DCGM's memtest (level 4: the round runs --dcgm-level 4)
     [("node01", "thermal-outlier", 3, "load_thermal"), ("node02", "power-capped", 5, "load_power"),
-     ("node03", "clock-throttle", 2, "load_throttle")],   # node03: L40S, 4 GPUs
+     ("node03", "clock-throttle", 2, "load_throttle"),   # node03: L40S, 4 GPUs
+     ("node01", "slow-d2d", 6, "nvbandwidth"), ("node02", "hbm-errors", 1, "dcgm_diag")],
 ]
 # the action each of those rounds' faults must recommend
 ACTIONS = {"fallen-off-bus": "reboot", "gpu-lost-in-soak": "reboot", "gsp-timeout": "reset-gpu",
            "aer": "reseat-or-inspect",
            "sxid": "reboot", "reset-required": "reset-gpu", "xid": "reset-gpu",
            "nic-down": "reseat-or-inspect", "nic-degraded": "reseat-or-inspect",
-           "fabric-degraded": "reboot", "dcgm-fail": "rma", "machine-check": "reseat-or-inspect"}
+           "fabric-degraded": "reboot", "dcgm-fail": "rma", "hbm-errors": "rma",
+           "slow-d2d": "reseat-or-inspect", "machine-check": "reseat-or-inspect"}
 # what DCGM's health watches (dcgmi health -c) report for the faults they watch
 DCGM_HEALTH_SEES = {"ecc-uncorrectable": "Memory system: Detected 1 volatile double-bit ECC "
                                          "error(s) in GPU 5.",
@@ -227,7 +231,9 @@ def test_each_fault_is_rejected_with_its_check_naming_the_gpu(rack, round_):
     try:
         for node, kind, gpu, _ in round_:
             fault(node, kind, gpu)
-        nodes = report_of(rack.validate(*(node for node, *_ in round_), "--json"))
+        level = ("--dcgm-level", "4") if any(k == "hbm-errors" for _, k, *_ in round_) else ()
+        nodes = report_of(rack.validate(*dict.fromkeys(node for node, *_ in round_), "--json",
+                                        *level))
     finally:
         clear(*NODES)
     for node, kind, gpu, check_id in round_:
@@ -243,6 +249,11 @@ def test_each_fault_is_rejected_with_its_check_naming_the_gpu(rack, round_):
         if kind == "dcgm-fail":       # the test and its section, with DCGM's own text
             assert "memory (Hardware) on GPU 4" in failing[check_id]["summary"]
             assert "A memory mismatch was detected on GPU 4" in failing[check_id]["summary"]
+        if kind == "hbm-errors":      # memtest, run at level 4 only
+            assert "memtest (Hardware) on GPU 1" in failing[check_id]["summary"]
+        if kind == "slow-d2d":        # nvbandwidth's GPU-to-GPU figure, against its peers
+            assert "GPU to GPU" in failing[check_id]["summary"] and "below the node median" \
+                in failing[check_id]["summary"]
         if kind == "machine-check":   # the taint alone: nothing in the kernel log
             assert "M: the processor reported a machine check" in failing[check_id]["summary"]
             assert "kernel_log" not in failing, failing["kernel_log"]

@@ -405,3 +405,58 @@ def test_the_lab_s_sampler_ends_on_sigterm_and_refuses_a_zero_interval_as_the_re
     finally:
         signal.signal(signal.SIGTERM, before)
     assert "exited 0 on SIGTERM" in fixture("query-gpu/h200-580.159.04-sampler-tc-fp32-fp64.txt")
+
+
+def test_the_lab_s_nvbandwidth_prints_what_the_real_v0_8_prints_and_the_parser_reads(
+        sim_node, capsys):
+    from gpuprov.lab.sim import nvbandwidth
+    from gpuprov.parsers.nvbandwidth import TESTS, parse_nvbandwidth
+
+    hw, save = sim_node
+    hw["gpus"][6]["d2d_factor"] = 0.5      # slow-d2d
+    save(hw)
+    assert nvbandwidth.main(["-t", *TESTS]) == 0
+    out = capsys.readouterr().out
+    run = parse_nvbandwidth(out, "sim")
+    assert run.version == "v0.8" and sorted(run.tests) == sorted(TESTS)
+    h2d = run.tests["host_to_device_memcpy_ce"].per_gpu()   # A100: PCIe Gen4 x16
+    assert len(h2d) == 8 and all(26.2 < v <= 26.3 for v in h2d.values())
+    d2d = run.tests["device_to_device_memcpy_read_ce"].per_gpu()
+    assert all(270 < v < 280 for i, v in d2d.items() if i != 6) and 130 < d2d[6] < 140
+    # the real report's lines, in the real one's order (the H200 capture)
+    real = capture("nvbandwidth/h200-x1-v0.8-all-tests-d2d-waived.txt")
+    shapes = (r"^nvbandwidth Version: v0\.8\nBuilt from Git version: \n\n",
+              r"^CUDA Runtime Version: \d+\nCUDA Driver Version: \d+\nDriver Version: [\d.]+\n\n"
+              r"\S+\n(Device \d+: .+ \([0-9A-F]{8}:[0-9A-F]{2}:[0-9A-F]{2}\)\n)+\n",
+              r"^Running host_to_device_memcpy_ce\.\nmemcpy CE CPU\(row\) -> GPU\(column\) "
+              r"bandwidth \(GB/s\)\n {11}0",
+              r"\n\nSUM host_to_device_memcpy_ce [\d.]+\n\n",
+              r"NOTE: The reported results may not reflect the full capabilities of the platform\."
+              r"\nPerformance can vary with software drivers, hardware clocks, and system "
+              r"topology\.\n")
+    for shape in shapes:
+        assert re.search(shape, out, re.M | re.I), shape
+        assert re.search(shape, real, re.M | re.I), shape
+
+
+def test_the_lab_s_nvbandwidth_waives_refuses_and_fails_as_the_real_one(sim_node, capsys):
+    from gpuprov.lab.sim import nvbandwidth
+
+    hw, save = sim_node
+    assert nvbandwidth.main(["-t", "no_such_test"]) == 0      # exit 0, as the real one
+    captured = capsys.readouterr()
+    assert captured.err == "ERROR: Testcase no_such_test not found!\n"
+    assert "ERROR: Testcase no_such_test not found!" in capture(
+        "nvbandwidth/h200-x1-v0.8-testcase-not-found.txt")
+    assert nvbandwidth.main(["--bogus"]) == 1
+    assert capsys.readouterr().out == capture("nvbandwidth/h200-x1-v0.8-invalid-argument.txt")
+    hw["gpus"] = hw["gpus"][:1]
+    save(hw)
+    assert nvbandwidth.main(["-t", "device_to_device_memcpy_read_ce"]) == 0
+    out = capsys.readouterr().out
+    assert "Waived: \nNOTE:" in out and "Waived: \nNOTE:" in capture(
+        "nvbandwidth/h200-x1-v0.8-d2d-read-waived.txt")
+    # the real test list by index (`nvbandwidth -l`), and what the lab does not simulate
+    listed = re.findall(r"^(\d+), (\w+):$", capture("nvbandwidth/h200-x1-v0.8-list.txt"), re.M)
+    assert [name for _, name in listed] == list(nvbandwidth.KNOWN)
+    assert nvbandwidth.main(["-t", "34"]) == 3 and "not simulated" in capsys.readouterr().err

@@ -61,20 +61,6 @@ def _ptx_target(path: str) -> int | None:
     return int(m.group(1)) if m else 0
 
 
-def _cuda_init_error(hw: dict) -> str | None:
-    """Why cuInit would fail on this node, in CUDA's error names; None when it works."""
-    module, nvml = node.loaded_module_version(), node.nvml_version()
-    if module is None or nvml is None:
-        return "CUDA_ERROR_NO_DEVICE"
-    if module != nvml:
-        return "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH"
-    if hw.get("nvswitch") and not node.running(node.FABRICMANAGER_PID):
-        return "CUDA_ERROR_SYSTEM_NOT_READY"   # 802: NVSwitch fabric not set up
-    if not hw["gpus"]:
-        return "CUDA_ERROR_NO_DEVICE"
-    return None
-
-
 def _fall_off_the_bus(hw: dict, gpus: list[dict]) -> set[int]:
     """GPUs set to fall off the bus under load do so now: the driver logs it (the lines the
     fault prepared), loses the GPU (nvidia-smi fails on it), its gpu-burn client dies."""
@@ -127,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
             _out(USAGE)
             return 1
     hw = node.description()
-    failure = _cuda_init_error(hw)
+    failure = node.cuda_init_error(hw)
     if failure:
         _out(f"Couldn't init CUDA: Error in \"init\": {failure}\n")
         return 1

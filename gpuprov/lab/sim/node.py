@@ -57,6 +57,27 @@ def save_description(hw: dict, path: str | None = None) -> None:
     os.replace(tmp, path)
 
 
+def cuda_init_error(hw: dict) -> str | None:
+    """Why cuInit would fail on this node, in CUDA's error names; None when it works."""
+    module, nvml = loaded_module_version(), nvml_version()
+    if module is None or nvml is None:
+        return "CUDA_ERROR_NO_DEVICE"
+    if module != nvml:
+        return "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH"
+    if hw.get("nvswitch") and not running(FABRICMANAGER_PID):
+        return "CUDA_ERROR_SYSTEM_NOT_READY"   # 802: NVSwitch fabric not set up
+    if not hw["gpus"]:
+        return "CUDA_ERROR_NO_DEVICE"
+    return None
+
+
+# what cuGetErrorString says for them (CUDA Driver API, CUresult)
+CUDA_ERROR_TEXT = {"CUDA_ERROR_NO_DEVICE": "no CUDA-capable device is detected",
+                   "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH": "system has unsupported display driver / "
+                                                         "cuda driver combination",
+                   "CUDA_ERROR_SYSTEM_NOT_READY": "system not yet initialized"}
+
+
 def gflops(hw: dict, mode: str = "fp32") -> float:
     """A healthy GPU's gpu-burn Gflop/s under `mode` (fp32, tensor, fp64): the kind's
     figure for that mode, or its one figure for every mode where it has one only."""
