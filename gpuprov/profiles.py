@@ -69,7 +69,9 @@ SCHEMA = {
             "properties": {"count": {"type": "integer", "minimum": 1},
                            "link_layer": {"enum": ["InfiniBand", "Ethernet"]},
                            "rate_gbps": _NUM,
-                           "name_prefix": {"type": "string"}},
+                           "name_prefix": {"type": "string"},
+                           # how much an error counter may grow over the soak (ib_counters)
+                           "error_growth_max": {"type": "integer", "minimum": 0}},
         },
         "ecc_required": {"type": "boolean"},
         "max_temp_c": {"type": "integer", "minimum": 30, "maximum": 120},

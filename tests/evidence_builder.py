@@ -106,6 +106,22 @@ def packages(driver: str = "565.57.01", toolkit: str = "1.16.2") -> str:
     return "".join(f"{k}\t{v}\n" for k, v in rows.items())
 
 
+def ib_counters(ports: int = 8, grown: dict[int, dict[str, int]] | None = None,
+                base: int = 3) -> str:
+    """`grep -s . /sys/class/infiniband/*/ports/*/counters/*` over mlx5_0..N port 1: every
+    error counter at `base` (a link's small history since boot), data counters beside them,
+    plus `grown[ca][counter]`."""
+    from gpuprov.parsers.ib_counters import ERROR_COUNTERS
+    lines = []
+    for ca in range(ports):
+        counters = {name: base + (grown or {}).get(ca, {}).get(name, 0)
+                    for name in ERROR_COUNTERS}
+        counters.update(port_rcv_data=205128687774249, port_xmit_wait=1042)
+        lines += [f"/sys/class/infiniband/mlx5_{ca}/ports/1/counters/{name}:{value}"
+                  for name, value in sorted(counters.items())]
+    return "\n".join(lines) + "\n"
+
+
 def ibstat(ports: int = 8, rate: int = 400, link_layer: str = "InfiniBand") -> str:
     """`ibstat` of a ConnectX-7 NDR node, in the form of the real captures."""
     out = []
@@ -190,6 +206,8 @@ def healthy_h100(directory: Path) -> Path:
         "nvidia-smi-nvlink-status.txt": nvlink_status(8, 18, "26.562 GB/s"),
         "nvidia-smi-nvlink-errors-before.txt": nvlink_errors(8, 18),
         "nvidia-smi-nvlink-errors-after.txt": nvlink_errors(8, 18),
+        "ib-counters-before.txt": ib_counters(),
+        "ib-counters-after.txt": ib_counters(),
         "nvcc-version.txt": fixture("nvcc/cuda-12.5.txt"),
         "cudnn-version.h": "#define CUDNN_MAJOR 9\n#define CUDNN_MINOR 1\n"
                            "#define CUDNN_PATCHLEVEL 0\n",

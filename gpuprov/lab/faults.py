@@ -172,6 +172,22 @@ def _nic_degraded(access, hw, gpu):
     return f"NIC {port['ca']} port {port['port']} trained at {port['rate_gbps']:g} Gb/s", {}
 
 
+def _ib_symbol_errors(access, hw, gpu):
+    """The first port's link takes symbol errors under load (a marginal cable or transceiver):
+    its symbol_error counter grows during the soak, the link stays up."""
+    port = _first_nic(access, hw)
+    port["counter_growth_in_soak"] = {"symbol_error": 137}
+    return f"NIC {port['ca']} port {port['port']} takes 137 symbol errors during a soak", {}
+
+
+def _ib_link_flap(access, hw, gpu):
+    """The first port's link goes down and retrains once during the soak (a flapping cable):
+    link_downed and link_error_recovery each grow by one; ibstat afterwards shows it up."""
+    port = _first_nic(access, hw)
+    port["counter_growth_in_soak"] = {"link_downed": 1, "link_error_recovery": 1}
+    return f"NIC {port['ca']} port {port['port']} flaps once during a soak", {}
+
+
 def _reset_required(access, hw, gpu):
     gpu["reset_required"] = True
     return f"GPU {gpu['index']} reports Reset Required", {}
@@ -449,6 +465,10 @@ FAULTS = {f.name: f for f in (
     FaultKind("nic-down", False, _nic_down, "the first RDMA NIC port Down/Disabled"),
     FaultKind("nic-degraded", False, _nic_degraded,
               "the first RDMA NIC port at half the profile's rate"),
+    FaultKind("ib-symbol-errors", False, _ib_symbol_errors,
+              "the first RDMA port's symbol errors grow during the soak"),
+    FaultKind("ib-link-flap", False, _ib_link_flap,
+              "the first RDMA port goes down and retrains once during the soak"),
     FaultKind("reset-required", True, _reset_required,
               "nvidia-smi reports that a GPU requires a reset"),
     FaultKind("slow-node", False, _slow_node,

@@ -9,6 +9,7 @@ points the driver role at the simulated sysfs:
 - lsmod: the NVIDIA modules once a driver module is "loaded" (its version file in /run),
   nouveau while no modprobe.d file blacklists it (as on a fresh server; the lab has no
   initramfs, so the blacklist takes effect at once);
+- ibstat and the ports' sysfs counters (`grep -s .` of them), from the described NIC ports;
 - lspci: `lspci -nn -d 10de:` lines for the simulated sysfs functions (a GPU that no
   longer enumerates to the driver stays on the bus, as one that fell off NVML does);
 - the kernel release (`uname -r`) and its headers, and mokutil answering from the
@@ -26,10 +27,12 @@ from gpuprov import packaging_facts
 from gpuprov.lab import pci
 from gpuprov.lab.paths import NODE_LAB_DIR
 from gpuprov.lab.sim import node as sim_node
+from gpuprov.parsers.ib_counters import ERROR_COUNTERS
 
 LSMOD = "/usr/local/sbin/gpuprov-lab-lsmod"
 LSPCI = "/usr/local/sbin/gpuprov-lab-lspci"
 IBSTAT = "/usr/local/sbin/gpuprov-lab-ibstat"
+IB_COUNTERS = "/usr/local/sbin/gpuprov-lab-ib-counters"
 
 _LSMOD_SCRIPT = f"""#!/bin/sh
 # gpuprov lab: lsmod of the simulated kernel (see gpuprov/lab/kernel_view.py)
@@ -71,6 +74,25 @@ for p in hw.get("nic_ports") or []:
     print(f"\\t\\tState: {{p['state']}}\\n\\t\\tPhysical state: {{p['physical_state']}}")
     print(f"\\t\\tRate: {{p['rate_gbps']:g}}\\n\\t\\tBase lid: 0\\n\\t\\tLMC: 0")
     print(f"\\t\\tLink layer: {{p['link_layer']}}")
+"""
+
+# `grep -s . /sys/class/infiniband/*/ports/*/counters/*` of the described ports: grep's
+# `path:value` lines, each error counter from the port's `counters` (0 unless a fault grew
+# it), and grep's exit status 2 where no file matches (a node without RDMA ports)
+_IB_COUNTERS_SCRIPT = f"""#!/usr/bin/python3
+# gpuprov lab: sysfs counters of the node's described NIC ports (see gpuprov/lab/kernel_view.py)
+import sys
+import yaml
+with open("{NODE_LAB_DIR}/hardware.yml") as fh:
+    hw = yaml.safe_load(fh)
+ports = hw.get("nic_ports") or []
+for p in ports:
+    counters = dict.fromkeys({sorted(ERROR_COUNTERS)!r}, 0)
+    counters.update(p.get("counters") or {{}})
+    counters.update(port_rcv_data=0, port_xmit_data=0)
+    for name, value in sorted(counters.items()):
+        print(f"/sys/class/infiniband/{{p['ca']}}/ports/{{p['port']}}/counters/{{name}}:{{value}}")
+sys.exit(0 if ports else 2)
 """
 
 # The simulated kernel's release, as `uname -r` would print it (the container's own
@@ -167,6 +189,7 @@ def files(node: str) -> list[tuple[str, bytes, int]]:
     return [(LSMOD.lstrip("/"), _LSMOD_SCRIPT.encode(), 0o755),
             (LSPCI.lstrip("/"), _LSPCI_SCRIPT.encode(), 0o755),
             (IBSTAT.lstrip("/"), _IBSTAT_SCRIPT.encode(), 0o755),
+            (IB_COUNTERS.lstrip("/"), _IB_COUNTERS_SCRIPT.encode(), 0o755),
             (KERNEL_RELEASE_COMMAND.lstrip("/"), f"#!/bin/sh\necho {KERNEL_RELEASE}\n".encode(),
              0o755),
             (f"{HEADERS_DIR.lstrip('/')}/Makefile", HEADERS_MAKEFILE.encode(), 0o644),
@@ -187,6 +210,7 @@ def inventory_vars() -> str:
     return (f"gpuprov_validate_lsmod_command: {LSMOD}\n"
             f"gpuprov_validate_lspci_command: {LSPCI}\n"
             f"gpuprov_validate_ibstat_command: {IBSTAT}\n"
+            f"gpuprov_validate_ib_counters_command: {IB_COUNTERS}\n"
             f"gpuprov_validate_kernel_log: {sim_node.KERNEL_LOG}\n"
             f"gpuprov_doctor_kernel_release_command: {KERNEL_RELEASE_COMMAND}\n"
             "# the lab's stand-in stack is small; a real one needs the doctor's defaults\n"

@@ -86,6 +86,8 @@ class NodeSettings:
     taint_file: str = "/proc/sys/kernel/tainted"
     fabric_manager_log: str = "/var/log/fabricmanager.log"
     ibstat_command: str = IBSTAT
+    # every RDMA port's counters (parsers/ib_counters.py); grep exits 2 where none exist
+    ib_counters_command: str = "grep -s . /sys/class/infiniband/*/ports/*/counters/*"
     gpu_burn_dir: str = "/opt/gpu-burn"
     pytorch_env: str = "default"       # the pytorch_env role's smoke record to validate with
     nccl_tests_dir: str = "/opt/nccl-tests/build"
@@ -99,6 +101,7 @@ class NodeSettings:
     # (nccl_tests_url): their absence on the node is then a failure, not a skip
     expects_dcgm: bool = False
     expects_nccl_tests: bool = False
+    expects_nvbandwidth: bool = False   # the inventory sets nvbandwidth_url
 
     @classmethod
     def from_vars(cls, node: str, variables: dict, **fixed) -> NodeSettings:
@@ -108,10 +111,11 @@ class NodeSettings:
                             "module_version_file", "lspci_command", "kernel_log", "gpu_burn_dir",
                             "pytorch_env", "fabric_manager_log", "ibstat_command",
                             "nccl_tests_dir", "dcgmi_command", "taint_file",
-                            "nvbandwidth_command")
+                            "nvbandwidth_command", "ib_counters_command")
                if variables.get(f"gpuprov_validate_{name}")}
         expected = {"expects_dcgm": bool(variables.get("gpuprov_dcgm_version")),
-                    "expects_nccl_tests": bool(variables.get("nccl_tests_url"))}
+                    "expects_nccl_tests": bool(variables.get("nccl_tests_url")),
+                    "expects_nvbandwidth": bool(variables.get("nvbandwidth_url"))}
         if variables.get("gpuprov_validate_telemetry_interval_ms"):
             expected["telemetry_interval_ms"] = int(
                 variables["gpuprov_validate_telemetry_interval_ms"])
@@ -392,11 +396,17 @@ def nvbandwidth(c: Collector) -> None:
     """Host-to-device, device-to-host and GPU-to-GPU copy bandwidth, where nvbandwidth is
     installed."""
     tool = c.settings.nvbandwidth_command
+    command = f"{shlex.quote(tool)} -t {' '.join(NVBANDWIDTH_TESTS)} 2>&1"
     with c.stage("nvbandwidth"):
         if c.run(f"command -v {shlex.quote(tool)}").rc != 0:
+            if c.settings.expects_nvbandwidth:   # the role was to install it: a finding
+                c.record_failure(NVBANDWIDTH, command, 127,
+                                 f"{tool} not found, though the inventory sets nvbandwidth_url "
+                                 "(role nvbandwidth did not install it)\n")
+                return
             c.skip("nvbandwidth", f"{tool} not found: nvbandwidth is not installed")
             return
-        c.keep_output(NVBANDWIDTH, f"{shlex.quote(tool)} -t {' '.join(NVBANDWIDTH_TESTS)} 2>&1")
+        c.keep_output(NVBANDWIDTH, command)
 
 
 # `dcgmi diag` run lengths per level (NVIDIA's DCGM guide: r1 seconds, r2 about 2 minutes,

@@ -192,10 +192,14 @@ ROUNDS = [
     [("node01", "ecc-uncorrectable", 5, "ecc"), ("node02", "row-remap-pending", 1, "ecc"),
      ("node03", "burn-errors", 2, "gpu_burn")],
     [("node01", "slow-gpu", 6, "gpu_burn"), ("node02", "driver-mismatch", None, "driver_version"),
-     ("node03", "ddp-broken", None, "ddp_smoke")],
+     ("node03", "ddp-broken", None, "ddp_smoke"),
+     # an RDMA link that flaps during the soak (issue 40): its sysfs counters grow
+     ("node01", "ib-link-flap", None, "ib_counters")],
     # kernel faults, all logged before the run starts (same boot): each still rejects
     [("node01", "fallen-off-bus", 2, "kernel_log"), ("node02", "gsp-timeout", 5, "kernel_log"),
-     ("node03", "aer", 1, "kernel_log")],
+     ("node03", "aer", 1, "kernel_log"),
+     # and one whose symbol errors grow under the soak's load (issue 40)
+     ("node02", "ib-symbol-errors", None, "ib_counters")],
     [("node01", "sxid", None, "kernel_log"), ("node02", "nic-degraded", None, "nics"),
      ("node03", "xid", 2, "kernel_log")],
     [("node01", "nic-down", None, "nics"), ("node02", "fabric-degraded", None, "nvswitch"),
@@ -217,7 +221,8 @@ ACTIONS = {"fallen-off-bus": "reboot", "gpu-lost-in-soak": "reboot", "gsp-timeou
            "sxid": "reboot", "reset-required": "reset-gpu", "xid": "reset-gpu",
            "nic-down": "reseat-or-inspect", "nic-degraded": "reseat-or-inspect",
            "fabric-degraded": "reboot", "dcgm-fail": "rma", "hbm-errors": "rma",
-           "slow-d2d": "reseat-or-inspect", "machine-check": "reseat-or-inspect"}
+           "slow-d2d": "reseat-or-inspect", "machine-check": "reseat-or-inspect",
+           "ib-symbol-errors": "reseat-or-inspect", "ib-link-flap": "reseat-or-inspect"}
 # what DCGM's health watches (dcgmi health -c) report for the faults they watch
 DCGM_HEALTH_SEES = {"ecc-uncorrectable": "Memory system: Detected 1 volatile double-bit ECC "
                                          "error(s) in GPU 5.",
@@ -259,6 +264,11 @@ def test_each_fault_is_rejected_with_its_check_naming_the_gpu(rack, round_):
             assert "kernel_log" not in failing, failing["kernel_log"]
         if kind.startswith("nic-"):   # the NIC port, named in the summary
             assert "NIC mlx5_0 port 1" in failing[check_id]["summary"]
+        elif kind.startswith("ib-"):   # the port and the counters that grew in the soak
+            grown = {"ib-symbol-errors": "symbol_error +137",
+                     "ib-link-flap": "link_error_recovery +1, link_downed +1"}[kind]
+            assert f"NIC mlx5_0 port 1: {grown} during the soak" in failing[check_id][
+                "summary"], failing[check_id]
         elif kind == "sxid":          # an NVSwitch, named in the summary
             assert "NVSwitch" in failing[check_id]["summary"] and "SXid 12028" in failing[
                 check_id]["summary"]

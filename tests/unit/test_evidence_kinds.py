@@ -47,4 +47,4 @@ def test_after_the_soak_the_soak_s_kinds_and_the_snapshot_s_again():
     after = {k.file for k in evidence.collected("soak", load_profile("h100-sxm-8"),
                                                 after_soak=True)}
     assert after == {"nvidia-smi-q-after.xml", "nvidia-smi-nvlink-errors-after.txt",
-                     "kernel-taint.txt"}
+                     "ib-counters-after.txt", "kernel-taint.txt"}

@@ -460,3 +460,37 @@ def test_the_lab_s_nvbandwidth_waives_refuses_and_fails_as_the_real_one(sim_node
     listed = re.findall(r"^(\d+), (\w+):$", capture("nvbandwidth/h200-x1-v0.8-list.txt"), re.M)
     assert [name for _, name in listed] == list(nvbandwidth.KNOWN)
     assert nvbandwidth.main(["-t", "34"]) == 3 and "not simulated" in capsys.readouterr().err
+
+
+def test_a_flapping_link_s_counters_grow_over_the_lab_s_soak_as_sysfs_shows_them(
+        sim_node, tmp_path, capsys):
+    import subprocess
+
+    from gpuprov.lab import faults, kernel_view
+    from gpuprov.lab.paths import NODE_LAB_DIR
+    from gpuprov.parsers.ib_counters import parse_ib_counters
+
+    hw, save = sim_node
+    faults._ib_link_flap(None, hw, None)
+    save(hw)
+    script = tmp_path / "ib-counters"
+    script.write_text(kernel_view._IB_COUNTERS_SCRIPT.replace(NODE_LAB_DIR, str(tmp_path)))
+
+    def counters():
+        done = subprocess.run(["python3", str(script)], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return parse_ib_counters(done.stdout, "lab")
+
+    before = counters()
+    assert len(before) == 8 and before["mlx5_0 port 1"].values["link_downed"] == 0
+    assert gpu_burn.main(["1"]) == 0
+    capsys.readouterr()
+    after = counters()
+    assert after["mlx5_0 port 1"].values["link_downed"] == 1
+    assert after["mlx5_0 port 1"].values["link_error_recovery"] == 1
+    assert after["mlx5_1 port 1"].values == before["mlx5_1 port 1"].values
+    # a node without RDMA ports: nothing printed and grep's exit status 2 (no file matched)
+    hw = yaml.safe_load((tmp_path / "hardware.yml").read_text())
+    save({**hw, "nic_ports": []})
+    done = subprocess.run(["python3", str(script)], capture_output=True, text=True)
+    assert (done.returncode, done.stdout) == (2, "")

@@ -1,10 +1,12 @@
-"""The node's RDMA NICs (InfiniBand or RoCE): the ports the profile expects, up, at rate."""
+"""The node's RDMA NICs (InfiniBand or RoCE): the ports the profile expects, up, at rate, and
+their error counters still over the soak."""
 
 from __future__ import annotations
 
 from gpuprov.checks.context import Context
 from gpuprov.checks.registry import Results, check
 from gpuprov.model import Action, CheckResult
+from gpuprov.parsers.ib_counters import ERROR_COUNTERS, IB_COUNTERS_AFTER, IB_COUNTERS_BEFORE
 from gpuprov.parsers.ibstat import NICS
 
 
@@ -41,4 +43,47 @@ def nics(ctx: Context, r: Results) -> CheckResult:
                       values, action=Action.NONE)
     return r.passed(f"{len(ports)} x {want['link_layer']} ports Active/LinkUp at >= "
                     f"{want['rate_gbps']:g} Gb/s, firmware {', '.join(firmware) or '?'}",
+                    values)
+
+
+@check("ib_counters", stage="soak", needs=(IB_COUNTERS_BEFORE, IB_COUNTERS_AFTER),
+       action=Action.RESEAT_OR_INSPECT, applies=lambda profile: bool(profile.data.get("nics")),
+       skip_reason="no RDMA NICs in this profile",
+       rule="no RDMA port's error counter (symbol errors, link error recovery, link downed, "
+            "receive and remote physical errors, local link integrity, buffer overrun, xmit "
+            "discards) grew during the soak beyond nics.error_growth_max (default 0); a "
+            "counter unreadable, stopped at its maximum or a port gone fails")
+def ib_counters(ctx: Context, r: Results) -> CheckResult:
+    before = ctx.evidence.read(IB_COUNTERS_BEFORE)
+    after = ctx.evidence.read(IB_COUNTERS_AFTER)
+    allowed = ctx.profile["nics"].get("error_growth_max", 0)
+    grew: dict[str, dict[str, int]] = {}
+    problems: list[str] = []
+    for name, port in sorted(before.items()):
+        now = after.get(name)
+        if now is None:
+            problems.append(f"NIC {name}: gone from sysfs after the soak")
+            continue
+        for counter in ERROR_COUNTERS:
+            if counter in now.unreadable or counter in port.unreadable:
+                said = now.unreadable.get(counter) or port.unreadable[counter]
+                problems.append(f"NIC {name}: {counter} unreadable ({said})")
+            elif counter not in now.values or counter not in port.values:
+                problems.append(f"NIC {name}: no {counter} counter")
+            elif now.saturated(counter):
+                problems.append(f"NIC {name}: {counter} stopped at its maximum "
+                                f"{now.values[counter]}: growth unseen (clear the port's "
+                                "counters, then validate again)")
+            elif now.values[counter] - port.values[counter] > allowed:
+                grew.setdefault(name, {})[counter] = now.values[counter] - port.values[counter]
+    problems[:0] = [f"NIC {name}: " + ", ".join(f"{k} +{v}" for k, v in counters.items())
+                    + " during the soak" for name, counters in grew.items()]
+    values = {"grew_during_soak": grew, "allowed_growth": allowed,
+              "ports": sorted(after), "before_soak": {
+                  name: {k: v for k, v in p.values.items() if k in ERROR_COUNTERS and v}
+                  for name, p in before.items()}}
+    if problems:
+        more = f" (+{len(problems) - 3} more)" if len(problems) > 3 else ""
+        return r.fail("; ".join(problems[:3]) + more, values)
+    return r.passed(f"{len(after)} RDMA port(s): no error counter grew during the soak",
                     values)

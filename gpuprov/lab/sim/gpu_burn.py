@@ -12,7 +12,8 @@ Its Gflop/s are the kind's for the load asked (`-tc` tensor, `-d` fp64, else fp3
 node.gflops), as a real GH100 ran them (tests/fixtures/gpu-burn/h200-head-*.txt).
 
 Faults in the description: `burn_errors` (errors per reporting interval),
-`gflops_factor`, and `falls_off_in_soak` (the kernel lines to log when, halfway through the
+`gflops_factor`, a NIC port's `counter_growth_in_soak` (its sysfs error counters grow by
+that over the soak), and `falls_off_in_soak` (the kernel lines to log when, halfway through the
 soak, the GPU falls off the bus: its client dies, the driver loses it) on a GPU.
 """
 
@@ -59,6 +60,20 @@ def _ptx_target(path: str) -> int | None:
     except OSError:
         return None
     return int(m.group(1)) if m else 0
+
+
+def _links_take_errors() -> None:
+    """A NIC port set to take errors under load (ib-symbol-errors, ib-link-flap) has its
+    sysfs counters grown once the soak's load ends, as the node's kernel would count them."""
+    hw = node.description()
+    grew = False
+    for port in hw.get("nic_ports") or []:
+        for name, count in (port.get("counter_growth_in_soak") or {}).items():
+            counters = port.setdefault("counters", {})
+            counters[name] = counters.get(name, 0) + int(count)
+            grew = True
+    if grew:
+        node.save_description(hw)
 
 
 def _fall_off_the_bus(hw: dict, gpus: list[dict]) -> set[int]:
@@ -186,6 +201,7 @@ def main(argv: list[str] | None = None) -> int:
                 _out(f"\n\tSummary at:   {_date()}\n\n")
                 interval_errors = {k: 0 for k in interval_errors}
                 next_summary += SUMMARY_EVERY_S
+    _links_take_errors()
     _out("\nKilling processes with SIGTERM (soft kill)\n")
     for g in gpus:
         _out(f"Freed memory for dev {g['index']}\nUninitted cublas\n")

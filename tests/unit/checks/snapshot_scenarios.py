@@ -18,6 +18,7 @@ import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from tests import evidence_builder
 from tests.evidence_builder import FIXTURES, LOCK, healthy_h100, replace
 from tests.unit.checks import parity_scenarios
 
@@ -29,6 +30,7 @@ NEW_CAPTURES = {
     "ibstat": ("ibstat.txt",),
     "lspci": ("lspci.txt",),
     "fabricmanager": ("fabricmanager.log",),
+    "ib-counters": ("ib-counters-after.txt",),
 }
 
 
@@ -38,7 +40,8 @@ def scenarios() -> Iterator[tuple[str, Callable[[Path], None]]]:
         for capture in sorted((FIXTURES / folder).iterdir()):
             for target in targets:
                 yield (f"{folder}/{capture.name} as {target}",
-                       lambda n, c=capture, t=target: replace(n, t, c.read_text()))
+                       lambda n, c=capture, t=target: replace(
+                           n, t, evidence_builder.capture(f"{c.parent.name}/{c.name}")))
 
 
 def digest(value: object) -> str:
