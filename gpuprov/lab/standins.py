@@ -453,24 +453,44 @@ def container_repo_packages() -> Iterator[Deb]:
 def gpu_burn_tarball(dest_dir: Path) -> Path:
     version = recipe()["gpu_burn"]["version"]
     return _tarball(dest_dir, f"gpu-burn-{version}", "gpu-burn",
-                    ("Makefile", "gpu_burn-drv.cpp", "compare.cu", "README.md"))
+                    ("Makefile", "compare.cu", "README.md"),
+                    {"gpu_burn-drv.cpp": _sim_tool("gpu-burn driver", "gpu_burn", ("libcuda",))})
 
 
 def nccl_tests_tarball(dest_dir: Path) -> Path:
     version = recipe()["nccl_tests"]["version"]
-    return _tarball(dest_dir, f"nccl-tests-{version}", "nccl-tests",
-                    ("Makefile", "README.md", "src/all_reduce_perf.cpp"))
+    return _tarball(dest_dir, f"nccl-tests-{version}", "nccl-tests", ("Makefile", "README.md"),
+                    {"src/all_reduce_perf.cpp": _sim_tool("all_reduce_perf", "nccl_tests",
+                                                          ("libcuda", "libnccl"))})
 
 
 def nvbandwidth_tarball(dest_dir: Path) -> Path:
     version = recipe()["nvbandwidth"]["version"]
     return _tarball(dest_dir, f"nvbandwidth-{version}", "nvbandwidth",
-                    ("CMakeLists.txt", "README.md", "nvbandwidth-drv.cpp"))
+                    ("CMakeLists.txt", "README.md"),
+                    {"nvbandwidth-drv.cpp": _sim_tool("nvbandwidth", "nvbandwidth",
+                                                      ("libcuda", "libnvidia-ml"))})
 
 
-def _tarball(dest_dir: Path, top: str, source_dir: str, names: tuple[str, ...]) -> Path:
-    """A reproducible source tarball (fixed mtimes, gzip without a timestamp)."""
+# the shared-library file names the stand-in tools check for, as the real ones link them
+_TOOL_LIBS = {"libcuda": "libcuda.so.1", "libnccl": "libnccl.so.2",
+              "libnvidia-ml": "libnvidia-ml.so.1"}
+
+
+def _sim_tool(tool: str, module: str, libs: tuple[str, ...]) -> str:
+    """A stand-in tool's C++ source: it fails as the real one does without its libraries,
+    then hands its arguments to the simulator's `module`."""
+    paths = [f"{LIB}/{_TOOL_LIBS[lib]}" for lib in libs]
+    return _source("sim-tool.cpp.in", TOOL=tool, MODULE=module,
+                   NEEDS=" and ".join(libs), LIBS=", ".join(f'"{p}"' for p in paths))
+
+
+def _tarball(dest_dir: Path, top: str, source_dir: str, names: tuple[str, ...],
+             generated: dict[str, str] | None = None) -> Path:
+    """A reproducible source tarball (fixed mtimes, gzip without a timestamp): `names` from
+    the source directory, `generated` as given."""
     members = {name: _source(f"{source_dir}/{name}") for name in names}
+    members.update(generated or {})
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.GNU_FORMAT) as tar:
         for name, text in sorted(members.items()):

@@ -179,10 +179,22 @@ def test_standin_repositories_carry_two_versions_and_real_dependencies():
     assert "libnvidia-container-tools (>= 1.16.2-1)" in top.depends  # floats unless pinned
 
 
-@pytest.mark.parametrize("build", [standins.gpu_burn_tarball, standins.nccl_tests_tarball])
-def test_source_tarballs_are_reproducible(tmp_path, build):
+@pytest.mark.parametrize(("build", "driver", "libs"), [
+    (standins.gpu_burn_tarball, "gpu_burn-drv.cpp", ["libcuda.so.1"]),
+    (standins.nccl_tests_tarball, "src/all_reduce_perf.cpp", ["libcuda.so.1", "libnccl.so.2"]),
+    (standins.nvbandwidth_tarball, "nvbandwidth-drv.cpp", ["libcuda.so.1",
+                                                            "libnvidia-ml.so.1"])])
+def test_source_tarballs_are_reproducible_with_their_tool_s_driver(tmp_path, build, driver,
+                                                                    libs):
+    import tarfile
     first = build(tmp_path).read_bytes()
     assert build(tmp_path).read_bytes() == first
+    with tarfile.open(build(tmp_path)) as tar:
+        [member] = [m for m in tar.getmembers() if m.name.endswith(f"/{driver}")]
+        source = tar.extractfile(member).read().decode()
+    # the simulator module it hands over to, and the libraries it needs first, as the real one
+    assert re.findall(r'"/usr/lib/x86_64-linux-gnu/([^"]+)"', source) == libs
+    assert "@" not in source
 
 
 def test_nccl_and_dcgm_standins_carry_two_versions_under_the_real_names():
