@@ -86,8 +86,10 @@ class NodeSettings:
     taint_file: str = "/proc/sys/kernel/tainted"
     fabric_manager_log: str = "/var/log/fabricmanager.log"
     ibstat_command: str = IBSTAT
-    # every RDMA port's counters (parsers/ib_counters.py); grep exits 2 where none exist
-    ib_counters_command: str = "grep -s . /sys/class/infiniband/*/ports/*/counters/*"
+    # every RDMA port's counters (parsers/ib_counters.py). grep exits 2 where one file cannot
+    # be read, as where none exists: the listing is read either way (a counter it lacks
+    # fails ib_counters, an empty listing is unreadable evidence)
+    ib_counters_command: str = "grep -s . /sys/class/infiniband/*/ports/*/counters/* || true"
     gpu_burn_dir: str = "/opt/gpu-burn"
     pytorch_env: str = "default"       # the pytorch_env role's smoke record to validate with
     nccl_tests_dir: str = "/opt/nccl-tests/build"
