@@ -52,7 +52,8 @@ def nics(ctx: Context, r: Results) -> CheckResult:
        rule="no RDMA port's error counter (symbol errors, link error recovery, link downed, "
             "receive and remote physical errors, local link integrity, buffer overrun, xmit "
             "discards) grew during the soak beyond nics.error_growth_max (default 0); a "
-            "counter unreadable, stopped at its maximum or a port gone fails")
+            "counter unreadable, stopped at its maximum, cleared during the soak or a port "
+            "gone fails")
 def ib_counters(ctx: Context, r: Results) -> CheckResult:
     before = ctx.evidence.read(IB_COUNTERS_BEFORE)
     after = ctx.evidence.read(IB_COUNTERS_AFTER)
@@ -74,6 +75,10 @@ def ib_counters(ctx: Context, r: Results) -> CheckResult:
                 problems.append(f"NIC {name}: {counter} stopped at its maximum "
                                 f"{now.values[counter]}: growth unseen (clear the port's "
                                 "counters, then validate again)")
+            elif now.values[counter] < port.values[counter]:   # cleared, or the port reset
+                problems.append(f"NIC {name}: {counter} went from {port.values[counter]} to "
+                                f"{now.values[counter]} during the soak: cleared or reset, "
+                                "growth unseen")
             elif now.values[counter] - port.values[counter] > allowed:
                 grew.setdefault(name, {})[counter] = now.values[counter] - port.values[counter]
     problems[:0] = [f"NIC {name}: " + ", ".join(f"{k} +{v}" for k, v in counters.items())

@@ -85,3 +85,7 @@ def test_saturated_unreadable_or_gone_fails_closed(tmp_path):
     assert "i40iw0 port 1: link_downed unreadable (N/A (no PMA))" in _check(node).summary
     replace(node, "ib-counters-after.txt", None)
     assert _check(node).status == "missing"
+    # counters cleared (perfquery -R) or the port reset mid-soak: what grew cannot be told
+    node = replace(healthy_h100(tmp_path / "c"), "ib-counters-after.txt", ib_counters(base=0))
+    assert "NIC mlx5_0 port 1: symbol_error went from 3 to 0 during the soak: cleared or " \
+           "reset, growth unseen" in _check(node).summary
