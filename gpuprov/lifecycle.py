@@ -5,21 +5,34 @@ from __future__ import annotations
 
 from gpuprov.errors import InputError
 from gpuprov.ledger import Ledger, RunRecord
-from gpuprov.model import HostOutcome, NodeResult
+from gpuprov.model import HostOutcome, NodeResult, Verdict
 
 NEEDS_VALIDATION = "needs-validation"
+EXPIRED = "expired"
+
+
+def expires_at(verdict: NodeResult | None, valid_for: float | None) -> float | None:
+    """When an acceptance stops holding; None for other verdicts or one that never expires."""
+    if verdict is None or verdict.verdict != Verdict.ACCEPTED or valid_for is None:
+        return None
+    return verdict.judged_at + valid_for
 
 
 def node_state(verdict: NodeResult | None,
-               provisioning: tuple[RunRecord, HostOutcome] | None) -> str:
-    """The verdict, unless a provisioning run changed the node after it: its evidence no
-    longer describes the node (an upgrade, a rollback, a repaired package)."""
+               provisioning: tuple[RunRecord, HostOutcome] | None,
+               now: float | None = None, valid_for: float | None = None) -> str:
+    """The verdict, unless a provisioning run changed the node after it (its evidence no
+    longer describes the node: an upgrade, a rollback, a repaired package), or an acceptance
+    older than `valid_for` seconds at `now` (a GPU degrades in service: it is re-validated)."""
     if verdict is None:
         return "never-validated"
     if provisioning:
         run, outcome = provisioning
         if outcome.changed and (run.finished_at or 0) > verdict.judged_at:
             return NEEDS_VALIDATION
+    ends = expires_at(verdict, valid_for)
+    if ends is not None and now is not None and now >= ends:
+        return EXPIRED
     return str(verdict.verdict)
 
 

@@ -17,7 +17,9 @@ from prometheus_client import CollectorRegistry, Gauge, Info, generate_latest, w
 
 from gpuprov.errors import InputError
 from gpuprov.ledger import Ledger
+from gpuprov.lifecycle import expires_at
 from gpuprov.model import NodeResult, Outcome, Verdict
+from gpuprov.settings import acceptance_valid_for
 
 TEXTFILE = "gpuprov.prom"
 NEVER = "never"
@@ -37,6 +39,9 @@ def fleet_registry(ledger: Ledger, hosts: Iterable[str] = ()) -> CollectorRegist
     validated = Gauge("gpuprov_node_last_validation_timestamp_seconds",
                       "When the node's latest final verdict was reached", ["node"],
                       registry=registry)
+    expiry = Gauge("gpuprov_node_acceptance_expiry_timestamp_seconds",
+                   "When the node's acceptance stops holding (config acceptance.valid_for); "
+                   "accepted nodes whose acceptance expires only", ["node"], registry=registry)
     failing = Gauge("gpuprov_node_check_failing",
                     "1 for each check that failed (or whose evidence was missing) in the "
                     "node's latest verdict; action: what an operator should do",
@@ -69,6 +74,9 @@ def fleet_registry(ledger: Ledger, hosts: Iterable[str] = ()) -> CollectorRegist
             state.labels(node, name).set(1 if name == current else 0)
         if result:
             validated.labels(node).set(result.judged_at)
+            ends = expires_at(result, acceptance_valid_for(result.profile))
+            if ends is not None:
+                expiry.labels(node).set(ends)
             _checks(result, failing, burn, ddp, nccl)
         if node in provisioning:
             run, host = provisioning[node]

@@ -12,6 +12,10 @@ no file means no settings. Sections:
       max_drain_share: 0.2      # circuit breaker: most of a partition one run may drain
     ansible:
       strategy: mitogen         # mitogen (default) or linear: Ansible's own, without Mitogen
+    acceptance:
+      valid_for: 7d             # how long an acceptance holds (s, m, h, d, w; never)
+      profiles:                 # a profile's own period
+        h100-sxm-8: 3d
 
 An environment variable overrides one setting (`GPUPROV_METRICS_DIR`). An unknown section or
 key is an error naming the file and the key: a misspelt setting silently ignored is a
@@ -21,6 +25,7 @@ setting that never took effect.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,7 +36,8 @@ CONFIG_ENV = "GPUPROV_CONFIG"
 METRICS_DIR_ENV = "GPUPROV_METRICS_DIR"
 
 # section -> its keys
-KNOWN = {"ansible": {"strategy"},
+KNOWN = {"acceptance": {"valid_for", "profiles"},
+         "ansible": {"strategy"},
          "metrics": {"textfile_dir"},
          "slurm": {"ssh_host", "ssh_config", "drain_timeout_s", "max_drain_share"}}
 
@@ -133,3 +139,38 @@ def ansible_strategy() -> str:
         raise InputError(f"{path}: ansible.strategy: expected one of {', '.join(STRATEGIES)},"
                          f" got {value!r}")
     return value
+
+
+# How long an acceptance holds unless the configuration says: a week, as ClusterMAX expects
+# active health checks on idle nodes weekly (clustermax.ai, expectations: health checks)
+ACCEPTANCE_VALID_FOR_S = 7 * 86400
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_DURATION = re.compile(r"^(\d+)\s*([smhdw])$")
+
+
+def _duration(value: object, where: str) -> float | None:
+    """Seconds from `90`, `12h`, `7d`, `2w`; None for `never`."""
+    if value == "never":
+        return None
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return float(value)
+    match = _DURATION.match(value.strip()) if isinstance(value, str) else None
+    if match is None or int(match.group(1)) == 0:
+        raise InputError(f"{where}: expected a duration such as 12h, 7d or 2w (or never), "
+                         f"got {value!r}")
+    return float(int(match.group(1)) * _UNITS[match.group(2)])
+
+
+def acceptance_valid_for(profile: str | None) -> float | None:
+    """Seconds an acceptance under `profile` holds (its own period, else the site's, else a
+    week); None: it never expires."""
+    path = config_path()
+    section = load(path).get("acceptance", {})
+    profiles = section.get("profiles") or {}
+    if not isinstance(profiles, dict):
+        raise InputError(f"{path}: acceptance.profiles: expected a mapping of profile names")
+    if profile in profiles:
+        return _duration(profiles[profile], f"{path}: acceptance.profiles.{profile}")
+    if "valid_for" in section:
+        return _duration(section["valid_for"], f"{path}: acceptance.valid_for")
+    return float(ACCEPTANCE_VALID_FOR_S)

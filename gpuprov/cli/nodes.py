@@ -10,7 +10,8 @@ from gpuprov.config import configured_inventory
 from gpuprov.console import text_table
 from gpuprov.errors import InputError
 from gpuprov.ledger import Ledger
-from gpuprov.lifecycle import node_state
+from gpuprov.lifecycle import expires_at, node_state
+from gpuprov.settings import acceptance_valid_for
 
 
 def _when(timestamp: float | None) -> str:
@@ -32,9 +33,11 @@ def _inventory_hosts(option: str | None) -> list[str]:
 @click.option("--inventory", "-i", "inventory_option", metavar="FILE",
               help="Also list this inventory's hosts that the ledger has never seen.")
 def nodes(node: str | None, inventory_option: str | None) -> None:
-    """Each node's state: never validated, accepted, rejected, unreachable, or
-    needs-validation (changed by a provisioning run since its verdict), since when, why and
-    by which run, and its last provisioning outcome. With NODE: its history."""
+    """Each node's state: never validated, accepted, rejected, unreachable, expired (an
+    acceptance older than the configured period, `acceptance.valid_for`, a week by default),
+    or needs-validation (changed by a provisioning run since its verdict), since when, until
+    when an acceptance holds, why and by which run, and its last provisioning outcome. With
+    NODE: its history."""
     ledger = Ledger()
     if node:
         _history(ledger, node)
@@ -49,15 +52,18 @@ def nodes(node: str | None, inventory_option: str | None) -> None:
         click.echo(f"no runs recorded yet ({ledger.path})")
         return
     rows = []
+    now = time.time()
     for host in known:
         result = verdicts.get(host)
         outcome = provisioned.get(host)
-        rows.append((host, node_state(result, outcome),
+        valid_for = acceptance_valid_for(result.profile) if result else None
+        rows.append((host, node_state(result, outcome, now, valid_for),
                      _when(result.judged_at if result else None),
                      result.run_id if result else "-", outcome[1].outcome if outcome else "-",
-                     _drift(drifts.get(host)), result.reason if result else "-"))
-    click.echo(text_table(("NODE", "STATE", "SINCE", "RUN", "PROVISIONED", "DRIFT", "WHY"),
-                          rows))
+                     _drift(drifts.get(host)), _when(expires_at(result, valid_for)),
+                     result.reason if result else "-"))
+    click.echo(text_table(("NODE", "STATE", "SINCE", "RUN", "PROVISIONED", "DRIFT", "UNTIL",
+                           "WHY"), rows))
     for run in unfinished:
         click.echo(f"{run.kind} run {run.id} ({_when(run.started_at)}, {len(run.hosts)} "
                    f"host(s)): {run.status}, no outcome recorded")

@@ -183,6 +183,7 @@ def test_nodes_shows_each_host_s_latest_drift(tmp_path):
     listing = gpuprov("nodes", env=env, timeout=60, cwd=tmp_path)
     assert listing.returncode == 0, listing.stderr
     header, *rows = listing.stdout.splitlines()
-    assert header.split() == ["NODE", "STATE", "SINCE", "RUN", "PROVISIONED", "DRIFT", "WHY"]
+    assert header.split() == ["NODE", "STATE", "SINCE", "RUN", "PROVISIONED", "DRIFT", "UNTIL",
+                              "WHY"]
     assert rows[0].split()[:2] == ["node01", "never-validated"] and "drifted (2, " in rows[0]
-    assert rows[1].split() == ["node02", "never-validated", "-", "-", "-", "in-sync", "-"]
+    assert rows[1].split() == ["node02", "never-validated", "-", "-", "-", "in-sync", "-", "-"]

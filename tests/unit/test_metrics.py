@@ -41,7 +41,9 @@ def value(found: dict, name: str, **labels) -> float:
     return found[(name, tuple(sorted(labels.items())))]
 
 
-def test_the_metrics_say_what_the_ledger_holds(fleet):
+def test_the_metrics_say_what_the_ledger_holds(fleet, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))     # no configuration file
+    monkeypatch.delenv("GPUPROV_CONFIG", raising=False)
     found = samples(metrics.exposition(metrics.fleet_registry(fleet, ["node07", "node09"])))
     states = {(dict(k)["node"], dict(k)["state"]): v for (name, k), v in found.items()
               if name == "gpuprov_node_state"}
@@ -52,6 +54,11 @@ def test_the_metrics_say_what_the_ledger_holds(fleet):
     assert value(found, "gpuprov_node_last_validation_timestamp_seconds",
                  node="node08") == judged["node08"].judged_at
     assert ("gpuprov_node_last_validation_timestamp_seconds", (("node", "node09"),)) not in found
+    # an acceptance ends a week after it (no configuration: the default); a rejection never does
+    assert value(found, "gpuprov_node_acceptance_expiry_timestamp_seconds",
+                 node="node07") == judged["node07"].judged_at + 7 * 86400
+    assert ("gpuprov_node_acceptance_expiry_timestamp_seconds", (("node", "node08"),)) \
+        not in found
     assert value(found, "gpuprov_node_check_failing", node="node08", check="gpu_burn",
                  action="rma") == 1
     failing = [dict(k) for (name, k), v in found.items()

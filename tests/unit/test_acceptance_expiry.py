@@ -1,0 +1,81 @@
+"""Acceptance that expires (issue 41): the configured period, per profile, shown by
+`gpuprov nodes` (the CLI as a subprocess over a ledger of real judgements)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from gpuprov import settings
+from gpuprov.errors import InputError
+from gpuprov.lifecycle import EXPIRED, expires_at, node_state
+from tests.conftest import gpuprov
+
+
+def _config(tmp_path, monkeypatch, text: str):
+    path = tmp_path / "config.yml"
+    path.write_text(text)
+    monkeypatch.setenv(settings.CONFIG_ENV, str(path))
+    return path
+
+
+def test_a_week_unless_configured_the_profile_s_own_period_first(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "none"))
+    monkeypatch.delenv(settings.CONFIG_ENV, raising=False)
+    assert settings.acceptance_valid_for("h100-sxm-8") == 7 * 86400
+    _config(tmp_path, monkeypatch, "acceptance:\n  valid_for: 12h\n"
+                                   "  profiles: {h100-sxm-8: 2w, l40s-pcie-4: never}\n")
+    assert settings.acceptance_valid_for("a100-sxm-8") == 12 * 3600
+    assert settings.acceptance_valid_for("h100-sxm-8") == 14 * 86400
+    assert settings.acceptance_valid_for("l40s-pcie-4") is None
+
+
+@pytest.mark.parametrize("value", ["7 days", "0d", "-3h", "true", "1.5d"])
+def test_a_period_that_is_not_one_is_an_error_naming_the_file_and_key(tmp_path, monkeypatch,
+                                                                      value):
+    path = _config(tmp_path, monkeypatch, f"acceptance:\n  valid_for: {value}\n")
+    with pytest.raises(InputError, match=f"{path}: acceptance.valid_for: expected a duration"):
+        settings.acceptance_valid_for("h100-sxm-8")
+
+
+def test_only_an_acceptance_expires_and_a_provisioning_change_says_more(recorded_ledger):
+    verdicts = recorded_ledger.current_verdicts(checks=False)
+    accepted, rejected = verdicts["node07"], verdicts["node08"]
+    later = accepted.judged_at + 3600
+    assert node_state(accepted, None, later, 60) == EXPIRED
+    assert node_state(accepted, None, later, 7200) == "accepted"
+    assert node_state(accepted, None, later, None) == "accepted"       # never expires
+    assert node_state(rejected, None, later, 60) == "rejected"
+    assert expires_at(accepted, 60) == accepted.judged_at + 60
+    assert expires_at(rejected, 60) is None and expires_at(accepted, None) is None
+
+
+def test_nodes_shows_an_expired_acceptance_and_when_each_ends(recorded_ledger, tmp_path):
+    config = tmp_path / "config.yml"
+    env = {**os.environ, "GPUPROV_LEDGER": str(recorded_ledger.path),
+           "GPUPROV_INVENTORY": "", settings.CONFIG_ENV: str(config)}
+    config.write_text("acceptance:\n  valid_for: 1s\n")
+    time.sleep(1.1)
+    listing = gpuprov("nodes", env=env, timeout=60, cwd=tmp_path)
+    assert listing.returncode == 0, listing.stderr
+    header, *rows = listing.stdout.splitlines()
+    assert header.split()[:8] == ["NODE", "STATE", "SINCE", "RUN", "PROVISIONED", "DRIFT",
+                                  "UNTIL", "WHY"]
+    row = {line.split()[0]: line.split() for line in rows}
+    assert row["node07"][1] == "expired" and row["node08"][1] == "rejected"
+    until = time.strftime("%Y-%m-%d %H:%M:%S",
+                          time.localtime(recorded_ledger.current_verdicts(checks=False)[
+                              "node07"].judged_at + 1))
+    assert until in listing.stdout
+    # the profile's own period: the same acceptance still holds
+    config.write_text("acceptance:\n  valid_for: 1s\n  profiles: {h100-sxm-8: 30d}\n")
+    listing = gpuprov("nodes", env=env, timeout=60, cwd=tmp_path)
+    assert {line.split()[0]: line.split()[1] for line in listing.stdout.splitlines()[1:]
+            }["node07"] == "accepted"
+    config.write_text("acceptance:\n  valid_for: soon\n")
+    bad = gpuprov("nodes", env=env, timeout=60, cwd=tmp_path)
+    assert bad.returncode == 2 and bad.stderr == (
+        f"gpuprov: error: {config}: acceptance.valid_for: expected a duration such as 12h, "
+        "7d or 2w (or never), got 'soon'\n")
