@@ -144,6 +144,13 @@ def test_three_healthy_nodes_of_different_kinds_are_accepted(rack, tmp_path):
     states = {line.split()[0]: line.split()[1] for line in listing.stdout.splitlines()[1:]
               if line.split()[0] in NODES}
     assert states == dict.fromkeys(NODES, "accepted")
+    # the same acceptances under a one-second period have expired (issue 41)
+    config = rack.state / "acceptance-1s.yml"
+    config.write_text("acceptance:\n  valid_for: 1s\n")
+    time.sleep(1)
+    expired = gpuprov("nodes", env={**rack.env(), "GPUPROV_CONFIG": str(config)})
+    assert {line.split()[0]: line.split()[1] for line in expired.stdout.splitlines()[1:]
+            if line.split()[0] in NODES} == dict.fromkeys(NODES, "expired"), expired.stdout
     # the same in the metrics the run wrote for node_exporter
     found = rack.metrics()
     for node, result in nodes.items():
