@@ -39,7 +39,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "metrics": ("gpuprov.cli.metrics", "metrics_command",
                 "The ledger's verdicts, check failures, figures and locks as Prometheus..."),
     "nodes": ("gpuprov.cli.nodes", "nodes",
-              "Each node's state: never validated, accepted, rejected, unreachable, or..."),
+              "Each node's state: never validated, accepted, rejected, unreachable, expired..."),
     "profiles": ("gpuprov.cli.evaluate", "profiles", "List the shipped hardware profiles."),
     "provision": ("gpuprov.cli.provision", "provision",
                   "Provision the inventory's hosts: exit 0 all converged, 1 any not, 2 bad "
