@@ -3,6 +3,8 @@ stale (`needs-validation`), and a rollback goes back to the lock of its last goo
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from gpuprov.errors import InputError
 from gpuprov.ledger import Ledger, RunRecord
 from gpuprov.model import HostOutcome, NodeResult, Verdict
@@ -34,6 +36,26 @@ def node_state(verdict: NodeResult | None,
     if ends is not None and now is not None and now >= ends:
         return EXPIRED
     return str(verdict.verdict)
+
+
+# the states `validate --stale` picks: no acceptance that still holds
+STALE = ("never-validated", EXPIRED, NEEDS_VALIDATION)
+
+
+def stale_nodes(hosts: list[str], verdicts: dict[str, NodeResult],
+                provisioning: dict[str, tuple[RunRecord, HostOutcome]], now: float,
+                valid_for: Callable[[str], float | None]) -> list[str]:
+    """The hosts whose acceptance expired, never happened or no longer describes them, the
+    never validated first, then the oldest verdict first. A rejected or unreachable node is
+    not stale: it waits for a repair, not a re-check. `valid_for(profile)` is the period."""
+    def state(host: str) -> str:
+        result = verdicts.get(host)
+        return node_state(result, provisioning.get(host), now,
+                          valid_for(result.profile) if result else None)
+
+    stale = [h for h in hosts if state(h) in STALE]
+    return sorted(stale, key=lambda h: (h in verdicts, verdicts[h].judged_at
+                                        if h in verdicts else 0, h))
 
 
 def rollback_target(ledger: Ledger, host: str) -> tuple[RunRecord, dict]:

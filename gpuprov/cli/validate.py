@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 import click
@@ -14,6 +15,8 @@ from gpuprov.cli import options
 from gpuprov.config import resolve_inventory
 from gpuprov.errors import InputError
 from gpuprov.inventory import Inventory, pick_nodes
+from gpuprov.ledger import Ledger
+from gpuprov.lifecycle import stale_nodes
 from gpuprov.metrics import configured_textfile_dir
 from gpuprov.profiles import load_profile
 from gpuprov.validation.service import ValidationRequest
@@ -23,6 +26,12 @@ from gpuprov.validation.service import validate as validate_nodes
 @click.command()
 @click.argument("nodes", nargs=-1)
 @click.option("--all", "all_nodes", is_flag=True, help="Every host of the inventory.")
+@click.option("--stale", is_flag=True,
+              help="The inventory's hosts with no acceptance that holds (never validated, "
+                   "expired: acceptance.valid_for, or changed since), never validated and "
+                   "oldest first, at most --max-nodes.")
+@click.option("--max-nodes", type=click.IntRange(1, 512), default=4, show_default=True,
+              help="With --stale: how many nodes one run takes out of service at most.")
 @options.inventory
 @click.option("--profile", "profile_name", metavar="NAME|PATH",
               help="Hardware profile for every node (default: each host's gpuprov_profile).")
@@ -59,7 +68,8 @@ from gpuprov.validation.service import validate as validate_nodes
 @click.option("--evidence-dir", "evidence_root", type=click.Path(path_type=Path), metavar="DIR",
               help="Where evidence goes: DIR/<run>/<node>/ (default: the state directory's "
                    "evidence/).")
-def validate(nodes: tuple[str, ...], all_nodes: bool, inventory_option: str | None,
+def validate(nodes: tuple[str, ...], all_nodes: bool, stale: bool, max_nodes: int,
+             inventory_option: str | None,
              profile_name: str | None, soak_seconds: int | None, burn_in: str | None,
              soak_after_identity_failure: bool, parallel: int, as_json: bool,
              junit_path: Path | None, dcgm_level: int | None, with_fabric: bool,
@@ -75,7 +85,15 @@ def validate(nodes: tuple[str, ...], all_nodes: bool, inventory_option: str | No
     if preset:
         soak_seconds, dcgm_level = preset.soak_seconds, preset.dcgm_level
     inventory = Inventory(resolve_inventory(inventory_option))
-    hosts = pick_nodes(inventory, nodes, all_nodes)
+    if stale:
+        if nodes or all_nodes:
+            raise InputError("--stale picks the nodes itself: not with NODE… or --all")
+        hosts = _stale(inventory.hosts())[:max_nodes]
+        if not hosts:
+            click.echo(f"no stale node in {inventory.path}: every acceptance holds")
+            return
+    else:
+        hosts = pick_nodes(inventory, nodes, all_nodes)
     override = load_profile(profile_name) if profile_name else None
     metrics_dir = configured_textfile_dir()
     if shadow and not with_slurm:
@@ -86,7 +104,7 @@ def validate(nodes: tuple[str, ...], all_nodes: bool, inventory_option: str | No
         parallel=parallel, dcgm_level=dcgm_level, fabric=with_fabric,
         fabric_floor=fabric_floor, slurm=site_settings.slurm() if with_slurm else None,
         shadow=shadow, evidence_root=evidence_root, metrics_dir=metrics_dir,
-        json_progress=as_json, burn_in=preset.name if preset else None)
+        json_progress=as_json, burn_in=preset.name if preset else None, stale=stale)
     out = sys.stderr if as_json else sys.stdout
     done = validate_nodes(request, lambda line: print(line, file=out, flush=True),
                           lambda line: click.echo(line, err=True))
@@ -97,3 +115,11 @@ def validate(nodes: tuple[str, ...], all_nodes: bool, inventory_option: str | No
     else:
         click.echo(report.as_table(done.run, done.results))
     sys.exit(done.exit_code)
+
+
+def _stale(hosts: list[str]) -> list[str]:
+    """The hosts `--stale` re-validates, by the ledger's verdicts and provisioning runs."""
+    ledger = Ledger()
+    return stale_nodes(hosts, ledger.current_verdicts(checks=False),
+                       ledger.last_provisioning(), time.time(),
+                       site_settings.acceptance_valid_for)

@@ -57,6 +57,7 @@ class ValidationRequest:
     metrics_dir: Path | None = None        # where to publish the metrics after the run
     json_progress: bool = False            # progress on stderr (stdout carries a report)
     burn_in: str | None = None             # the preset that set the soak and DCGM level
+    stale: bool = False                    # the nodes were picked by `--stale`
 
 
 @dataclass(frozen=True)
@@ -130,6 +131,7 @@ def validate(request: ValidationRequest, say: Say, warn: Say) -> ValidationRun:
     ledger.start_run(plan.run_id, "validate", str(path.resolve()), request.hosts,
                      {"profile": request.profile_name, "soak": request.soak_seconds,
                       "burn_in": request.burn_in, "dcgm_level": request.dcgm_level,
+                      "stale": request.stale,
                       "soak_after_identity_failure": request.soak_after_identity_failure,
                       "slurm": "shadow" if request.shadow else request.slurm is not None},
                      plan.locks, str(plan.evidence_base))

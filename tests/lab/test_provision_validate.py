@@ -159,6 +159,13 @@ def test_three_healthy_nodes_of_different_kinds_are_accepted(rack, tmp_path):
         assert len([k for k in found if k[:2] == ("gpuprov_gpu_burn_flops", node)]) == len(
             result["gpus"])
         assert [k for k in found if k[:2] == ("gpuprov_lock_info", node)]
+    # --stale re-validates the expired acceptances, not a fresh one (issue 41): under this
+    # configuration node03's profile holds an acceptance for a month
+    config.write_text("acceptance:\n  valid_for: 1s\n  profiles: {l40s-pcie-4: 30d}\n")
+    again = gpuprov("validate", "--stale", "--inventory", str(rack.inventory), "--soak", SOAK,
+                    "--json", env={**rack.env(), "GPUPROV_CONFIG": str(config)}, timeout=600)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert sorted(report_of(again)) == ["node01", "node02"]
 
 
 def test_the_fabric_test_names_a_slow_node_and_fails_fast_on_a_dead_link(rack):

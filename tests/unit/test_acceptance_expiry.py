@@ -79,3 +79,36 @@ def test_nodes_shows_an_expired_acceptance_and_when_each_ends(recorded_ledger, t
     assert bad.returncode == 2 and bad.stderr == (
         f"gpuprov: error: {config}: acceptance.valid_for: expected a duration such as 12h, "
         "7d or 2w (or never), got 'soon'\n")
+
+
+def test_stale_nodes_are_the_never_validated_then_the_oldest_expired(recorded_ledger):
+    from gpuprov.lifecycle import stale_nodes
+
+    verdicts = recorded_ledger.current_verdicts(checks=False)
+    later = verdicts["node07"].judged_at + 3600
+    hosts = ["node07", "node08", "node11"]
+    # node07's acceptance expired, node08 was rejected (waits for a repair), node11 never ran
+    assert stale_nodes(hosts, verdicts, {}, later, lambda profile: 60) == ["node11", "node07"]
+    assert stale_nodes(hosts, verdicts, {}, later, lambda profile: None) == ["node11"]
+
+
+def test_stale_picks_the_nodes_itself(tmp_path):
+    inventory = tmp_path / "rack.ini"
+    inventory.write_text("[gpu]\nnode01\n")
+    result = gpuprov("validate", "--stale", "node01", "--inventory", str(inventory),
+                     timeout=60, cwd=tmp_path)
+    assert result.returncode == 2 and result.stderr == (
+        "gpuprov: error: --stale picks the nodes itself: not with NODE… or --all\n")
+
+
+def test_stale_with_every_acceptance_holding_runs_nothing(recorded_ledger, tmp_path):
+    inventory = tmp_path / "rack.ini"
+    inventory.write_text("[gpu]\nnode07\nnode08\n")
+    env = {**os.environ, "GPUPROV_LEDGER": str(recorded_ledger.path),
+           settings.CONFIG_ENV: str(tmp_path / "config.yml")}
+    (tmp_path / "config.yml").write_text("acceptance:\n  valid_for: 30d\n")
+    result = gpuprov("validate", "--stale", "--inventory", str(inventory), env=env,
+                     timeout=60, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"no stale node in {inventory}: every acceptance holds\n"
+    assert [r.id for r in recorded_ledger.runs()] == ["v1"]     # no run started

@@ -105,7 +105,8 @@ def test_the_shipped_presets_and_a_site_s_own(tmp_path):
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["--burn-in", "weekend"], "--burn-in weekend: no such preset (quick, intake, extended) "
+    (["--burn-in", "weekend"], "--burn-in weekend: no such preset (quick, intake, recheck, "
+                               "extended) "
                                "or file"),
     (["--burn-in", "intake", "--soak", "5"], "--burn-in intake: the preset sets the soak and "
                                              "the DCGM level; not with --soak or --dcgm-level"),
