@@ -19,7 +19,7 @@ from gpuprov.errors import InputError
 from gpuprov.ledger import Ledger
 from gpuprov.lifecycle import expires_at
 from gpuprov.model import NodeResult, Outcome, Verdict
-from gpuprov.settings import acceptance_valid_for
+from gpuprov.settings import acceptance_periods
 
 TEXTFILE = "gpuprov.prom"
 NEVER = "never"
@@ -63,6 +63,7 @@ def fleet_registry(ledger: Ledger, hosts: Iterable[str] = ()) -> CollectorRegist
     lock = Info("gpuprov_lock", "The versions lock the node's latest run was given", ["node"],
                 registry=registry)
 
+    period = acceptance_periods()
     verdicts = ledger.current_verdicts(values_of=FIGURES)
     provisioning = ledger.last_provisioning()
     locks = ledger.last_locks()
@@ -74,7 +75,7 @@ def fleet_registry(ledger: Ledger, hosts: Iterable[str] = ()) -> CollectorRegist
             state.labels(node, name).set(1 if name == current else 0)
         if result:
             validated.labels(node).set(result.judged_at)
-            ends = expires_at(result, acceptance_valid_for(result.profile))
+            ends = expires_at(result, period(result.profile))
             if ends is not None:
                 expiry.labels(node).set(ends)
             _checks(result, failing, burn, ddp, nccl)

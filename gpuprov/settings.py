@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -161,16 +162,21 @@ def _duration(value: object, where: str) -> float | None:
     return float(int(match.group(1)) * _UNITS[match.group(2)])
 
 
-def acceptance_valid_for(profile: str | None) -> float | None:
-    """Seconds an acceptance under `profile` holds (its own period, else the site's, else a
-    week); None: it never expires."""
+def acceptance_periods() -> Callable[[str | None], float | None]:
+    """The configuration read once: for a profile, the seconds an acceptance under it holds
+    (its own period, else the site's, else a week); None: it never expires."""
     path = config_path()
     section = load(path).get("acceptance", {})
     profiles = section.get("profiles") or {}
     if not isinstance(profiles, dict):
         raise InputError(f"{path}: acceptance.profiles: expected a mapping of profile names")
-    if profile in profiles:
-        return _duration(profiles[profile], f"{path}: acceptance.profiles.{profile}")
-    if "valid_for" in section:
-        return _duration(section["valid_for"], f"{path}: acceptance.valid_for")
-    return float(ACCEPTANCE_VALID_FOR_S)
+    site = (_duration(section["valid_for"], f"{path}: acceptance.valid_for")
+            if "valid_for" in section else float(ACCEPTANCE_VALID_FOR_S))
+    own = {name: _duration(value, f"{path}: acceptance.profiles.{name}")
+           for name, value in profiles.items()}
+    return lambda profile: own.get(profile, site)
+
+
+def acceptance_valid_for(profile: str | None) -> float | None:
+    """One profile's period (acceptance_periods, for a single look-up)."""
+    return acceptance_periods()(profile)

@@ -11,7 +11,7 @@ from gpuprov.console import text_table
 from gpuprov.errors import InputError
 from gpuprov.ledger import Ledger
 from gpuprov.lifecycle import expires_at, node_state
-from gpuprov.settings import acceptance_valid_for
+from gpuprov.settings import acceptance_periods
 
 
 def _when(timestamp: float | None) -> str:
@@ -53,10 +53,11 @@ def nodes(node: str | None, inventory_option: str | None) -> None:
         return
     rows = []
     now = time.time()
+    period = acceptance_periods()   # the configuration read once, not per node
     for host in known:
         result = verdicts.get(host)
         outcome = provisioned.get(host)
-        valid_for = acceptance_valid_for(result.profile) if result else None
+        valid_for = period(result.profile) if result else None
         rows.append((host, node_state(result, outcome, now, valid_for),
                      _when(result.judged_at if result else None),
                      result.run_id if result else "-", outcome[1].outcome if outcome else "-",

@@ -122,4 +122,4 @@ def _stale(hosts: list[str]) -> list[str]:
     ledger = Ledger()
     return stale_nodes(hosts, ledger.current_verdicts(checks=False),
                        ledger.last_provisioning(), time.time(),
-                       site_settings.acceptance_valid_for)
+                       site_settings.acceptance_periods())
