@@ -226,8 +226,11 @@ def healthy_h100(directory: Path) -> Path:
         "driver-module.txt": driver_module(),
         # an out-of-tree (DKMS-built) NVIDIA module loaded, nothing else
         "kernel-taint.txt": capture("kernel-taint/nvidia-open-out-of-tree-fwupd9737.txt"),
-        "lsmod.txt": "Module                  Size  Used by\nnvidia_uvm           1437696  0\n"
-                     "nvidia              8814592  2 nvidia_uvm\n",
+        "lsmod.txt": "Module                  Size  Used by\nnvidia_peermem         16384  0\n"
+                     "nvidia_uvm           1437696  0\n"
+                     "nvidia              8814592  3 nvidia_uvm,nvidia_peermem\n",
+        # a real HGX H100's PCI path: ACS redirect off above its GPU and NICs
+        "lspci-vvv.txt": capture("lspci-vvv/hgx-h100-dell-gpud.txt"),
         "lspci.txt": "".join(f"{b}:00.0 3D controller [0302]: NVIDIA Corporation GH100 [H100 SXM5"
                              f" 80GB] [10de:2330] (rev a1)\n" for b in H100_BUS)
                      + "".join(f"{b}:00.0 Bridge [0680]: NVIDIA Corporation Device [10de:22a3]"

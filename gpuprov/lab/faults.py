@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import yaml
 
 from gpuprov.errors import InputError
-from gpuprov.lab import docker, fabric, kernel_view, kinds, standins
+from gpuprov.lab import docker, fabric, kernel_view, kinds, pci, standins
 from gpuprov.lab.sim import kmod
 from gpuprov.lab.sim import node as sim_node
 from gpuprov.parsers import kernel_log
@@ -186,6 +186,24 @@ def _ib_link_flap(access, hw, gpu):
     port = _first_nic(access, hw)
     port["counter_growth_in_soak"] = {"link_downed": 1, "link_error_recovery": 1}
     return f"NIC {port['ca']} port {port['port']} flaps once during a soak", {}
+
+
+def _acs_enabled(access, hw, gpu):
+    """ACS back on at the switch port above the GPU (a firmware update re-enabled it after
+    the boot unit ran): peer traffic to and from that GPU goes through the root complex."""
+    bus = BusId.parse(gpu["bus_id"])
+    path = f"{pci.DEVICES_DIR}/{pci.switch_port(bus.bus).sysfs}/{pci.ACS_CTL_FILE}"
+    access.write(path, pci.ACS_FIRMWARE + "\n")
+    return (f"ACS redirect on at switch port {pci.switch_port(bus.bus).sysfs} above GPU "
+            f"{gpu['index']}", {"write_files": [[path, pci.ACS_OFF + "\n"]]})
+
+
+def _peermem_missing(access, hw, gpu):
+    """nvidia-peermem not loaded (a boot without its modules-load.d entry, or a driver update
+    that dropped it): GPUDirect RDMA is off."""
+    marker = f"{kernel_view.LOADED_MODULES_DIR}/nvidia_peermem"
+    docker.exec_in(access.container, "rm", "-f", marker)
+    return "nvidia-peermem unloaded", {"write_files": [[marker, ""]]}
 
 
 def _reset_required(access, hw, gpu):
@@ -469,6 +487,9 @@ FAULTS = {f.name: f for f in (
               "the first RDMA port's symbol errors grow during the soak"),
     FaultKind("ib-link-flap", False, _ib_link_flap,
               "the first RDMA port goes down and retrains once during the soak"),
+    FaultKind("acs-enabled", True, _acs_enabled,
+              "ACS redirect on at the PCIe switch port above a GPU"),
+    FaultKind("peermem-missing", False, _peermem_missing, "nvidia-peermem not loaded"),
     FaultKind("reset-required", True, _reset_required,
               "nvidia-smi reports that a GPU requires a reset"),
     FaultKind("slow-node", False, _slow_node,
@@ -557,6 +578,8 @@ def clear(node: str) -> list[str]:
             access.write(sim_node.KERNEL_TAINT, f"{taint & ~undo['taint_bits']}\n")
         if "module_version" in undo:
             access.write(sim_node.MODULE_VERSION, undo["module_version"] + "\n")
+        for path, text in undo.get("write_files", []):
+            access.write(path, text)
         for path in undo.get("remove_files", []):
             docker.exec_in(access.container, "rm", "-f", path)
         for path in undo.get("remove_tree", []):

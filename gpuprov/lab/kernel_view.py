@@ -11,7 +11,9 @@ points the driver role at the simulated sysfs:
   initramfs, so the blacklist takes effect at once);
 - ibstat and the ports' sysfs counters (`grep -s .` of them), from the described NIC ports;
 - lspci: `lspci -nn -d 10de:` lines for the simulated sysfs functions (a GPU that no
-  longer enumerates to the driver stays on the bus, as one that fell off NVML does);
+  longer enumerates to the driver stays on the bus, as one that fell off NVML does), and
+  `lspci -vvv` of every simulated function with the switch ports' ACS control; setpci
+  reading and writing that register, and modprobe loading nvidia-peermem;
 - the kernel release (`uname -r`) and its headers, and mokutil answering from the
   simulated firmware's Secure Boot state and enrolled keys;
 - the kernel log: /var/log/kern.log as rsyslog writes it, with a `Linux version` line
@@ -31,6 +33,13 @@ from gpuprov.parsers.ib_counters import ERROR_COUNTERS
 
 LSMOD = "/usr/local/sbin/gpuprov-lab-lsmod"
 LSPCI = "/usr/local/sbin/gpuprov-lab-lspci"
+LSPCI_VVV = "/usr/local/sbin/gpuprov-lab-lspci-vvv"
+SETPCI = "/usr/local/sbin/gpuprov-lab-setpci"
+MODPROBE = "/usr/local/sbin/gpuprov-lab-modprobe"
+LOADED_MODULES_DIR = f"{sim_node.RUN_DIR}/modules"   # one empty file per loaded module
+# The simulated kernel's release, as `uname -r` would print it (the container's own
+# `uname -r` is the controller's).
+KERNEL_RELEASE = "6.1.0-gpuprov-lab"
 IBSTAT = "/usr/local/sbin/gpuprov-lab-ibstat"
 IB_COUNTERS = "/usr/local/sbin/gpuprov-lab-ib-counters"
 
@@ -44,6 +53,96 @@ if [ -s {sim_node.MODULE_VERSION} ]; then
 fi
 grep -qsE '^[[:space:]]*blacklist[[:space:]]+nouveau' /etc/modprobe.d/*.conf \\
   || echo "nouveau              2797568  0"
+if [ -s {sim_node.MODULE_VERSION} ] && [ -e {LOADED_MODULES_DIR}/nvidia_peermem ]; then
+  echo "nvidia_peermem         16384  0"
+fi
+"""
+
+# `modprobe nvidia-peermem`: the module ships with the driver (NCCL's troubleshooting guide),
+# so it loads where the nvidia module is loaded; elsewhere modprobe's own words
+_MODPROBE_SCRIPT = f"""#!/bin/sh
+# gpuprov lab: modprobe of the simulated kernel (see gpuprov/lab/kernel_view.py)
+name=$(echo "$1" | tr - _)
+case "$name" in
+  nvidia_peermem)
+    if [ -s {sim_node.MODULE_VERSION} ]; then
+      mkdir -p {LOADED_MODULES_DIR} && touch {LOADED_MODULES_DIR}/$name
+    else
+      echo "modprobe: FATAL: Module $1 not found in directory /lib/modules/{KERNEL_RELEASE}" >&2
+      exit 1
+    fi ;;
+  *) echo "gpuprov lab: modprobe $1 is not simulated" >&2; exit 1 ;;
+esac
+"""
+
+# `lspci -vvv` of the simulated functions, in the lines gpud's capture of an HGX H100 has for
+# them (tests/fixtures/lspci-vvv/): a bridge's bus range and its ACS capability (the PEX890xx
+# ports' ACSCap; ACSCtl from the lab's register file, bits as pciutils' ls-ecaps.c reads them)
+_LSPCI_VVV_SCRIPT = f"""#!/usr/bin/python3
+# gpuprov lab: `lspci -vvv` of the simulated PCI functions (see gpuprov/lab/kernel_view.py)
+import os
+DEVICES = "{pci.DEVICES_DIR}"
+NAMES = {pci.NAMES!r}
+CLASSES = {{"0x0302": "3D controller", "0x0680": "Bridge", "0x0604": "PCI bridge",
+            "0x0207": "Infiniband controller", "0x0200": "Ethernet controller"}}
+FEATURES = ("SrcValid", "TransBlk", "ReqRedir", "CmpltRedir", "UpstreamFwd", "EgressCtrl",
+            "DirectTrans")
+def read(dev, name):
+    with open(os.path.join(DEVICES, dev, name)) as fh:
+        return fh.read().strip()
+def flags(word):
+    return " ".join(f + ("+" if word >> bit & 1 else "-") for bit, f in enumerate(FEATURES))
+for dev in sorted(os.listdir(DEVICES)):
+    vendor, device, cls = read(dev, "vendor"), read(dev, "device"), read(dev, "class")
+    name = NAMES.get(f"{{vendor}}:{{device}}", f"NVIDIA Corporation Device {{device[2:]}} (rev a1)")
+    bus = dev.split(":")[1]
+    if cls.startswith("0x0604"):
+        print(f"{{dev[5:]}} PCI bridge: {{name}} (prog-if 00 [Normal decode])")
+        sec = int(read(dev, "secondary_bus_number"))
+        sub = int(read(dev, "subordinate_bus_number"))
+        print(f"\tBus: primary={{bus}}, secondary={{sec:02x}}, subordinate={{sub:02x}}, "
+              "sec-latency=0")
+        if os.path.exists(os.path.join(DEVICES, dev, "{pci.ACS_CTL_FILE}")):
+            print("\tCapabilities: [170 v1] Access Control Services")
+            print(f"\t\tACSCap:\t{{flags(0x5f)}}")
+            print(f"\t\tACSCtl:\t{{flags(int(read(dev, '{pci.ACS_CTL_FILE}'), 16))}}")
+        print("\tKernel driver in use: pcieport")
+    else:
+        print(f"{{dev[5:]}} {{CLASSES.get(cls[:6], 'Unclassified device')}}: {{name}}")
+    print()
+"""
+
+# setpci's ACS control register (`ECAP_ACS+0x6.w`, read or `=value`) on the simulated
+# functions, with pciutils' words (setpci.c): `-v` traces the slot, capability and address; a
+# function without ACS dies "Instance #0 of Extended capability 000d not found …", exit 1
+_SETPCI_SCRIPT = f"""#!/bin/sh
+# gpuprov lab: setpci's ECAP_ACS+0x6.w of the simulated functions (see gpuprov/lab/kernel_view.py)
+verbose=0
+[ "$1" = "-v" ] && {{ verbose=1; shift; }}
+[ "$1" = "-s" ] || {{ echo "gpuprov lab: setpci $* is not simulated" >&2; exit 1; }}
+slot=$2; op=$3
+case "$slot" in ????:*) ;; *) slot=0000:$slot ;; esac
+dev={pci.DEVICES_DIR}/$slot
+if [ ! -d "$dev" ]; then
+  echo "setpci: Warning: No devices selected for operation group 1." >&2; exit 0
+fi
+[ $verbose = 1 ] && printf '%s ' "$slot"
+if [ ! -e "$dev/{pci.ACS_CTL_FILE}" ]; then
+  echo "setpci: $slot: Instance #0 of Extended capability 000d not found -" \\
+    "there are no capabilities with that id." >&2
+  exit 1
+fi
+case "$op" in
+  ECAP_ACS+0x6.w)
+    [ $verbose = 1 ] && printf '(ecap 000d @170) @176 = '
+    cat "$dev/{pci.ACS_CTL_FILE}" ;;
+  ECAP_ACS+0x6.w=*)
+    value=$(printf '%04x' "0x${{op#*=}}")
+    echo "$value" > "$dev/{pci.ACS_CTL_FILE}"
+    [ $verbose = 1 ] && echo "(ecap 000d @170) @176 $value" ;;
+  *) echo "gpuprov lab: setpci $op is not simulated" >&2; exit 1 ;;
+esac
+exit 0
 """
 
 _LSPCI_SCRIPT = f"""#!/bin/sh
@@ -95,9 +194,7 @@ for p in ports:
 sys.exit(0 if ports else 2)
 """
 
-# The simulated kernel's release, as `uname -r` would print it (the container's own
-# `uname -r` is the controller's); its headers, as linux-headers-<release> would leave them.
-KERNEL_RELEASE = "6.1.0-gpuprov-lab"
+# the simulated `uname -r`; its headers, as linux-headers-<release> would leave them
 KERNEL_RELEASE_COMMAND = "/usr/local/sbin/gpuprov-lab-uname-r"
 HEADERS_DIR = f"/lib/modules/{KERNEL_RELEASE}/build"
 HEADERS_MAKEFILE = (f"# gpuprov lab: stands in for linux-headers-{KERNEL_RELEASE}\n"
@@ -169,6 +266,12 @@ _BOOT_LINE = ("$$(date -u +%%Y-%%m-%%dT%%H:%%M:%%S.%%6N+00:00) $$(hostname) kern
 # the kernel boots untainted; the nvidia module's load may have come first and added its own
 _FRESH_TAINT = (f"mkdir -p {sim_node.RUN_DIR}; "
                 f"[ -e {sim_node.KERNEL_TAINT} ] || echo 0 > {sim_node.KERNEL_TAINT}")
+# the firmware turns ACS back on at every boot (what the gpudirect role's unit then undoes)
+_FIRMWARE_ACS = (f"for f in {pci.DEVICES_DIR}/*/{pci.ACS_CTL_FILE}; do [ -e $$f ] && "
+                 f"echo {pci.ACS_FIRMWARE} > $$f; done; true")
+# systemd-modules-load: the modules /etc/modules-load.d names, once the driver's is loaded
+_MODULES_LOAD = (f"for m in $$(cat /etc/modules-load.d/*.conf 2>/dev/null | sed \"s/#.*//\"); "
+                 f"do {MODPROBE} $$m; done; true")
 _BOOT_UNIT = f"""[Unit]
 Description=gpuprov lab: the kernel's boot line in {sim_node.KERNEL_LOG}, its taint at boot
 DefaultDependencies=no
@@ -178,9 +281,23 @@ After=local-fs.target
 Type=oneshot
 ExecStart=/bin/sh -c 'echo "{_BOOT_LINE}" >> {sim_node.KERNEL_LOG}'
 ExecStart=/bin/sh -c '{_FRESH_TAINT}'
+ExecStart=/bin/sh -c '{_FIRMWARE_ACS}'
 
 [Install]
 WantedBy=sysinit.target
+"""
+
+MODULES_UNIT = "gpuprov-lab-modules-load.service"
+# after sysinit.target, so after the driver's own module unit (standins: Before=sysinit.target)
+_MODULES_UNIT = f"""[Unit]
+Description=gpuprov lab: load the modules /etc/modules-load.d names (systemd-modules-load)
+
+[Service]
+Type=oneshot
+ExecStart=/bin/sh -c '{_MODULES_LOAD}'
+
+[Install]
+WantedBy=multi-user.target
 """
 
 
@@ -188,6 +305,9 @@ def files(node: str) -> list[tuple[str, bytes, int]]:
     """(path relative to /, content, mode) for the node's configuration tar."""
     return [(LSMOD.lstrip("/"), _LSMOD_SCRIPT.encode(), 0o755),
             (LSPCI.lstrip("/"), _LSPCI_SCRIPT.encode(), 0o755),
+            (LSPCI_VVV.lstrip("/"), _LSPCI_VVV_SCRIPT.encode(), 0o755),
+            (SETPCI.lstrip("/"), _SETPCI_SCRIPT.encode(), 0o755),
+            (MODPROBE.lstrip("/"), _MODPROBE_SCRIPT.encode(), 0o755),
             (IBSTAT.lstrip("/"), _IBSTAT_SCRIPT.encode(), 0o755),
             (IB_COUNTERS.lstrip("/"), _IB_COUNTERS_SCRIPT.encode(), 0o755),
             (KERNEL_RELEASE_COMMAND.lstrip("/"), f"#!/bin/sh\necho {KERNEL_RELEASE}\n".encode(),
@@ -196,19 +316,28 @@ def files(node: str) -> list[tuple[str, bytes, int]]:
             (MOKUTIL.lstrip("/"), _MOKUTIL_SCRIPT.encode(), 0o755),
             (BUILTIN_TRUSTED_KEYS.lstrip("/"), f"{CANONICAL_MODULE_KEY_SHA256}\n".encode(),
              0o644),
-            (f"etc/systemd/system/{BOOT_UNIT}", _BOOT_UNIT.encode(), 0o644)]
+            (f"etc/systemd/system/{BOOT_UNIT}", _BOOT_UNIT.encode(), 0o644),
+            (f"etc/systemd/system/{MODULES_UNIT}", _MODULES_UNIT.encode(), 0o644)]
 
 
 def symlinks() -> list[tuple[str, str]]:
     """(path relative to /, target): the boot unit enabled, as `systemctl enable` would."""
     return [(f"etc/systemd/system/sysinit.target.wants/{BOOT_UNIT}",
-             f"/etc/systemd/system/{BOOT_UNIT}")]
+             f"/etc/systemd/system/{BOOT_UNIT}"),
+            (f"etc/systemd/system/multi-user.target.wants/{MODULES_UNIT}",
+             f"/etc/systemd/system/{MODULES_UNIT}")]
 
 
 def inventory_vars() -> str:
     """The lab's group_vars lines pointing the validator at these views."""
     return (f"gpuprov_validate_lsmod_command: {LSMOD}\n"
             f"gpuprov_validate_lspci_command: {LSPCI}\n"
+            f"gpuprov_validate_lspci_vvv_command: {LSPCI_VVV}\n"
+            "# the gpudirect role's tools, on the simulated PCI functions and kernel\n"
+            f"gpudirect_setpci_command: {SETPCI}\n"
+            f"gpudirect_modprobe_command: {MODPROBE}\n"
+            f"gpudirect_pci_devices_dir: {pci.DEVICES_DIR}\n"
+            f"gpudirect_sys_module_dir: {LOADED_MODULES_DIR}\n"
             f"gpuprov_validate_ibstat_command: {IBSTAT}\n"
             f"gpuprov_validate_ib_counters_command: {IB_COUNTERS}\n"
             f"gpuprov_validate_kernel_log: {sim_node.KERNEL_LOG}\n"

@@ -13,7 +13,7 @@ import uuid
 import yaml
 
 from gpuprov.errors import InputError
-from gpuprov.lab import fabric
+from gpuprov.lab import fabric, pci
 from gpuprov.resources import yaml_files
 
 DEFAULT_CYCLE = ("h100-sxm-8", "a100-sxm-8", "l40s-pcie-4")
@@ -53,8 +53,11 @@ def describe(node: str, kind: str) -> dict:
             "bus_id": f"00000000:{spec['bus_ids'][index]}:00.0",
         })
     nics = spec.get("nics") or {}
+    # one NIC beside each GPU on its PCIe switch (pci.nic_bus)
     nic_ports = [{"ca": f"mlx5_{i}", "port": 1, "state": "Active", "physical_state": "LinkUp",
                   "rate_gbps": nics["rate_gbps"], "link_layer": nics["link_layer"],
-                  "firmware": nics["firmware"]} for i in range(nics.get("count", 0))]
+                  "firmware": nics["firmware"], "beside_gpu": gpus[i]["bus_id"],
+                  "bus_id": f"00000000:{pci.nic_bus(spec['bus_ids'][i])}:00.0"}
+                 for i in range(nics.get("count", 0))]
     return {"node": node, "kind": kind, **spec, "gpus": gpus, "nic_ports": nic_ports,
             "fabric": fabric.description(node), "faults": []}

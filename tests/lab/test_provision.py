@@ -166,7 +166,7 @@ def test_bad_input_is_one_line_exit_2_and_touches_no_host(rack, tmp_path):
     assert nodes.returncode == 0 and nodes.stdout.startswith("no runs recorded yet")
 
 
-THIRD_PLAY = "Containers, GPU diagnostics (gpu-burn, DCGM, nccl-tests) and PyTorch"
+THIRD_PLAY = "GPUDirect settings, containers, GPU diagnostics (gpu-burn, DCGM, nccl-tests), PyTorch"
 
 
 def test_full_provision_from_bare_nodes(rack):

@@ -217,7 +217,10 @@ ROUNDS = [
     [("node01", "sxid", None, "kernel_log"), ("node02", "nic-degraded", None, "nics"),
      ("node03", "xid", 2, "kernel_log")],
     [("node01", "nic-down", None, "nics"), ("node02", "fabric-degraded", None, "nvswitch"),
-     ("node03", "reset-required", 0, "gpu_reset_required")],
+     ("node03", "reset-required", 0, "gpu_reset_required"),
+     # GPUDirect's host settings (issue 40): ACS back on above one GPU, peermem unloaded
+     ("node01", "acs-enabled", 4, "pcie_acs"), ("node02", "peermem-missing", None,
+                                                  "gpudirect_rdma")],
     # DCGM (installed by the rack's lock): its level-2 memory test fails on one GPU; a
     # machine check whose log lines rotated away leaves only the kernel's taint
     [("node02", "dcgm-fail", 4, "dcgm_diag"), ("node01", "machine-check", None, "kernel_taint"),
@@ -236,7 +239,8 @@ ACTIONS = {"fallen-off-bus": "reboot", "gpu-lost-in-soak": "reboot", "gsp-timeou
            "nic-down": "reseat-or-inspect", "nic-degraded": "reseat-or-inspect",
            "fabric-degraded": "reboot", "dcgm-fail": "rma", "hbm-errors": "rma",
            "slow-d2d": "reseat-or-inspect", "machine-check": "reseat-or-inspect",
-           "ib-symbol-errors": "reseat-or-inspect", "ib-link-flap": "reseat-or-inspect"}
+           "ib-symbol-errors": "reseat-or-inspect", "ib-link-flap": "reseat-or-inspect",
+           "acs-enabled": "none", "peermem-missing": "none"}
 # what DCGM's health watches (dcgmi health -c) report for the faults they watch
 DCGM_HEALTH_SEES = {"ecc-uncorrectable": "Memory system: Detected 1 volatile double-bit ECC "
                                          "error(s) in GPU 5.",
@@ -283,6 +287,11 @@ def test_each_fault_is_rejected_with_its_check_naming_the_gpu(rack, round_):
                      "ib-link-flap": "link_error_recovery +1, link_downed +1"}[kind]
             assert f"NIC mlx5_0 port 1: {grown} during the soak" in failing[check_id][
                 "summary"], failing[check_id]
+        elif kind == "acs-enabled":   # the switch port and the GPU below it
+            assert "ACS redirect on at bridge 0000:" in failing[check_id]["summary"]
+            assert named and named["index"] == gpu, failing[check_id]
+        elif kind == "peermem-missing":
+            assert "nvidia_peermem not loaded" in failing[check_id]["summary"]
         elif kind == "sxid":          # an NVSwitch, named in the summary
             assert "NVSwitch" in failing[check_id]["summary"] and "SXid 12028" in failing[
                 check_id]["summary"]

@@ -506,3 +506,48 @@ def test_a_flapping_link_s_counters_grow_over_the_lab_s_soak_as_sysfs_shows_them
     save({**hw, "nic_ports": []})
     done = subprocess.run(["python3", str(script)], capture_output=True, text=True)
     assert (done.returncode, done.stdout) == (2, "")
+
+
+def test_the_lab_s_switch_ports_acs_through_setpci_and_lspci_vvv(tmp_path):
+    """The firmware's ACS on at every switch port above the GPUs and NICs, read and cleared
+    with setpci's words, shown by lspci -vvv as the real capture's lines parse."""
+    import subprocess
+
+    from gpuprov.lab import kernel_view, pci
+    from gpuprov.lab.paths import NODE_LAB_DIR
+    from gpuprov.parsers.pci_tree import parse_lspci_vvv
+
+    root = tmp_path / "root"
+    for path, content, _ in pci.sysfs_files(kinds.describe("node01", "h100-sxm-8")):
+        target = root / path.replace(NODE_LAB_DIR.lstrip("/"), str(tmp_path).lstrip("/"), 1)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(content)
+    devices = root / str(tmp_path).lstrip("/") / "sys/bus/pci/devices"
+    tools = {}
+    for name, text in (("lspci-vvv", kernel_view._LSPCI_VVV_SCRIPT),
+                       ("setpci", kernel_view._SETPCI_SCRIPT)):
+        tools[name] = tmp_path / name
+        tools[name].write_text(text.replace(pci.DEVICES_DIR, str(devices)))
+        tools[name].chmod(0o755)
+
+    def run(*argv):
+        return subprocess.run([str(a) for a in argv], capture_output=True, text=True)
+
+    tree = parse_lspci_vvv(run(tools["lspci-vvv"]).stdout, "lab")
+    assert len(tree.gpus()) == 8 and len(tree.rdma_nics()) == 8
+    gpu = tree.functions["0000:18:00.0"]
+    (port,) = tree.bridges_above(gpu)
+    assert port.bdf == "0000:16:01.0" and port.redirects() == ["ReqRedir", "CmpltRedir"]
+    assert tree.bridges_above(tree.functions["0000:19:00.0"])[0].bdf == "0000:16:02.0"
+    read = run(tools["setpci"], "-v", "-s", "16:01.0", "ECAP_ACS+0x6.w")
+    assert (read.returncode, read.stdout) == (0, "0000:16:01.0 (ecap 000d @170) @176 = 001d\n")
+    write = run(tools["setpci"], "-v", "-s", "0000:16:01.0", "ECAP_ACS+0x6.w=0000")
+    assert (write.returncode, write.stdout) == (0, "0000:16:01.0 (ecap 000d @170) @176 0000\n")
+    tree = parse_lspci_vvv(run(tools["lspci-vvv"]).stdout, "lab")
+    assert tree.functions["0000:16:01.0"].redirects() == []
+    assert tree.functions["0000:16:02.0"].redirects() == ["ReqRedir", "CmpltRedir"]
+    # a GPU has no ACS capability: setpci dies with pciutils' words
+    gpu_read = run(tools["setpci"], "-s", "18:00.0", "ECAP_ACS+0x6.w")
+    assert gpu_read.returncode == 1
+    assert gpu_read.stderr == ("setpci: 0000:18:00.0: Instance #0 of Extended capability 000d "
+                               "not found - there are no capabilities with that id.\n")

@@ -24,6 +24,7 @@ from gpuprov.parsers.ibstat import parse_ibstat
 from gpuprov.parsers.kernel_log import parse_kernel_log
 from gpuprov.parsers.nccl_tests import parse_nccl_tests
 from gpuprov.parsers.nvlink import parse_nvlink_status
+from gpuprov.parsers.pci_tree import parse_lspci_vvv
 from gpuprov.parsers.smi_gpu import parse_smi_query
 from gpuprov.parsers.smi_table import parse_smi_header
 from gpuprov.parsers.smi_tree import parse_any
@@ -35,6 +36,11 @@ from tests.evidence_builder import FIXTURES
 OUTPUTS = Path(__file__).parent / "parsed-outputs.json"
 # syslog stamps carry no year: the kernel-log parser takes it from the clock
 FROZEN_NOW = datetime(2026, 11, 23, 12, 0, 0, tzinfo=UTC)
+
+
+def _lspci_vvv(text: str, source: str) -> object:
+    """lspci never prints a `#` line: the capture's header lines are not its output."""
+    return parse_lspci_vvv(text.split("\n\n", 1)[1] if text.startswith("# ") else text, source)
 
 
 def _smi_query(text: str, source: str) -> dict:
@@ -50,6 +56,7 @@ PARSERS: dict[str, Callable[[str, str], object]] = {
     "kernel-log": parse_kernel_log,
     "kernel-taint": parse_kernel_taint,
     "lspci": parse_lspci,
+    "lspci-vvv": _lspci_vvv,
     "nccl-tests": parse_nccl_tests,
     "nvcc": parse_nvcc,
     "nvidia-smi": parse_smi_header,

@@ -1,0 +1,82 @@
+"""GPUDirect's host settings: peer traffic between GPUs and NICs crosses the PCIe switches
+directly (ACS redirect off above them), and GPUDirect RDMA's kernel module is loaded."""
+
+from __future__ import annotations
+
+from gpuprov.checks.context import Context
+from gpuprov.checks.registry import Results, check
+from gpuprov.model import Action, CheckResult
+from gpuprov.parsers.pci_tree import LSPCI_VVV, REDIRECT_FEATURES
+from gpuprov.parsers.system import LSMOD
+from gpuprov.pci import BusId
+
+PEERMEM_MODULE = "nvidia_peermem"   # nvidia-peermem.ko, as lsmod names it
+
+
+def _peers_matter(profile) -> bool:
+    return profile.gpu_count > 1 or bool(profile.data.get("nics"))
+
+
+@check("pcie_acs", stage="identity", needs=(LSPCI_VVV,), action=Action.NONE,
+       applies=_peers_matter, skip_reason="one GPU and no RDMA NIC: no peer traffic",
+       rule="no PCI bridge above a GPU or RDMA NIC has ACS redirect on (" +
+            ", ".join(f"{f}+" for f in REDIRECT_FEATURES) + " in ACSCtl, which sends peer "
+            "traffic up to the root complex); a bridge whose capabilities lspci could not "
+            "read (not root) fails; bridges above nothing else are not judged")
+def pcie_acs(ctx: Context, r: Results) -> CheckResult:
+    tree = ctx.evidence.read(LSPCI_VVV)
+    if not tree.gpus():
+        return r.fail("lspci -vvv lists no NVIDIA GPU: the PCI path cannot be judged")
+    index_of = {BusId.parse(g.bus_id): g.index for g in ctx.gpus() if g.bus_id}
+    endpoints = tree.gpus() + tree.rdma_nics()
+    below: dict[str, list[tuple[int | None, str]]] = {}   # redirecting bridge -> devices
+    unreadable: set[str] = set()
+    for device in endpoints:
+        index = index_of.get(BusId.parse(device.bdf)) if device.is_nvidia_gpu else None
+        label = (ctx.gpu_label(index) if index is not None else
+                 f"{'GPU' if device.is_nvidia_gpu else 'NIC'} {device.bdf}")
+        for bridge in tree.bridges_above(device):
+            if bridge.access_denied:
+                unreadable.add(bridge.bdf)
+            elif bridge.redirects():
+                below.setdefault(bridge.bdf, []).append((index, label))
+    values = {"redirecting_bridges": {
+                  bdf: {"features": tree.functions[bdf].redirects(),
+                        "description": tree.functions[bdf].description,
+                        "below": [label for _, label in devices]}
+                  for bdf, devices in sorted(below.items())},
+              "unreadable_bridges": sorted(unreadable),
+              "judged": {d.bdf: [b.bdf for b in tree.bridges_above(d)] for d in endpoints}}
+    if unreadable:
+        named = ", ".join(sorted(unreadable)[:3])
+        return r.fail(f"capabilities of {len(unreadable)} bridge(s) above the GPUs/NICs "
+                      f"unreadable (lspci -vvv not run as root): {named}", values)
+    if below:
+        problems = []
+        for bdf, devices in sorted(below.items()):
+            gpus = {i for i, _ in devices}
+            features = " ".join(f"{f}+" for f in tree.functions[bdf].redirects())
+            problems.append((gpus.pop() if len(gpus) == 1 else None,
+                             f"ACS redirect on at bridge {bdf} ({features}) above "
+                             f"{', '.join(label for _, label in devices)}: peer traffic goes "
+                             "through the root complex"))
+        return r.failed(problems, values)
+    bridges = {b for path in values["judged"].values() for b in path}
+    return r.passed(f"ACS redirect off on the {len(bridges)} bridge(s) above "
+                    f"{len(tree.gpus())} GPU(s) and {len(tree.rdma_nics())} RDMA NIC "
+                    "function(s)", values)
+
+
+@check("gpudirect_rdma", stage="identity", needs=(LSMOD,), action=Action.NONE,
+       applies=lambda profile: bool(profile.data.get("nics")),
+       skip_reason="no RDMA NICs in this profile",
+       rule=f"the {PEERMEM_MODULE} module is loaded (GPUDirect RDMA between the GPUs and the "
+            "RDMA NICs; NCCL's guide: it must be loaded at every boot)")
+def gpudirect_rdma(ctx: Context, r: Results) -> CheckResult:
+    modules = ctx.evidence.read(LSMOD)
+    values = {"module": PEERMEM_MODULE, "loaded": PEERMEM_MODULE in modules}
+    if PEERMEM_MODULE not in modules:
+        return r.fail(f"{PEERMEM_MODULE} not loaded: NCCL falls back to staging RDMA "
+                      "traffic through host memory (modprobe nvidia-peermem; the gpudirect "
+                      "role loads it at every boot)", values)
+    return r.passed(f"{PEERMEM_MODULE} loaded (GPUDirect RDMA)", values)

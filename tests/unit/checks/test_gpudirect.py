@@ -1,0 +1,71 @@
+"""pcie_acs and gpudirect_rdma: judged from lspci -vvv and lsmod, the bridge or module named."""
+
+from __future__ import annotations
+
+from gpuprov.checks.run import judge
+from gpuprov.evidence import Evidence
+from gpuprov.model import Status
+from gpuprov.profiles import load_profile
+from tests.evidence_builder import capture, healthy_h100, replace
+
+H100 = load_profile("h100-sxm-8")
+HGX = capture("lspci-vvv/hgx-h100-dell-gpud.txt")
+
+
+def _check(node, check_id):
+    return judge(Evidence(node), H100, None, only=(check_id,)).checks[0]
+
+
+def test_a_real_hgx_h100_passes_although_its_nvswitch_ports_redirect(tmp_path):
+    result = _check(healthy_h100(tmp_path), "pcie_acs")
+    assert result.status == Status.PASS, result.summary
+    assert result.values["redirecting_bridges"] == {}
+    assert result.values["judged"]["0000:19:00.0"][-1] == "0000:17:01.0"
+
+
+def test_redirect_on_above_a_gpu_fails_naming_bridge_and_gpu(tmp_path):
+    on = HGX.replace(
+        "\t\tACSCtl:\tSrcValid- TransBlk- ReqRedir- CmpltRedir- UpstreamFwd- EgressCtrl- "
+        "DirectTrans-", "\t\tACSCtl:\tSrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ "
+        "EgressCtrl- DirectTrans-", 3)   # 15:01.0 (root port), 17:01.0 (GPU's port), 17:02.0
+    result = _check(replace(healthy_h100(tmp_path), "lspci-vvv.txt", on), "pcie_acs")
+    assert result.status == Status.FAIL and result.action == "none"
+    assert "bridge 0000:15:01.0 (ReqRedir+ CmpltRedir+) above GPU 0000:19:00.0" in result.summary
+    assert "GPU 0000:19:00.0" in result.summary
+    assert set(result.values["redirecting_bridges"]) == {"0000:15:01.0", "0000:17:01.0",
+                                                          "0000:17:02.0"}
+
+
+def test_lspci_without_root_fails_as_unreadable(tmp_path):
+    denied = HGX.replace("\tCapabilities: [170 v1] Access Control Services\n",
+                         "\tCapabilities: <access denied>\n", 1)
+    result = _check(replace(healthy_h100(tmp_path), "lspci-vvv.txt", denied), "pcie_acs")
+    assert result.status == Status.FAIL and "not run as root" in result.summary
+
+
+def test_no_gpu_in_the_listing_fails(tmp_path):
+    node = replace(healthy_h100(tmp_path), "lspci-vvv.txt",
+                   capture("lspci-vvv/intel-root-port-not-root-rocm-524.txt"))
+    result = _check(node, "pcie_acs")
+    assert result.status == Status.FAIL and "no NVIDIA GPU" in result.summary
+
+
+def test_absent_listing_is_missing_never_a_pass(tmp_path):
+    result = _check(replace(healthy_h100(tmp_path), "lspci-vvv.txt", None), "pcie_acs")
+    assert result.status == Status.MISSING
+
+
+def test_peermem_loaded_passes_and_unloaded_fails(tmp_path):
+    node = healthy_h100(tmp_path)
+    assert _check(node, "gpudirect_rdma").status == Status.PASS
+    replace(node, "lsmod.txt", "Module                  Size  Used by\n"
+                               "nvidia_uvm           1437696  0\nnvidia              8814592  2\n")
+    result = _check(node, "gpudirect_rdma")
+    assert result.status == Status.FAIL and "nvidia_peermem not loaded" in result.summary
+
+
+def test_a_profile_without_nics_skips_peermem(tmp_path):
+    node = healthy_h100(tmp_path)
+    result = judge(Evidence(node), load_profile("l40s-pcie-8"), None,
+                   only=("gpudirect_rdma",)).checks[0]
+    assert result.status == Status.SKIP
