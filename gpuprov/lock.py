@@ -6,13 +6,21 @@ host can override one field the Ansible way. `Lock.from_vars` reads those variab
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+import re
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from gpuprov.errors import InputError
 from gpuprov.yaml_file import read_yaml
 
 PREFIX = "gpuprov_"
+FIRMWARE_MIN = "firmware_min"
+# The firmware minimums a site may lock (`gpuprov_firmware_min`, optional), per device
+# model: `vbios` by a GPU's product name as nvidia-smi prints it (a substring: "H100 80GB
+# HBM3"), `connectx` by the HCA's CA type as ibstat prints it ("MT4129", a ConnectX-7), and
+# the version forms each takes (nvidia-smi's "96.00.74.00.0E", ibstat's "28.39.1002").
+FIRMWARE_FORMS = {"vbios": re.compile(r"^[0-9A-Fa-f]{2}(\.[0-9A-Fa-f]{2}){4}$"),
+                  "connectx": re.compile(r"^\d+\.\d+\.\d+$")}
 
 
 @dataclass(frozen=True)
@@ -26,11 +34,15 @@ class Lock:
     torch_version: str
     torch_cuda_build: str        # cu124 … or cpu
     python_version: str
+    # optional (FIRMWARE_FORMS); out of the hash, as a dict cannot be hashed
+    firmware_min: dict = field(default_factory=dict, hash=False)
 
     @classmethod
     def from_vars(cls, variables: dict, source: str) -> Lock:
-        values = {}
+        values: dict = {FIRMWARE_MIN: _firmware_min(variables.get(PREFIX + FIRMWARE_MIN), source)}
         for f in fields(cls):
+            if f.name == FIRMWARE_MIN:
+                continue
             key = PREFIX + f.name
             if key not in variables:
                 raise InputError(f"{source}: {key}: missing from the versions lock")
@@ -74,3 +86,26 @@ class Lock:
     @property
     def cudnn_major(self) -> str:
         return self.cudnn_version.split(".")[0]
+
+
+def _firmware_min(value, source: str) -> dict[str, dict[str, str]]:
+    """`gpuprov_firmware_min`: {vbios|connectx: {model: minimum version}}, each version in
+    its tool's form; absent or empty locks no firmware."""
+    key = PREFIX + FIRMWARE_MIN
+    if not value:
+        return {}
+    if not isinstance(value, dict):
+        raise InputError(f"{source}: {key}: must be a mapping of vbios/connectx minimums")
+    result: dict[str, dict[str, str]] = {}
+    for kind, minimums in value.items():
+        if kind not in FIRMWARE_FORMS:
+            raise InputError(f"{source}: {key}.{kind}: unknown firmware kind (known: "
+                             f"{', '.join(FIRMWARE_FORMS)})")
+        if not isinstance(minimums, dict) or not minimums:
+            raise InputError(f"{source}: {key}.{kind}: must map a device model to its minimum")
+        for model, version in minimums.items():
+            if not FIRMWARE_FORMS[kind].match(str(version)):
+                raise InputError(f"{source}: {key}.{kind}.{model}: {version!r} is not a "
+                                 f"{kind} version")
+        result[kind] = {str(m): str(v) for m, v in minimums.items()}
+    return result

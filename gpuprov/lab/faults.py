@@ -206,6 +206,15 @@ def _peermem_missing(access, hw, gpu):
     return "nvidia-peermem unloaded", {"write_files": [[marker, ""]]}
 
 
+def _firmware_old(access, hw, gpu):
+    """The first ConnectX port runs firmware older than the site locked (a replacement card
+    from stock, never updated): its minor release four below the kind's."""
+    port = _first_nic(access, hw)
+    major, minor, build = port["firmware"].split(".")
+    port["firmware"] = f"{major}.{int(minor) - 4}.{build}"
+    return f"NIC {port['ca']} port {port['port']} at firmware {port['firmware']}", {}
+
+
 def _reset_required(access, hw, gpu):
     gpu["reset_required"] = True
     return f"GPU {gpu['index']} reports Reset Required", {}
@@ -490,6 +499,8 @@ FAULTS = {f.name: f for f in (
     FaultKind("acs-enabled", True, _acs_enabled,
               "ACS redirect on at the PCIe switch port above a GPU"),
     FaultKind("peermem-missing", False, _peermem_missing, "nvidia-peermem not loaded"),
+    FaultKind("firmware-old", False, _firmware_old,
+              "the first RDMA NIC port's firmware below the lock's minimum"),
     FaultKind("reset-required", True, _reset_required,
               "nvidia-smi reports that a GPU requires a reset"),
     FaultKind("slow-node", False, _slow_node,

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from gpuprov.lab import fabric, kernel_modules, kernel_view, pci
+import yaml
+
+from gpuprov.lab import fabric, kernel_modules, kernel_view, kinds, pci
 from gpuprov.lab.mirror import KEYRING_NAME, read_sha256sums
 from gpuprov.lab.paths import NODE_MIRROR_PATH, LabPaths
 from gpuprov.lab.sim.node import MODULE_VERSION as NODE_MODULE_VERSION_FILE
@@ -75,10 +77,24 @@ def write_inventory(paths: LabPaths, plan: dict[str, str]) -> None:
         "# site's floor, which the profiles' NCCL-over-InfiniBand floors cannot be here.\n"
         f"{FLOOR_VAR}: {LAB_FABRIC_FLOOR_GBPS}\n"
     )
-    (inv / "group_vars" / "all" / "versions.yml").write_text(LAB_LOCK)
+    (inv / "group_vars" / "all" / "versions.yml").write_text(LAB_LOCK + _firmware_minimums())
 
 
 LAB_FABRIC_FLOOR_GBPS = 0.08
+
+
+def _firmware_minimums() -> str:
+    """The lab's firmware minimums: each kind's own VBIOS and ConnectX firmware (so a healthy
+    node meets them and the firmware-old fault falls below)."""
+    vbios, connectx = {}, {}
+    for name in kinds.names():
+        spec = kinds.load(name)
+        vbios[spec["gpu"]["name"].removeprefix("NVIDIA ")] = spec["gpu"]["vbios"]
+        if spec.get("nics"):
+            connectx[kinds.ca_type(spec)] = spec["nics"]["firmware"]
+    return ("# Firmware minimums (gpuprov/lock.py): the kinds' own versions\n"
+            + yaml.safe_dump({"gpuprov_firmware_min": {"vbios": vbios, "connectx": connectx}},
+                             sort_keys=True))
 
 # The versions lock of the lab (fields documented in inventory/group_vars/all/versions.yml):
 # versions its mirror carries, each with a newer one beside it; the CPU build of torch.

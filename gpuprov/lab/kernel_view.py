@@ -167,7 +167,7 @@ with open("{NODE_LAB_DIR}/hardware.yml") as fh:
     hw = yaml.safe_load(fh)
 for p in hw.get("nic_ports") or []:
     print(f"CA '{{p['ca']}}'")
-    print("\\tCA type: MT4129\\n\\tNumber of ports: 1")
+    print(f"\\tCA type: {{p['ca_type']}}\\n\\tNumber of ports: 1")
     print(f"\\tFirmware version: {{p['firmware']}}\\n\\tHardware version: 0")
     print(f"\\tPort {{p['port']}}:")
     print(f"\\t\\tState: {{p['state']}}\\n\\t\\tPhysical state: {{p['physical_state']}}")

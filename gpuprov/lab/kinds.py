@@ -38,6 +38,13 @@ def default_for(index: int) -> str:
     return DEFAULT_CYCLE[(index - 1) % len(DEFAULT_CYCLE)]
 
 
+def ca_type(spec: dict) -> str:
+    """ibstat's CA type of the kind's ConnectX: "MT" and the PCI device id in decimal, as real
+    ibstat prints them (tests/fixtures/ibstat/: a ConnectX-7, 15b3:1021, is MT4129; a
+    ConnectX-6 Dx, 15b3:101d, MT4125; a ConnectX-3, 15b3:1003, MT4099)."""
+    return f"MT{int(spec['nics']['pci_device'], 16)}"
+
+
 def describe(node: str, kind: str) -> dict:
     """The hardware description written on the node."""
     spec = load(kind)
@@ -56,7 +63,8 @@ def describe(node: str, kind: str) -> dict:
     # one NIC beside each GPU on its PCIe switch (pci.nic_bus)
     nic_ports = [{"ca": f"mlx5_{i}", "port": 1, "state": "Active", "physical_state": "LinkUp",
                   "rate_gbps": nics["rate_gbps"], "link_layer": nics["link_layer"],
-                  "firmware": nics["firmware"], "beside_gpu": gpus[i]["bus_id"],
+                  "firmware": nics["firmware"], "ca_type": ca_type(spec),
+                  "beside_gpu": gpus[i]["bus_id"],
                   "bus_id": f"00000000:{pci.nic_bus(spec['bus_ids'][i])}:00.0"}
                  for i in range(nics.get("count", 0))]
     return {"node": node, "kind": kind, **spec, "gpus": gpus, "nic_ports": nic_ports,

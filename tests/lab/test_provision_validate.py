@@ -215,7 +215,9 @@ ROUNDS = [
      # and one whose symbol errors grow under the soak's load (issue 40)
      ("node02", "ib-symbol-errors", None, "ib_counters")],
     [("node01", "sxid", None, "kernel_log"), ("node02", "nic-degraded", None, "nics"),
-     ("node03", "xid", 2, "kernel_log")],
+     ("node03", "xid", 2, "kernel_log"),
+     # firmware below the lab lock's minimum (issue 40)
+     ("node01", "firmware-old", None, "firmware")],
     [("node01", "nic-down", None, "nics"), ("node02", "fabric-degraded", None, "nvswitch"),
      ("node03", "reset-required", 0, "gpu_reset_required"),
      # GPUDirect's host settings (issue 40): ACS back on above one GPU, peermem unloaded
@@ -240,7 +242,7 @@ ACTIONS = {"fallen-off-bus": "reboot", "gpu-lost-in-soak": "reboot", "gsp-timeou
            "fabric-degraded": "reboot", "dcgm-fail": "rma", "hbm-errors": "rma",
            "slow-d2d": "reseat-or-inspect", "machine-check": "reseat-or-inspect",
            "ib-symbol-errors": "reseat-or-inspect", "ib-link-flap": "reseat-or-inspect",
-           "acs-enabled": "none", "peermem-missing": "none"}
+           "acs-enabled": "none", "peermem-missing": "none", "firmware-old": "none"}
 # what DCGM's health watches (dcgmi health -c) report for the faults they watch
 DCGM_HEALTH_SEES = {"ecc-uncorrectable": "Memory system: Detected 1 volatile double-bit ECC "
                                          "error(s) in GPU 5.",
@@ -290,6 +292,9 @@ def test_each_fault_is_rejected_with_its_check_naming_the_gpu(rack, round_):
         elif kind == "acs-enabled":   # the switch port and the GPU below it
             assert "ACS redirect on at bridge 0000:" in failing[check_id]["summary"]
             assert named and named["index"] == gpu, failing[check_id]
+        elif kind == "firmware-old":   # the port, its firmware and the locked minimum
+            assert "NIC mlx5_0 port 1 (MT4129): firmware 28.35.1002 below the locked " \
+                "minimum 28.39.1002" in failing[check_id]["summary"], failing[check_id]
         elif kind == "peermem-missing":
             assert "nvidia_peermem not loaded" in failing[check_id]["summary"]
         elif kind == "sxid":          # an NVSwitch, named in the summary

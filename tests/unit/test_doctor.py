@@ -196,8 +196,8 @@ def test_dkms_entries_for_the_driver():
 def test_bad_doctor_variables_are_one_line_exit_2_before_any_connection(tmp_path, variables,
                                                                         message):
     (tmp_path / "group_vars" / "all").mkdir(parents=True)
-    lock = "\n".join(f"gpuprov_{k}: '{v}'" for k, v in LOCK.as_dict().items())
-    (tmp_path / "group_vars" / "all" / "versions.yml").write_text(f"{lock}\n{variables}\n")
+    lock = yaml.safe_dump({f"gpuprov_{k}": v for k, v in LOCK.as_dict().items()})
+    (tmp_path / "group_vars" / "all" / "versions.yml").write_text(f"{lock}{variables}\n")
     inventory = tmp_path / "rack.ini"
     inventory.write_text("[rack]\nnode07 ansible_host=192.0.2.7\n")
     result = gpuprov("doctor", "-i", str(inventory), timeout=60,

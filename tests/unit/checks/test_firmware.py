@@ -1,0 +1,81 @@
+"""firmware: the VBIOS of a real H100 report and ibstat's ConnectX firmware against the lock's
+minimums; the lock refuses a malformed minimum naming the key."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuprov.checks.run import judge
+from gpuprov.errors import InputError
+from gpuprov.evidence import Evidence
+from gpuprov.lock import Lock
+from gpuprov.model import Status
+from gpuprov.profiles import load_profile
+from tests.evidence_builder import LOCK, healthy_h100, ibstat, replace
+
+H100 = load_profile("h100-sxm-8")
+
+
+def _lock(minimums=None) -> Lock:
+    values = {f"gpuprov_{k}": v for k, v in LOCK.items()}
+    if minimums is not None:
+        values["gpuprov_firmware_min"] = minimums
+    return Lock.from_vars(values, "versions.yml")
+
+
+def _check(node, lock):
+    return judge(Evidence(node), H100, lock, only=("firmware",)).checks[0]
+
+
+def test_no_minimum_in_the_lock_skips(tmp_path):
+    assert _check(healthy_h100(tmp_path), _lock()).status == Status.SKIP
+
+
+def test_the_real_report_s_vbios_and_ibstat_s_firmware_meet_their_minimums(tmp_path):
+    lock = _lock({"vbios": {"H100 80GB HBM3": "96.00.74.00.01"},
+                  "connectx": {"MT4129": "28.39.1002"}})
+    result = _check(healthy_h100(tmp_path), lock)
+    assert result.status == Status.PASS, result.summary
+    assert "8 GPU(s), 8 NIC port(s)" in result.summary
+
+
+def test_a_vbios_below_the_minimum_fails_naming_each_gpu_by_index_and_serial(tmp_path):
+    # hex fields: 0x0E > 0x01, so 96.00.74.00.0E is newer than the report's 96.00.74.00.01
+    lock = _lock({"vbios": {"H100 80GB HBM3": "96.00.74.00.0E"}})
+    result = _check(healthy_h100(tmp_path), lock)
+    assert result.status == Status.FAIL and result.action == "none"
+    assert "GPU 0 (00000000:18:00.0, serial" in result.summary
+    assert "VBIOS 96.00.74.00.01 below the locked minimum 96.00.74.00.0E" in result.summary
+
+
+def test_old_connectx_firmware_fails_naming_the_port(tmp_path):
+    node = replace(healthy_h100(tmp_path), "ibstat.txt",
+                   ibstat().replace("28.39.1002", "28.35.1002", 1))
+    result = _check(node, _lock({"connectx": {"MT4129": "28.39.1002"}}))
+    assert result.status == Status.FAIL
+    assert result.summary == ("NIC mlx5_0 port 1 (MT4129): firmware 28.35.1002 below the "
+                              "locked minimum 28.39.1002")
+
+
+def test_unreadable_firmware_where_a_minimum_applies_fails(tmp_path):
+    node = replace(healthy_h100(tmp_path), "ibstat.txt",
+                   ibstat().replace("\tFirmware version: 28.39.1002\n", "", 1))
+    result = _check(node, _lock({"connectx": {"MT4129": "28.39.1002"}}))
+    assert result.status == Status.FAIL and "firmware unreadable" in result.summary
+
+
+def test_a_lock_for_other_models_only_warns(tmp_path):
+    result = _check(healthy_h100(tmp_path), _lock({"vbios": {"A100-SXM4-80GB": "92.00.9E.00.02"}}))
+    assert result.status == Status.WARN and "A100-SXM4-80GB" in result.summary
+
+
+@pytest.mark.parametrize("minimums,says", [
+    ({"vbios": {"H100": "96.0.74"}}, "gpuprov_firmware_min.vbios.H100: '96.0.74' is not a vbios"),
+    ({"bmc": {"x": "1.0"}}, "gpuprov_firmware_min.bmc: unknown firmware kind"),
+    (["28.39.1002"], "gpuprov_firmware_min: must be a mapping"),
+    ({"connectx": {}}, "gpuprov_firmware_min.connectx: must map a device model"),
+])
+def test_a_malformed_minimum_is_refused_naming_the_key(minimums, says):
+    with pytest.raises(InputError, match="versions.yml: " + says.replace(".", r"\.")
+                       .replace("(", r"\(")):
+        _lock(minimums)
