@@ -71,7 +71,9 @@ SCHEMA = {
                            "rate_gbps": _NUM,
                            "name_prefix": {"type": "string"},
                            # how much an error counter may grow over the soak (ib_counters)
-                           "error_growth_max": {"type": "integer", "minimum": 0}},
+                           "error_growth_max": {"type": "integer", "minimum": 0},
+                           # one rail's ib_write_bw average between two nodes (fabric --rails)
+                           "write_bw_min_gbps": _NUM},
         },
         "ecc_required": {"type": "boolean"},
         "max_temp_c": {"type": "integer", "minimum": 30, "maximum": 120},

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gpuprov.parsers.fabric import FabricRecord, GroupRun
+from gpuprov.parsers.fabric import FabricRecord, GroupRun, RailRun
 
 # A pair under this share of the best pair is slow, whatever the floor says.
 RELATIVE_SLOW = 0.5
@@ -139,3 +139,67 @@ def pair_rounds(nodes: list[str]) -> list[list[tuple[str, str]]]:
         rounds.append([(a, b) for a, b in pairs if a is not None and b is not None])
         ring = [ring[0], ring[-1], *ring[1:-1]]
     return rounds
+
+
+def rail_findings(record: FabricRecord) -> dict[str, NodeFinding]:
+    """Per-rail `ib_write_bw` (gpuprov fabric --rails): on each rail a pair is bad when it
+    failed or fell below its floor (the lower of its two ends' profile floors); a node's HCA
+    is at fault on a rail when every pair it is in there is bad while another pair on that
+    rail is good; a bad pair between two nodes not at fault is a bad link; every pair of a
+    rail bad names the rail (with two nodes the fault cannot be placed on one end)."""
+    members = [m.node for m in record.members if not m.problem]
+    problems: dict[str, list[str]] = {n: [] for n in members}
+    rails = sorted({r.rail for r in record.rails})
+    views: dict[str, list[dict]] = {}
+    for rail in rails:
+        runs = [r for r in record.rails if r.rail == rail]
+
+        def bad(run) -> bool:
+            return not run.ok or (run.floor_gbps is not None
+                                  and (run.average_gbps or 0.0) < run.floor_gbps)
+
+        views[rail] = [{"nodes": list(r.nodes), "ok": r.ok, "average_gbps": r.average_gbps,
+                        "floor_gbps": r.floor_gbps, "error": r.error, "bad": bad(r)}
+                       for r in runs]
+        bad_runs = [r for r in runs if bad(r)]
+        mine = {n: [r for r in runs if n in r.nodes] for n in members}
+        at_fault = {n for n in members if mine[n] and all(bad(r) for r in mine[n])
+                    and len(bad_runs) < len(runs)}
+
+        def said(node: str, run: RailRun) -> str:
+            peer = next(x for x in run.nodes if x != node)
+            got = (f"{run.average_gbps:.4g} Gb/s" if run.ok and run.average_gbps is not None
+                   else f"failed: {run.error}")
+            floor = f", floor {run.floor_gbps:g}" if run.floor_gbps is not None else ""
+            return f"with {peer}: {got}{floor}"
+
+        for n in members:
+            own_bad = [r for r in mine[n] if bad(r)]
+            if not own_bad:
+                continue
+            listed = "; ".join(said(n, r) for r in own_bad)
+            if len(bad_runs) == len(runs):
+                problems[n].append(f"rail {rail}: every pair slow or failed ({listed}): "
+                                   + ("the two ends cannot be told apart" if len(members) == 2
+                                      else "the rail's switch, or a floor it cannot meet"))
+            elif n in at_fault:
+                problems[n].append(f"rail {rail}: {n} {rail} is at fault, every pair with it "
+                                   f"slow or failed ({listed})")
+            else:
+                links = [r for r in own_bad if not set(r.nodes) & (at_fault - {n})]
+                if links:
+                    problems[n].append(f"rail {rail}: bad link "
+                                       f"{'; '.join(said(n, r) for r in links)}, both ends "
+                                       "named")
+    values = {"rails": views}
+    out: dict[str, NodeFinding] = {}
+    for n in members:
+        if problems[n]:
+            out[n] = NodeFinding(False, "; ".join(problems[n]), values)
+        else:
+            out[n] = NodeFinding(True, f"{len(rails)} rail(s) at or above their floors with "
+                                       "every peer", values, tested=bool(rails))
+    for m in record.members:
+        if m.problem:
+            out[m.node] = NodeFinding(False, f"{m.problem}; not tested on its rails", values)
+    return out

@@ -31,19 +31,23 @@ from gpuprov.validation.service import FabricRequest, fabric_test
 @click.option("--fabric-floor", type=click.FloatRange(min=0), metavar="GB/S",
               help="Inter-node all-reduce bus bandwidth floor (default: the inventory's "
                    "gpuprov_fabric_busbw_min_gbps, else the profiles').")
+@click.option("--rails", is_flag=True,
+              help="Per-rail ib_write_bw between every pair instead of the all-reduce: each "
+                   "host's gpuprov_fabric_rails HCAs, floors from the profiles' "
+                   "nics.write_bw_min_gbps.")
 @click.option("--json", "as_json", is_flag=True, help="Print each member's finding as JSON.")
 @click.option("--evidence-dir", "evidence_root", type=click.Path(path_type=Path), metavar="DIR",
               help="Where evidence goes: DIR/<run>/ (default: the state directory's "
                    "evidence/).")
 def fabric(nodes: tuple[str, ...], all_nodes: bool, inventory_option: str | None,
-           profile_name: str | None, fabric_floor: float | None, as_json: bool,
+           profile_name: str | None, fabric_floor: float | None, rails: bool, as_json: bool,
            evidence_root: Path | None) -> None:
     """Test the compute fabric across NODEs: exit 0 none at fault, 1 any, 2 bad input."""
     inventory = Inventory(resolve_inventory(inventory_option))
     hosts = pick_nodes(inventory, nodes, all_nodes)
     out = sys.stderr if as_json else sys.stdout
-    done = fabric_test(FabricRequest(inventory, hosts, profile_name, fabric_floor, evidence_root),
-                       lambda line: print(line, file=out, flush=True))
+    done = fabric_test(FabricRequest(inventory, hosts, profile_name, fabric_floor, evidence_root,
+                                     rails), lambda line: print(line, file=out, flush=True))
     record = done.record
     if as_json:
         click.echo(json.dumps({"run_id": done.run_id, "floor_gbps": record.floor_gbps,
@@ -54,6 +58,6 @@ def fabric(nodes: tuple[str, ...], all_nodes: bool, inventory_option: str | None
     else:
         click.echo(text_table(["NODE", "FABRIC", "SUMMARY"],
                               [[h, str(c.status), c.summary] for h, c in done.findings]))
-        click.echo(f"floor: {record.floor_gbps if record.floor_gbps is not None else 'none'} "
-                   f"({record.floor_source}); {record.seconds:g} s")
+        floor = record.floor_gbps if record.floor_gbps is not None else "none"
+        click.echo(f"floor: {floor} ({record.floor_source}); {record.seconds:g} s")
     sys.exit(done.exit_code)

@@ -206,6 +206,16 @@ def _peermem_missing(access, hw, gpu):
     return "nvidia-peermem unloaded", {"write_files": [[marker, ""]]}
 
 
+def _rail_slow(access, hw, gpu):
+    """One HCA of the node (the fourth rail, else the first) moves a quarter of its rate (a
+    link trained at one lane of four, a bad cable on that rail): its ib_write_bw with every
+    peer falls, its other rails stay healthy."""
+    ports = hw.get("nic_ports") or []
+    port = ports[3] if len(ports) > 3 else _first_nic(access, hw)
+    port["write_bw_factor"] = 0.25
+    return f"NIC {port['ca']} at a quarter of its rate (ib_write_bw)", {}
+
+
 def _firmware_old(access, hw, gpu):
     """The first ConnectX port runs firmware older than the site locked (a replacement card
     from stock, never updated): its minor release four below the kind's."""
@@ -499,6 +509,8 @@ FAULTS = {f.name: f for f in (
     FaultKind("acs-enabled", True, _acs_enabled,
               "ACS redirect on at the PCIe switch port above a GPU"),
     FaultKind("peermem-missing", False, _peermem_missing, "nvidia-peermem not loaded"),
+    FaultKind("rail-slow", False, _rail_slow,
+              "one RDMA NIC (the fourth rail) at a quarter of its rate in ib_write_bw"),
     FaultKind("firmware-old", False, _firmware_old,
               "the first RDMA NIC port's firmware below the lock's minimum"),
     FaultKind("reset-required", True, _reset_required,

@@ -20,7 +20,7 @@ from pathlib import Path
 import yaml
 
 from gpuprov.errors import CommandFailed
-from gpuprov.lab import docker, fabric, kernel_modules, kernel_view, pci
+from gpuprov.lab import docker, fabric, kernel_modules, kernel_view, pci, perftest
 from gpuprov.lab.mirror import KEYRING_NAME
 from gpuprov.lab.paths import LABEL, NODE_LAB_DIR, NODE_MIRROR_PATH
 from gpuprov.proc import run
@@ -87,6 +87,7 @@ def config_tar(spec: NodeSpec, host_key: Path, client_pub: Path, keyring: Path,
          yaml.safe_dump(spec.hardware, sort_keys=False).encode(), 0o644),
         *pci.sysfs_files(spec.hardware),
         *kernel_view.files(spec.name),
+        *perftest.files(),
         *kernel_modules.files(),
     ]
     return tar_of(files, [*kernel_view.symlinks(), *fabric.unit_links()])

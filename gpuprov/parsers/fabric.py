@@ -5,7 +5,8 @@ node's `fabric` check from its directory alone).
 A member is a node with its fabric address and interface, and the state of that interface
 when the test began. A group run is one `torchrun` over some members: whether it finished,
 and the all-reduce bus bandwidth at each size. The whole group runs first; pairs run only
-when the group failed or fell below the floor.
+when the group failed or fell below the floor. A per-rail run (`gpuprov fabric --rails`)
+holds instead one `ib_write_bw` result per rail (HCA) and pair of nodes.
 """
 
 from __future__ import annotations
@@ -39,6 +40,18 @@ class GroupRun:
     error: str | None = None
 
 
+@dataclass(frozen=True)
+class RailRun:
+    """One rail (HCA) between two nodes: `ib_write_bw` from the first to the second."""
+    rail: str                          # the HCA on both ends, e.g. mlx5_3
+    nodes: tuple[str, str]             # (client, server)
+    ok: bool
+    average_gbps: float | None = None  # the client's BW average at its message size
+    floor_gbps: float | None = None    # the lower of the two ends' profile floors
+    error: str | None = None
+    seconds: float = 0.0
+
+
 @dataclass
 class FabricRecord:
     run_id: str
@@ -49,6 +62,7 @@ class FabricRecord:
     pairs: list[GroupRun] = field(default_factory=list)
     seconds: float = 0.0
     node: str | None = None            # set in a member's copy: whose evidence this is
+    rails: list[RailRun] = field(default_factory=list)   # `gpuprov fabric --rails`
 
     def as_json(self) -> str:
         return json.dumps(asdict(self), indent=2) + "\n"
@@ -63,8 +77,10 @@ def parse_fabric_record(text: str, source: str) -> FabricRecord:
         members = [Member(**m) for m in data["members"]]
         group = _run(data["group"]) if data.get("group") else None
         pairs = [_run(p) for p in data.get("pairs") or []]
+        rails = [RailRun(**{**r, "nodes": tuple(r["nodes"])}) for r in data.get("rails") or []]
         return FabricRecord(data["run_id"], data.get("floor_gbps"), data["floor_source"],
-                            members, group, pairs, data.get("seconds", 0.0), data.get("node"))
+                            members, group, pairs, data.get("seconds", 0.0), data.get("node"),
+                            rails)
     except (ValueError, KeyError, TypeError) as exc:
         raise ParseError(source, f"not a gpuprov fabric record: {exc}") from exc
 

@@ -22,11 +22,15 @@ from gpuprov.remote.connect import node_host, prime_inventory
 from gpuprov.validation.fabric_stage import (
     FabricNode,
     FabricSettings,
+    RailSettings,
     run_fabric,
+    run_rails,
     write_member_records,
 )
 
 FLOOR_VAR = "gpuprov_fabric_busbw_min_gbps"
+RAILS_VAR = "gpuprov_fabric_rails"                    # a host's rail HCAs, in rail order
+WRITE_BW_VAR = "gpuprov_fabric_ib_write_bw_command"   # perftest's ib_write_bw on the host
 MIN_MEMBERS = 2
 
 
@@ -93,5 +97,32 @@ def run_fabric_test(inventory_path: Path, places: dict[str, tuple[str, str]],
     nodes = [FabricNode(h, address, interface, node_host(h, inventory_path, control_dir))
              for h, (address, interface) in places.items()]
     record = run_fabric(nodes, settings, out_dir, progress)
+    write_member_records(record, node_dirs)
+    return record
+
+
+def rail_settings(run_id: str, hosts: list[str], variables: dict[str, dict],
+                  profiles: dict[str, Profile]) -> RailSettings:
+    """Every member's rails, floor and ib_write_bw, checked before anything runs."""
+    rails: dict[str, list[str]] = {}
+    for host in hosts:
+        value = variables[host].get(RAILS_VAR)
+        if not value or not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise InputError(f"host {host}: no {RAILS_VAR} in the inventory (its rail HCAs in "
+                             "rail order, e.g. [mlx5_0, mlx5_1])")
+        rails[host] = list(value)
+    floors = {h: (profiles[h].data.get("nics") or {}).get("write_bw_min_gbps") for h in hosts}
+    commands = {h: str(variables[h].get(WRITE_BW_VAR) or "ib_write_bw") for h in hosts}
+    return RailSettings(run_id, rails, floors, commands)
+
+
+def run_rails_test(inventory_path: Path, places: dict[str, tuple[str, str]],
+                   settings: RailSettings, out_dir: Path, node_dirs: dict[str, Path],
+                   control_dir: Path, progress: Callable[[str], None]) -> FabricRecord:
+    """The per-rail test over `places`' hosts, recorded as the fabric test is."""
+    prime_inventory(inventory_path)
+    nodes = [FabricNode(h, address, interface, node_host(h, inventory_path, control_dir))
+             for h, (address, interface) in places.items()]
+    record = run_rails(nodes, settings, out_dir, progress)
     write_member_records(record, node_dirs)
     return record

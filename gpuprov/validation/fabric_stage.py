@@ -23,7 +23,9 @@ from pathlib import Path
 from testinfra.host import Host
 
 from gpuprov.checks.localize import pair_rounds
-from gpuprov.parsers.fabric import FABRIC, FabricRecord, GroupRun, Member
+from gpuprov.parsers.errors import ParseError
+from gpuprov.parsers.fabric import FABRIC, FabricRecord, GroupRun, Member, RailRun
+from gpuprov.parsers.perftest import parse_ib_write_bw
 from gpuprov.validation.collect import TORCH_RECORDS, probe_source
 
 SSH_FAILED = 255
@@ -205,6 +207,93 @@ def _pairs(usable: list[Prepared], s: FabricSettings, out_dir: Path,
                 [by_name[item[1][0]], by_name[item[1][1]]], f"pair-{item[1][0]}-{item[1][1]}",
                 s.port + 1 + item[0], s, out_dir), enumerate(pairs))
     return runs
+
+
+@dataclass(frozen=True)
+class RailSettings:
+    run_id: str
+    rails: dict[str, list[str]]          # node -> its rail HCAs (gpuprov_fabric_rails)
+    floors: dict[str, float | None]      # node -> its profile's nics.write_bw_min_gbps
+    command: dict[str, str]              # node -> its ib_write_bw
+    seconds: int = 5                     # -D: each rail's timed run
+    port: int = 18515                    # perftest's default port; rail i uses port + i
+
+
+def run_rails(nodes: list[FabricNode], s: RailSettings, out_dir: Path,
+              progress: Progress) -> FabricRecord:
+    """`ib_write_bw` per rail between every pair of nodes, a round of disjoint pairs at a
+    time (no node in two pairs at once), every rail of a pair at once: the server on the
+    pair's second node, the client on the first, over the fabric addresses."""
+    started = time.monotonic()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    members = [Member(n.name, n.address, n.interface) for n in nodes]
+    record = FabricRecord(s.run_id, None, "per-rail ib_write_bw: each pair's lower profile "
+                          "floor (nics.write_bw_min_gbps)", members)
+    by_name = {n.name: n for n in nodes}
+    for number, pairs in enumerate(pair_rounds(list(by_name))):
+        progress("rails: round " + str(number + 1) + ": "
+                 + ", ".join(f"{a}-{b}" for a, b in pairs))
+        with ThreadPoolExecutor(max_workers=max(1, len(pairs))) as pool:
+            for runs in pool.map(lambda pair: _rail_pair(by_name[pair[0]], by_name[pair[1]], s,
+                                                         out_dir), pairs):
+                record.rails += runs
+    record.seconds = round(time.monotonic() - started, 2)
+    (out_dir / FABRIC.file).write_text(record.as_json())
+    return record
+
+
+def _rail_pair(client: FabricNode, server: FabricNode, s: RailSettings,
+               out_dir: Path) -> list[RailRun]:
+    mine, theirs = s.rails[client.name], s.rails[server.name]
+    floors = [f for f in (s.floors[client.name], s.floors[server.name]) if f is not None]
+    floor = min(floors) if floors else None
+    runs = [RailRun(rail, (client.name, server.name), False, floor_gbps=floor,
+                    error=f"no rail {rail} on {server.name if rail in mine else client.name}")
+            for rail in sorted(set(mine) ^ set(theirs))]
+    rails = [rail for rail in mine if rail in theirs]
+    if not rails:
+        return runs
+    limit = s.seconds + 30
+    workdir = f"/var/tmp/gpuprov-rails/{s.run_id}"
+    flags = f"-D {s.seconds} -F --report_gbits"
+    serve = " ".join(
+        f"setsid timeout -k 5 {limit} {s.command[server.name]} -d {rail} -p {s.port + i} "
+        f"{flags} > {workdir}/server-{rail}.txt 2>&1 < /dev/null &"
+        for i, rail in enumerate(rails))
+    _run(server.host, f"mkdir -p {workdir} && {serve} sleep 1", 30)
+    started = time.monotonic()
+    ask = " ".join(
+        f"( timeout -k 5 {limit} {s.command[client.name]} -d {rail} -p {s.port + i} {flags} "
+        f"{server.address} > {workdir}/client-{rail}.txt 2>&1; echo $? > "
+        f"{workdir}/client-{rail}.rc ) &" for i, rail in enumerate(rails))
+    _run(client.host, f"mkdir -p {workdir} && {{ {ask} wait; }}", limit + 10)
+    seconds = round(time.monotonic() - started, 2)
+    for rail in rails:
+        said = _run(client.host, f"cat {workdir}/client-{rail}.txt", 30).stdout
+        rc = _run(client.host, f"cat {workdir}/client-{rail}.rc", 30).stdout.strip()
+        served = _run(server.host, f"cat {workdir}/server-{rail}.txt", 30).stdout
+        tag = f"rail-{rail}-{client.name}-{server.name}"
+        (out_dir / f"{tag}-client.txt").write_text(said)
+        (out_dir / f"{tag}-server.txt").write_text(served)
+        runs.append(_rail_result(rail, client.name, server.name, said, rc, floor, seconds))
+    for node in (client, server):
+        _run(node.host, f"rm -rf {workdir}", 30)
+    return runs
+
+
+def _rail_result(rail: str, client: str, server: str, said: str, rc: str,
+                 floor: float | None, seconds: float) -> RailRun:
+    nodes = (client, server)
+    try:
+        report = parse_ib_write_bw(said, f"ib_write_bw {rail} {client}->{server}")
+    except ParseError:
+        last = (said.strip().splitlines() or ["no output"])[-1]
+        return RailRun(rail, nodes, False, floor_gbps=floor, seconds=seconds,
+                       error=f"exit status {rc or '?'}, no result: {last[:160]}")
+    if report.errors or rc != "0" or report.average_gbps is None:
+        why = "; ".join(report.errors) or f"exit status {rc or '?'}"
+        return RailRun(rail, nodes, False, report.average_gbps, floor, why, seconds)
+    return RailRun(rail, nodes, True, report.average_gbps, floor, None, seconds)
 
 
 def write_member_records(record: FabricRecord, node_dirs: dict[str, Path]) -> None:

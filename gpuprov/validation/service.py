@@ -31,7 +31,14 @@ from gpuprov.remote.connect import prime_inventory
 from gpuprov.runs import new_run_id
 from gpuprov.slurm.gate import SlurmGate
 from gpuprov.validation.collect import NodeSettings
-from gpuprov.validation.fabric_rack import MIN_MEMBERS, check_members, floor_for, run_fabric_test
+from gpuprov.validation.fabric_rack import (
+    MIN_MEMBERS,
+    check_members,
+    floor_for,
+    rail_settings,
+    run_fabric_test,
+    run_rails_test,
+)
 from gpuprov.validation.fabric_stage import FabricSettings
 from gpuprov.validation.pipeline import NodeJob, rejudge, validate_all
 from gpuprov.validation.progress import view_for
@@ -186,6 +193,7 @@ class FabricRequest:
     profile_name: str | None = None        # one profile for every node, else each host's
     fabric_floor: float | None = None
     evidence_root: Path | None = None
+    rails: bool = False                    # per-rail ib_write_bw instead of the all-reduce
 
 
 @dataclass(frozen=True)
@@ -209,8 +217,9 @@ def fabric_test(request: FabricRequest, say: Say) -> FabricRun:
     variables = {h: request.inventory.variables(h) for h in hosts}
     profiles = {h: node_profile(h, variables[h], override) for h in hosts}
     floor, source = floor_for(hosts, variables, profiles, request.fabric_floor)
-
     run_id = new_run_id("fabric")
+    rails = rail_settings(run_id, hosts, variables, profiles) if request.rails else None
+
     base = (request.evidence_root or state_dir() / "evidence") / run_id
     node_dirs = {h: base / h for h in hosts}
     for host, directory in node_dirs.items():
@@ -221,22 +230,29 @@ def fabric_test(request: FabricRequest, say: Say) -> FabricRun:
     ledger = Ledger()
     ledger.start_run(run_id, "validate", str(path.resolve()), hosts,
                      {"fabric_only": True, "profile": request.profile_name,
-                      "fabric_floor": request.fabric_floor},
+                      "fabric_floor": request.fabric_floor, "rails": request.rails},
                      {h: None for h in hosts}, str(base))
-    say(f"run {run_id}: fabric test across {len(hosts)} node(s); evidence in {base}")
+    what = "per-rail ib_write_bw" if rails else "fabric test"
+    say(f"run {run_id}: {what} across {len(hosts)} node(s); evidence in {base}")
     started = time.time()
-    settings = FabricSettings(run_id, floor, source, floor_nccl_only=source.startswith("profile"))
-    record = run_fabric_test(path, places, settings, base / "fabric", node_dirs,
-                             state_dir() / "ssh-control", say)
+    if rails:
+        record = run_rails_test(path, places, rails, base / "fabric", node_dirs,
+                                state_dir() / "ssh-control", say)
+    else:
+        settings = FabricSettings(run_id, floor, source,
+                                  floor_nccl_only=source.startswith("profile"))
+        record = run_fabric_test(path, places, settings, base / "fabric", node_dirs,
+                                 state_dir() / "ssh-control", say)
+    check_id = "fabric_rails" if rails else "fabric"
     findings = []
     for host in hosts:
         [check] = judge(Evidence(node_dirs[host]), profiles[host], None, strict=False,
-                        only=("fabric",)).checks
+                        only=(check_id,)).checks
         findings.append((host, check))
         if check.status == Status.FAIL:
             ledger.record_node(run_id, NodeResult(
                 run_id, host, Verdict.REJECTED, None, profiles[host].name,
-                f"fabric: {check.summary}", str(node_dirs[host]), started, time.time(),
+                f"{check_id}: {check.summary}", str(node_dirs[host]), started, time.time(),
                 [check], []))
     ledger.finish_validation(run_id)
     return FabricRun(run_id, record, findings)

@@ -193,6 +193,26 @@ def test_the_fabric_test_names_a_slow_node_and_fails_fast_on_a_dead_link(rack):
         assert time.monotonic() - started < 45   # no rendezvous timeout was waited out
         assert rc == 1 and "fabric interface eth0 is DOWN" in nodes["node03"]["summary"]
         assert {nodes[n]["status"] for n in ("node01", "node02")} == {"pass"}, nodes
+        clear("node03")
+        # per-rail ib_write_bw (issue 40) between the lab's two RDMA nodes: every rail at its
+        # floor; then one HCA of node01 at a quarter of its rate fails that rail alone, both
+        # ends named (two nodes cannot tell which end); node03 has no rails: exit 2
+        rails = rack.cli("fabric", "node01", "node02", "--rails", "--inventory",
+                         str(rack.inventory), "--json")
+        assert rails.returncode == 0, rails.stdout + rails.stderr[-2000:]
+        assert "8 rail(s) at or above their floors" in rails.stdout
+        fault("node01", "rail-slow")
+        rails = rack.cli("fabric", "node01", "node02", "--rails", "--inventory",
+                         str(rack.inventory), "--json")
+        found = {n["node"]: n for n in json.loads(rails.stdout)["nodes"]}
+        assert rails.returncode == 1 and found["node01"]["status"] == "fail", found
+        assert found["node02"]["summary"].startswith(
+            "rail mlx5_3: every pair slow or failed (with node01: 97.5 Gb/s, floor 190)"), found
+        assert "mlx5_0" not in found["node01"]["summary"]
+        refused = rack.cli("fabric", "node01", "node03", "--rails", "--inventory",
+                           str(rack.inventory))
+        assert refused.returncode == 2 and refused.stderr.startswith(
+            "gpuprov: error: host node03: no gpuprov_fabric_rails"), refused.stderr
     finally:
         clear(*NODES)
 

@@ -35,7 +35,7 @@ def test_junit_loads_in_a_junit_parser(recorded, tmp_path):
     # the H100 profile skips nothing; no fabric stage ran, no nccl-tests or DCGM installed,
     # and the lock sets no firmware minimum
     assert skipped == ["firmware", "nccl_bandwidth", "nvbandwidth", "dcgm_diag", "dcgm_health",
-                       "fabric"]
+                       "fabric", "fabric_rails"]
 
 
 def test_json_matches_the_documented_schema(recorded):

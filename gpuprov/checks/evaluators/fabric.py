@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from gpuprov.checks.context import Context
-from gpuprov.checks.localize import findings
+from gpuprov.checks.localize import findings, rail_findings
 from gpuprov.checks.registry import Results, check
-from gpuprov.model import Action, CheckResult
+from gpuprov.model import Action, CheckResult, Status
 from gpuprov.parsers.fabric import FABRIC
 
 
@@ -18,12 +18,37 @@ from gpuprov.parsers.fabric import FABRIC
 def fabric(ctx: Context, r: Results) -> CheckResult:
     record = ctx.evidence.read(FABRIC)
     node = record.node or ctx.evidence.meta.get("node")
+    if record.group is None and record.rails:
+        return r.result(Status.SKIP, "all-reduce not run: a per-rail fabric run")
     found = findings(record).get(node)
     if found is None:
         return r.fail(f"{node} is not a member of fabric run {record.run_id}",
                       {"members": [m.node for m in record.members]})
     values = {**found.values, "run_id": record.run_id,
               "members": [m.node for m in record.members]}
+    if not found.ok:
+        return r.fail(found.summary, values)
+    if not found.tested:
+        return r.warn(found.summary, values, action=Action.NONE)
+    return r.passed(found.summary, values)
+
+
+@check("fabric_rails", stage="fabric", needs=(FABRIC,), action=Action.RESEAT_OR_INSPECT,
+       optional=True, skip_reason="per-rail test not run (`gpuprov fabric --rails`)",
+       rule="every rail's ib_write_bw average with every peer at or above the lower of the two "
+            "ends' nics.write_bw_min_gbps; a node's HCA in only bad pairs on a rail (while "
+            "another pair there is good) is at fault, a bad pair between two others is a bad "
+            "link, a rail bad everywhere is named as the rail's")
+def fabric_rails(ctx: Context, r: Results) -> CheckResult:
+    record = ctx.evidence.read(FABRIC)
+    node = record.node or ctx.evidence.meta.get("node")
+    if not record.rails:
+        return r.result(Status.SKIP, "per-rail test not run in this fabric run")
+    found = rail_findings(record).get(node)
+    if found is None:
+        return r.fail(f"{node} is not a member of fabric run {record.run_id}",
+                      {"members": [m.node for m in record.members]})
+    values = {**found.values, "run_id": record.run_id}
     if not found.ok:
         return r.fail(found.summary, values)
     if not found.tested:

@@ -23,3 +23,8 @@ def test_peermem_loaded_and_loaded_at_every_boot(host):
     assert "nvidia_peermem" in host.check_output(kernel_view.LSMOD)
     conf = host.file("/etc/modules-load.d/nvidia-peermem.conf")
     assert "nvidia-peermem" in conf.content_string.splitlines()
+
+
+def test_perftest_installed_where_the_node_has_rdma_nics(host):
+    assert host.package("perftest").is_installed
+    assert host.file("/usr/bin/ib_write_bw").exists

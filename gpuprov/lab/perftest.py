@@ -1,0 +1,98 @@
+"""The lab's `ib_write_bw`: perftest's server and client over the lab fabric, with the
+described NIC ports' rates.
+
+A container has no RDMA device, so Debian's real perftest (which the gpudirect role
+installs) finds none. This stand-in keeps the real tool's protocol shape and words
+(linux-rdma/perftest@00b55b6): the server waits on its TCP port (18515 unless -p), the
+client connects to it over the fabric address, both print the header block and the
+`#bytes #iterations BW peak[Gb/sec] BW average[Gb/sec] MsgRate[Mpps]` table (REPORT_FMT), a
+timed run (-D) warns that the peak is not measured; a client that cannot reach its server
+says "Couldn't connect to <server>:<port>" and " Unable to init the socket connection", a
+device that is not there " Unable to find the Infiniband/RoCE device", a port not Active
+" Port number 1 state is Down" and " Couldn't get context for the device", exit status 1.
+
+The bandwidth is the lower of the two ports' rates times WRITE_EFFICIENCY and each port's
+`write_bw_factor` (the rail-slow fault); no data crosses the lab fabric, only the two ends'
+few bytes of port rates, and the client waits out -D seconds as the real run would.
+"""
+
+from __future__ import annotations
+
+from gpuprov.lab.paths import NODE_LAB_DIR
+
+STANDIN = "/usr/local/sbin/gpuprov-lab-ib-write-bw"
+# A healthy NDR 400 port's ib_write_bw average, about 390 Gb/s (issue 40): 0.975 of its rate
+WRITE_EFFICIENCY = 0.975
+
+_SCRIPT = f'''#!/usr/bin/python3
+# gpuprov lab: perftest's ib_write_bw over the lab fabric (see gpuprov/lab/perftest.py)
+import argparse, json, socket, sys, time
+import yaml
+LINE = "-" * 87
+p = argparse.ArgumentParser(add_help=False)
+p.add_argument("-d", dest="device"); p.add_argument("-p", dest="port", type=int, default=18515)
+p.add_argument("-D", dest="duration", type=int, default=5)
+p.add_argument("-s", dest="size", type=int, default=65536)
+p.add_argument("-q", dest="qps", type=int, default=1)
+p.add_argument("-F", action="store_true"); p.add_argument("--report_gbits", action="store_true")
+p.add_argument("server", nargs="?")
+a = p.parse_args()
+with open("{NODE_LAB_DIR}/hardware.yml") as fh:
+    hw = yaml.safe_load(fh)
+port = next((x for x in hw.get("nic_ports") or [] if x["ca"] == a.device), None)
+if port is None:
+    print(" Unable to find the Infiniband/RoCE device", file=sys.stderr); sys.exit(1)
+if port["state"] != "Active":
+    print(f" Port number 1 state is {{port['state']}}", file=sys.stderr)
+    print(" Couldn't get context for the device", file=sys.stderr); sys.exit(1)
+rate = port["rate_gbps"] * {WRITE_EFFICIENCY} * port.get("write_bw_factor", 1.0)
+link = "IB" if port["link_layer"] == "InfiniBand" else "Ethernet"
+if a.server is None:
+    print("\\n************************************")
+    print("* Waiting for client to connect... *")
+    print("************************************")
+    listener = socket.socket(); listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("0.0.0.0", a.port)); listener.listen(1)
+    conn, _ = listener.accept()
+else:
+    try:
+        conn = socket.create_connection((a.server, a.port), timeout=10)
+    except OSError:
+        print(f"Couldn't connect to {{a.server}}:{{a.port}}", file=sys.stderr)
+        print(" Unable to init the socket connection", file=sys.stderr); sys.exit(1)
+conn.sendall(json.dumps({{"rate": rate}}).encode() + b"\\n")
+peer = json.loads(conn.makefile().readline())
+bw = min(rate, peer["rate"])
+if a.duration:
+    print(" WARNING: BW peak won't be measured in this run.")
+print(LINE)
+print("                    RDMA_Write BW Test")
+print(f" Dual-port       : OFF\\t\\tDevice         : {{a.device}}")
+print(f" Number of qps   : {{a.qps}}\\t\\tTransport type : IB")
+print(" Connection type : RC\\t\\tUsing SRQ      : OFF")
+print(" PCIe relax order: ON\\n ibv_wr* API     : ON\\n TX depth        : 128")
+print(" CQ Moderation   : 1\\n Mtu             : 4096[B]")
+print(f" Link type       : {{link}}\\n Max inline data : 0[B]\\n rdma_cm QPs\\t : OFF")
+print(" Data ex. method : Ethernet")
+print(LINE)
+if a.server is not None:
+    time.sleep(a.duration)
+unit = "Gb/sec" if a.report_gbits else "MB/sec"
+print(f" #bytes     #iterations    BW peak[{{unit}}]    BW average[{{unit}}]   MsgRate[Mpps]")
+rate_mpps = bw * 1e9 / 8 / a.size / 1e6
+shown = bw if a.report_gbits else bw * 1000 / 8
+print(" %-7lu    %-10lu       %-7.2lf            %-7.2lf\\t\\t     %-7.6lf"
+      % (a.size, int(rate_mpps * 1e6 * a.duration), 0.0, shown, rate_mpps))
+print(LINE)
+conn.close()
+'''
+
+
+def files() -> list[tuple[str, bytes, int]]:
+    """(path relative to /, content, mode) for the node's configuration tar."""
+    return [(STANDIN.lstrip("/"), _SCRIPT.encode(), 0o755)]
+
+
+def inventory_vars() -> str:
+    """The lab's group_vars line pointing the per-rail test at the stand-in."""
+    return f"gpuprov_fabric_ib_write_bw_command: {STANDIN}\n"

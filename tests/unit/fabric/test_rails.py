@@ -1,0 +1,105 @@
+"""Per-rail ib_write_bw: the lab's stand-in speaks perftest's report over TCP, the stage's
+results judge per rail, and a slow HCA is placed on its node and rail."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import time
+
+import yaml
+
+from gpuprov.checks.localize import rail_findings
+from gpuprov.lab import kinds, perftest
+from gpuprov.lab.paths import NODE_LAB_DIR
+from gpuprov.parsers.fabric import FabricRecord, Member, RailRun
+from gpuprov.parsers.perftest import parse_ib_write_bw
+from gpuprov.validation.fabric_stage import _rail_result
+
+FLOOR = 380.0
+
+
+def _record(rails: list[RailRun], nodes=("node01", "node02", "node04")) -> FabricRecord:
+    return FabricRecord("r", None, "rails", [Member(n, f"198.18.0.{i}", "eth0")
+                                            for i, n in enumerate(nodes, 11)], rails=rails)
+
+
+def _all_pairs(slow: dict[tuple[str, str], float], nodes=("node01", "node02", "node04"),
+               rails=("mlx5_0", "mlx5_3")) -> list[RailRun]:
+    runs = []
+    for rail in rails:
+        for i, a in enumerate(nodes):
+            for b in nodes[i + 1:]:
+                bw = min(slow.get((a, rail), 390.0), slow.get((b, rail), 390.0))
+                runs.append(RailRun(rail, (a, b), True, bw, FLOOR))
+    return runs
+
+
+def test_a_slow_hca_is_placed_on_its_node_and_rail_the_others_pass():
+    found = rail_findings(_record(_all_pairs({("node04", "mlx5_3"): 97.5})))
+    assert not found["node04"].ok
+    assert found["node04"].summary.startswith("rail mlx5_3: node04 mlx5_3 is at fault")
+    assert "with node01: 97.5 Gb/s, floor 380" in found["node04"].summary
+    assert found["node01"].ok and found["node02"].ok, (found["node01"], found["node02"])
+
+
+def test_one_bad_link_names_both_ends_on_its_rail():
+    runs = _all_pairs({})
+    runs[0] = RailRun("mlx5_0", ("node01", "node02"), False, None, FLOOR,
+                      "Couldn't connect to 198.18.0.12:18515")
+    found = rail_findings(_record(runs))
+    for node in ("node01", "node02"):
+        assert "rail mlx5_0: bad link with" in found[node].summary and not found[node].ok
+    assert found["node04"].ok
+
+
+def test_two_nodes_cannot_place_the_fault_and_say_so():
+    runs = _all_pairs({("node01", "mlx5_3"): 97.5}, nodes=("node01", "node02"))
+    found = rail_findings(_record(runs, ("node01", "node02")))
+    assert not found["node01"].ok and not found["node02"].ok
+    assert "rail mlx5_3: every pair slow or failed" in found["node02"].summary
+    assert "the two ends cannot be told apart" in found["node02"].summary
+
+
+def test_a_client_without_a_table_is_a_failed_rail_never_a_pass():
+    run = _rail_result("mlx5_0", "node01", "node02", "", "127", FLOOR, 1.0)
+    assert not run.ok and "exit status 127" in run.error
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_the_lab_stand_in_runs_server_and_client_and_prints_perftest_s_report(tmp_path):
+    hw = kinds.describe("node01", "h100-sxm-8")
+    hw["nic_ports"][3]["write_bw_factor"] = 0.25
+    (tmp_path / "hardware.yml").write_text(yaml.safe_dump(hw))
+    script = tmp_path / "ib_write_bw"
+    script.write_text(perftest._SCRIPT.replace(NODE_LAB_DIR, str(tmp_path)))
+    script.chmod(0o755)
+    port = _free_port()
+
+    def run(device: str, *server: str):
+        return [str(script), "-d", device, "-p", str(port), "-D", "1", "-F", "--report_gbits",
+                *server]
+
+    listening = subprocess.Popen(run("mlx5_3"), stdout=subprocess.PIPE, text=True)
+    time.sleep(0.5)
+    client = subprocess.run(run("mlx5_3", "127.0.0.1"), capture_output=True, text=True)
+    served, _ = listening.communicate(timeout=10)
+    assert client.returncode == 0 and listening.returncode == 0, client.stderr
+    report = parse_ib_write_bw(client.stdout, "client")
+    assert report.device == "mlx5_3" and report.link_type == "IB"
+    assert report.average_gbps == round(400 * perftest.WRITE_EFFICIENCY * 0.25, 2)
+    assert "Waiting for client to connect" in served
+    assert parse_ib_write_bw(served, "server").average_gbps == report.average_gbps
+    # no server: perftest's words, exit status 1
+    refused = subprocess.run(run("mlx5_0", "127.0.0.1"), capture_output=True, text=True)
+    assert refused.returncode == 1
+    assert refused.stderr == (f"Couldn't connect to 127.0.0.1:{port}\n"
+                              " Unable to init the socket connection\n")
+    missing = subprocess.run(run("mlx5_9", "127.0.0.1"), capture_output=True, text=True)
+    assert (missing.returncode, missing.stderr) == (
+        1, " Unable to find the Infiniband/RoCE device\n")
