@@ -19,6 +19,8 @@ from gpuprov.ledger import Ledger
 from gpuprov.lifecycle import stale_nodes
 from gpuprov.metrics import configured_textfile_dir
 from gpuprov.profiles import load_profile
+from gpuprov.slurm.cluster import Slurm, connect
+from gpuprov.slurm.policy import check_known, idle_for_recheck, slurm_names
 from gpuprov.validation.service import ValidationRequest
 from gpuprov.validation.service import validate as validate_nodes
 
@@ -88,10 +90,16 @@ def validate(nodes: tuple[str, ...], all_nodes: bool, stale: bool, max_nodes: in
     if stale:
         if nodes or all_nodes:
             raise InputError("--stale picks the nodes itself: not with NODE… or --all")
-        hosts = _stale(inventory.hosts())[:max_nodes]
+        hosts = _stale(inventory.hosts())
         if not hosts:
             click.echo(f"no stale node in {inventory.path}: every acceptance holds")
             return
+        if with_slurm:   # only idle ones: a re-check must not wait out jobs
+            hosts = _idle_in_slurm(inventory, hosts, lambda line: click.echo(line))
+            if not hosts:
+                click.echo("no stale node is idle in Slurm: nothing re-validated now")
+                return
+        hosts = hosts[:max_nodes]
     else:
         hosts = pick_nodes(inventory, nodes, all_nodes)
     override = load_profile(profile_name) if profile_name else None
@@ -115,6 +123,18 @@ def validate(nodes: tuple[str, ...], all_nodes: bool, stale: bool, max_nodes: in
     else:
         click.echo(report.as_table(done.run, done.results))
     sys.exit(done.exit_code)
+
+
+def _idle_in_slurm(inventory: Inventory, hosts: list[str], say) -> list[str]:
+    """The stale hosts Slurm shows idle; each other one named with its state."""
+    settings = site_settings.slurm()
+    names = slurm_names(hosts, {h: inventory.variables(h) for h in hosts})
+    cluster = connect(Slurm(settings.ssh_host, settings.ssh_config))
+    check_known(names, cluster)
+    picked, left = idle_for_recheck(names, cluster)
+    for host, why in left.items():
+        say(f"slurm: {host}: not picked: {why}; left for a later --stale run")
+    return picked
 
 
 def _stale(hosts: list[str]) -> list[str]:

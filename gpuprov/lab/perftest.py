@@ -48,11 +48,11 @@ if port["state"] != "Active":
 rate = port["rate_gbps"] * {WRITE_EFFICIENCY} * port.get("write_bw_factor", 1.0)
 link = "IB" if port["link_layer"] == "InfiniBand" else "Ethernet"
 if a.server is None:
-    print("\\n************************************")
-    print("* Waiting for client to connect... *")
-    print("************************************")
     listener = socket.socket(); listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind(("0.0.0.0", a.port)); listener.listen(1)
+    print("\\n************************************")
+    print("* Waiting for client to connect... *")
+    print("************************************", flush=True)
     conn, _ = listener.accept()
 else:
     try:

@@ -141,3 +141,21 @@ def _breaker(out_of_service: list[str], cluster: dict[str, SlurmNode],
                     f"nodes of partition {partition} ({share:.0%} > max_drain_share "
                     f"{max_share:.0%}): drained none")
     return None
+
+
+def idle_for_recheck(names: dict[str, str], cluster: dict[str, SlurmNode]
+                     ) -> tuple[list[str], dict[str, str]]:
+    """`validate --stale --slurm` re-checks idle nodes only: the hosts Slurm shows idle (or
+    drained by gpuprov itself, waiting for a validation), and why each other one is left
+    for a later run (running jobs; drained or down for someone else's reason)."""
+    picked, left = [], {}
+    # plain `idle` only: a suffix says not responding, powered off, rebooting, reserved
+    for host, name in names.items():
+        node = cluster[name]
+        if node.state == "idle" or (not node.in_service and ours(node)):
+            picked.append(host)
+        elif node.busy:
+            left[host] = f"{node.state} (jobs may run on it)"
+        else:
+            left[host] = f"{node.state}" + (f" ({node.reason})" if node.reason else "")
+    return picked, left

@@ -89,14 +89,16 @@ def check_members(inventory: Inventory, hosts: list[str]) -> dict[str, tuple[str
 
 
 def run_fabric_test(inventory_path: Path, places: dict[str, tuple[str, str]],
-                settings: FabricSettings, out_dir: Path, node_dirs: dict[str, Path],
-                control_dir: Path, progress: Callable[[str], None]) -> FabricRecord:
-    """Runs the test over `places`' hosts; the record lands in `out_dir` and each
-    member's copy in its `node_dirs` entry."""
+                    settings: FabricSettings | RailSettings, out_dir: Path,
+                    node_dirs: dict[str, Path], control_dir: Path,
+                    progress: Callable[[str], None]) -> FabricRecord:
+    """Runs the test over `places`' hosts, the all-reduce or (RailSettings) the per-rail
+    one; the record lands in `out_dir` and each member's copy in its `node_dirs` entry."""
     prime_inventory(inventory_path)
     nodes = [FabricNode(h, address, interface, node_host(h, inventory_path, control_dir))
              for h, (address, interface) in places.items()]
-    record = run_fabric(nodes, settings, out_dir, progress)
+    run = run_rails if isinstance(settings, RailSettings) else run_fabric
+    record = run(nodes, settings, out_dir, progress)
     write_member_records(record, node_dirs)
     return record
 
@@ -114,15 +116,3 @@ def rail_settings(run_id: str, hosts: list[str], variables: dict[str, dict],
     floors = {h: (profiles[h].data.get("nics") or {}).get("write_bw_min_gbps") for h in hosts}
     commands = {h: str(variables[h].get(WRITE_BW_VAR) or "ib_write_bw") for h in hosts}
     return RailSettings(run_id, rails, floors, commands)
-
-
-def run_rails_test(inventory_path: Path, places: dict[str, tuple[str, str]],
-                   settings: RailSettings, out_dir: Path, node_dirs: dict[str, Path],
-                   control_dir: Path, progress: Callable[[str], None]) -> FabricRecord:
-    """The per-rail test over `places`' hosts, recorded as the fabric test is."""
-    prime_inventory(inventory_path)
-    nodes = [FabricNode(h, address, interface, node_host(h, inventory_path, control_dir))
-             for h, (address, interface) in places.items()]
-    record = run_rails(nodes, settings, out_dir, progress)
-    write_member_records(record, node_dirs)
-    return record

@@ -260,7 +260,13 @@ def _rail_pair(client: FabricNode, server: FabricNode, s: RailSettings,
         f"setsid timeout -k 5 {limit} {s.command[server.name]} -d {rail} -p {s.port + i} "
         f"{flags} > {workdir}/server-{rail}.txt 2>&1 < /dev/null &"
         for i, rail in enumerate(rails))
-    _run(server.host, f"mkdir -p {workdir} && {serve} sleep 1", 30)
+    # every server listening (ss) before a client connects, which perftest's client does
+    # once, without retrying; after 10 s the clients go anyway and fail with their own words
+    ports = " ".join(str(s.port + i) for i in range(len(rails)))
+    ready = (f"for i in $(seq 50); do n=0; for p in {ports}; do ss -Hltn \"sport = :$p\" | "
+             f"grep -q . && n=$((n+1)); done; [ $n -ge {len(rails)} ] && exit 0; sleep 0.2; "
+             "done")
+    _run(server.host, f"mkdir -p {workdir} && {serve} {ready}", 30)
     started = time.monotonic()
     ask = " ".join(
         f"( timeout -k 5 {limit} {s.command[client.name]} -d {rail} -p {s.port + i} {flags} "

@@ -37,7 +37,6 @@ from gpuprov.validation.fabric_rack import (
     floor_for,
     rail_settings,
     run_fabric_test,
-    run_rails_test,
 )
 from gpuprov.validation.fabric_stage import FabricSettings
 from gpuprov.validation.pipeline import NodeJob, rejudge, validate_all
@@ -235,14 +234,10 @@ def fabric_test(request: FabricRequest, say: Say) -> FabricRun:
     what = "per-rail ib_write_bw" if rails else "fabric test"
     say(f"run {run_id}: {what} across {len(hosts)} node(s); evidence in {base}")
     started = time.time()
-    if rails:
-        record = run_rails_test(path, places, rails, base / "fabric", node_dirs,
-                                state_dir() / "ssh-control", say)
-    else:
-        settings = FabricSettings(run_id, floor, source,
-                                  floor_nccl_only=source.startswith("profile"))
-        record = run_fabric_test(path, places, settings, base / "fabric", node_dirs,
-                                 state_dir() / "ssh-control", say)
+    settings = rails or FabricSettings(run_id, floor, source,
+                                       floor_nccl_only=source.startswith("profile"))
+    record = run_fabric_test(path, places, settings, base / "fabric", node_dirs,
+                             state_dir() / "ssh-control", say)
     check_id = "fabric_rails" if rails else "fabric"
     findings = []
     for host in hosts:

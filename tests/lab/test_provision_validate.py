@@ -496,6 +496,18 @@ def test_slurm_waits_for_jobs_trips_the_breaker_and_shadow_changes_nothing(slurm
                "after 5s" in busy.stdout
         assert slurm.states()["node01"] == ("mixed", "none")     # put back as it was
         assert "node01  ACCEPTED" not in busy.stdout and "node01  REJECTED" not in busy.stdout
+        # a re-check of stale nodes takes idle ones only (issue 41): node01's acceptance has
+        # expired, but it runs a job; node03's holds a month, node02 waits for its repair
+        periods = slurm.config.with_name("stale.yml")
+        periods.write_text(slurm.config.read_text() + "acceptance:\n  valid_for: 1s\n"
+                           "  profiles: {l40s-pcie-4: 30d}\n")
+        stale = gpuprov("validate", "--stale", "--slurm", "--inventory",
+                        str(slurm.rack.inventory), timeout=120,
+                        env={**slurm.env(), "GPUPROV_CONFIG": str(periods)})
+        assert stale.returncode == 0, stale.stdout + stale.stderr
+        assert "slurm: node01: not picked: mixed (jobs may run on it); left for a later " \
+               "--stale run" in stale.stdout, stale.stdout
+        assert "no stale node is idle in Slurm: nothing re-validated now" in stale.stdout
     finally:
         slurm.head(f"scancel {job}")
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from gpuprov.checks.context import Context
-from gpuprov.checks.localize import findings, rail_findings
+from gpuprov.checks.localize import NodeFinding, findings, rail_findings
 from gpuprov.checks.registry import Results, check
 from gpuprov.model import Action, CheckResult, Status
-from gpuprov.parsers.fabric import FABRIC
+from gpuprov.parsers.fabric import FABRIC, FabricRecord
 
 
 @check("fabric", stage="fabric", needs=(FABRIC,), action=Action.RESEAT_OR_INSPECT,
@@ -20,17 +20,7 @@ def fabric(ctx: Context, r: Results) -> CheckResult:
     node = record.node or ctx.evidence.meta.get("node")
     if record.group is None and record.rails:
         return r.result(Status.SKIP, "all-reduce not run: a per-rail fabric run")
-    found = findings(record).get(node)
-    if found is None:
-        return r.fail(f"{node} is not a member of fabric run {record.run_id}",
-                      {"members": [m.node for m in record.members]})
-    values = {**found.values, "run_id": record.run_id,
-              "members": [m.node for m in record.members]}
-    if not found.ok:
-        return r.fail(found.summary, values)
-    if not found.tested:
-        return r.warn(found.summary, values, action=Action.NONE)
-    return r.passed(found.summary, values)
+    return _judged(r, record, node, findings(record).get(node))
 
 
 @check("fabric_rails", stage="fabric", needs=(FABRIC,), action=Action.RESEAT_OR_INSPECT,
@@ -44,11 +34,17 @@ def fabric_rails(ctx: Context, r: Results) -> CheckResult:
     node = record.node or ctx.evidence.meta.get("node")
     if not record.rails:
         return r.result(Status.SKIP, "per-rail test not run in this fabric run")
-    found = rail_findings(record).get(node)
+    return _judged(r, record, node, rail_findings(record).get(node))
+
+
+def _judged(r: Results, record: FabricRecord, node: str, found: NodeFinding | None
+            ) -> CheckResult:
+    """A member's finding as its check: fail, warn where no peer tested it, else pass."""
+    members = [m.node for m in record.members]
     if found is None:
         return r.fail(f"{node} is not a member of fabric run {record.run_id}",
-                      {"members": [m.node for m in record.members]})
-    values = {**found.values, "run_id": record.run_id}
+                      {"members": members})
+    values = {**found.values, "run_id": record.run_id, "members": members}
     if not found.ok:
         return r.fail(found.summary, values)
     if not found.tested:
