@@ -266,7 +266,7 @@ def _rail_pair(client: FabricNode, server: FabricNode, s: RailSettings,
     ready = (f"for i in $(seq 50); do n=0; for p in {ports}; do ss -Hltn \"sport = :$p\" | "
              f"grep -q . && n=$((n+1)); done; [ $n -ge {len(rails)} ] && exit 0; sleep 0.2; "
              "done")
-    _run(server.host, f"mkdir -p {workdir} && {serve} {ready}", 30)
+    _run(server.host, f"mkdir -p {workdir} && {{ {serve} {ready}; }}", 30)
     started = time.monotonic()
     ask = " ".join(
         f"( timeout -k 5 {limit} {s.command[client.name]} -d {rail} -p {s.port + i} {flags} "

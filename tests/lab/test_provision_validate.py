@@ -497,10 +497,10 @@ def test_slurm_waits_for_jobs_trips_the_breaker_and_shadow_changes_nothing(slurm
         assert slurm.states()["node01"] == ("mixed", "none")     # put back as it was
         assert "node01  ACCEPTED" not in busy.stdout and "node01  REJECTED" not in busy.stdout
         # a re-check of stale nodes takes idle ones only (issue 41): node01's acceptance has
-        # expired, but it runs a job; node03's holds a month, node02 waits for its repair
+        # expired (an H100's: a second), but it runs a job; the others' hold a month
         periods = slurm.config.with_name("stale.yml")
         periods.write_text(slurm.config.read_text() + "acceptance:\n  valid_for: 1s\n"
-                           "  profiles: {l40s-pcie-4: 30d}\n")
+                           "  profiles: {a100-sxm-8: 30d, l40s-pcie-4: 30d}\n")
         stale = gpuprov("validate", "--stale", "--slurm", "--inventory",
                         str(slurm.rack.inventory), timeout=120,
                         env={**slurm.env(), "GPUPROV_CONFIG": str(periods)})

@@ -103,3 +103,35 @@ def test_the_lab_stand_in_runs_server_and_client_and_prints_perftest_s_report(tm
     missing = subprocess.run(run("mlx5_9", "127.0.0.1"), capture_output=True, text=True)
     assert (missing.returncode, missing.stderr) == (
         1, " Unable to find the Infiniband/RoCE device\n")
+
+
+class _LocalHost:
+    """testinfra's host.run on this machine: the stage's shell commands run for real."""
+
+    def run(self, command: str):
+        return subprocess.run(["sh", "-c", command], capture_output=True, text=True)
+
+
+def test_the_stage_runs_every_rail_of_a_pair_at_once_over_real_processes(tmp_path):
+    """run_rails' own shell: servers listening before the clients, every rail at once, the
+    reports parsed and kept, over the lab's stand-in on loopback (two 'nodes' here)."""
+    from gpuprov.validation.fabric_stage import FabricNode, RailSettings, run_rails
+
+    hw = kinds.describe("node01", "h100-sxm-8")
+    hw["nic_ports"][3]["write_bw_factor"] = 0.25
+    (tmp_path / "hardware.yml").write_text(yaml.safe_dump(hw))
+    script = tmp_path / "ib_write_bw"
+    script.write_text(perftest._SCRIPT.replace(NODE_LAB_DIR, str(tmp_path)))
+    script.chmod(0o755)
+    rails = [p["ca"] for p in hw["nic_ports"]]
+    nodes = [FabricNode(n, "127.0.0.1", "lo", _LocalHost()) for n in ("node01", "node02")]
+    settings = RailSettings(f"t{_free_port()}", dict.fromkeys(("node01", "node02"), rails),
+                            dict.fromkeys(("node01", "node02"), FLOOR),
+                            dict.fromkeys(("node01", "node02"), str(script)), seconds=1,
+                            port=_free_port())
+    record = run_rails(nodes, settings, tmp_path / "out", lambda line: None)
+    assert [(r.rail, r.ok) for r in record.rails] == [(rail, True) for rail in rails]
+    slow = {r.rail: r.average_gbps for r in record.rails}
+    assert slow["mlx5_3"] == 97.5 and slow["mlx5_0"] == 390.0
+    assert (tmp_path / "out" / "rail-mlx5_3-node01-node02-client.txt").read_text()
+    assert record.seconds < 30

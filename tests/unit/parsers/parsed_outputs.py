@@ -25,6 +25,7 @@ from gpuprov.parsers.kernel_log import parse_kernel_log
 from gpuprov.parsers.nccl_tests import parse_nccl_tests
 from gpuprov.parsers.nvlink import parse_nvlink_status
 from gpuprov.parsers.pci_tree import parse_lspci_vvv
+from gpuprov.parsers.perftest import parse_ib_write_bw
 from gpuprov.parsers.smi_gpu import parse_smi_query
 from gpuprov.parsers.smi_table import parse_smi_header
 from gpuprov.parsers.smi_tree import parse_any
@@ -38,9 +39,18 @@ OUTPUTS = Path(__file__).parent / "parsed-outputs.json"
 FROZEN_NOW = datetime(2026, 11, 23, 12, 0, 0, tzinfo=UTC)
 
 
+def _output(text: str) -> str:
+    """The capture without its header lines, where its tool's output would not parse with
+    them (lspci and perftest never print a `#` line)."""
+    return text.split("\n\n", 1)[1] if text.startswith("# ") else text
+
+
 def _lspci_vvv(text: str, source: str) -> object:
-    """lspci never prints a `#` line: the capture's header lines are not its output."""
-    return parse_lspci_vvv(text.split("\n\n", 1)[1] if text.startswith("# ") else text, source)
+    return parse_lspci_vvv(_output(text), source)
+
+
+def _ib_write_bw(text: str, source: str) -> object:
+    return parse_ib_write_bw(_output(text), source)
 
 
 def _smi_query(text: str, source: str) -> dict:
@@ -62,6 +72,7 @@ PARSERS: dict[str, Callable[[str, str], object]] = {
     "nvidia-smi": parse_smi_header,
     "nvidia-smi-q": _smi_query,
     "nvlink": parse_nvlink_status,
+    "perftest": _ib_write_bw,
     "topo": parse_topo,
 }
 
