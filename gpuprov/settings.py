@@ -16,6 +16,9 @@ no file means no settings. Sections:
       valid_for: 7d             # how long an acceptance holds (s, m, h, d, w; never)
       profiles:                 # a profile's own period
         h100-sxm-8: 3d
+    offenders:                  # `gpuprov nodes --offenders`
+      rejections: 3             # a node or GPU rejected this many times …
+      within: 30d               # … within this period is a repeat offender
 
 An environment variable overrides one setting (`GPUPROV_METRICS_DIR`). An unknown section or
 key is an error naming the file and the key: a misspelt setting silently ignored is a
@@ -40,6 +43,7 @@ METRICS_DIR_ENV = "GPUPROV_METRICS_DIR"
 KNOWN = {"acceptance": {"valid_for", "profiles"},
          "ansible": {"strategy"},
          "metrics": {"textfile_dir"},
+         "offenders": {"rejections", "within"},
          "slurm": {"ssh_host", "ssh_config", "drain_timeout_s", "max_drain_share"}}
 
 
@@ -180,3 +184,24 @@ def acceptance_periods() -> Callable[[str | None], float | None]:
 def acceptance_valid_for(profile: str | None) -> float | None:
     """One profile's period (acceptance_periods, for a single look-up)."""
     return acceptance_periods()(profile)
+
+
+# our defaults: three rejections (issue 41's); a month, about the 3-4 weeks between
+# burn-ins that NVIDIA recommends (as issue 41 quotes it)
+OFFENDER_REJECTIONS = 3
+OFFENDER_WITHIN_S = 30 * 86400
+
+
+def offender_rule() -> tuple[int, float]:
+    """(rejections, within seconds) that make a repeat offender (the `offenders` section)."""
+    path = config_path()
+    section = load(path).get("offenders", {})
+    count = section.get("rejections", OFFENDER_REJECTIONS)
+    if isinstance(count, bool) or not isinstance(count, int) or count < 2:
+        raise InputError(f"{path}: offenders.rejections: expected a whole number of at least "
+                         f"2, got {count!r}")
+    within = (_duration(section["within"], f"{path}: offenders.within")
+              if "within" in section else float(OFFENDER_WITHIN_S))
+    if within is None:
+        raise InputError(f"{path}: offenders.within: a period, not never")
+    return count, within

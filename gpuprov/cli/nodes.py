@@ -9,9 +9,10 @@ import click
 from gpuprov.config import configured_inventory
 from gpuprov.console import text_table
 from gpuprov.errors import InputError
+from gpuprov.hardware_history import gpu_swaps, offenders
 from gpuprov.ledger import Ledger
 from gpuprov.lifecycle import expires_at, node_state
-from gpuprov.settings import acceptance_periods
+from gpuprov.settings import acceptance_periods, offender_rule
 
 
 def _when(timestamp: float | None) -> str:
@@ -32,13 +33,21 @@ def _inventory_hosts(option: str | None) -> list[str]:
 @click.argument("node", required=False)
 @click.option("--inventory", "-i", "inventory_option", metavar="FILE",
               help="Also list this inventory's hosts that the ledger has never seen.")
-def nodes(node: str | None, inventory_option: str | None) -> None:
+@click.option("--offenders", "list_offenders", is_flag=True,
+              help="The nodes and GPUs (by serial) rejected again and again: `offenders."
+                   "rejections` times within `offenders.within` (3 in 30d by default).")
+def nodes(node: str | None, inventory_option: str | None, list_offenders: bool) -> None:
     """Each node's state: never validated, accepted, rejected, unreachable, expired (an
     acceptance older than the configured period, `acceptance.valid_for`, a week by default),
     or needs-validation (changed by a provisioning run since its verdict), since when, until
     when an acceptance holds, why and by which run, and its last provisioning outcome. With
     NODE: its history."""
     ledger = Ledger()
+    if list_offenders:
+        if node:
+            raise InputError("--offenders lists every node: not with NODE")
+        _offenders(ledger)
+        return
     if node:
         _history(ledger, node)
         return
@@ -79,6 +88,20 @@ def _drift(report) -> str:
     return report.state
 
 
+def _offenders(ledger: Ledger) -> None:
+    count, within = offender_rule()
+    found = offenders(ledger.node_results(), count, within, time.time())
+    days = f"{within / 86400:g} day(s)"
+    if not found:
+        click.echo(f"no repeat offender: no node or GPU rejected {count} times in {days}")
+        return
+    click.echo(text_table(("OFFENDER", "REJECTIONS", "LAST", "RUNS", "LAST WHY"), [
+        (o.name, str(len(o.rejections)), _when(o.rejections[-1][1]),
+         " ".join(run for run, _, _ in o.rejections), o.rejections[-1][2])
+        for o in found]))
+    click.echo(f"({count} or more rejections within {days}: the configuration's offenders)")
+
+
 def _history(ledger: Ledger, node: str) -> None:
     # a fixed number of queries whatever the history's length
     events = []
@@ -89,7 +112,13 @@ def _history(ledger: Ledger, node: str) -> None:
             events.append((run.started_at, "provision", run.id,
                            outcome.outcome if outcome else run.status,
                            outcome.detail if outcome else ""))
-    results = {r.run_id: r for r in ledger.node_results(node=node)}
+    history = ledger.node_results(node=node)
+    results = {r.run_id: r for r in history}
+    for swap in gpu_swaps(history):   # a replaced part: its predecessor's history stays behind
+        events.append((swap.at, "gpu-swap", swap.run_id,
+                       f"GPU {swap.slot} serial {swap.old_serial} -> {swap.new_serial}",
+                       "a new part in the slot (an RMA replacement?): the old serial's "
+                       "rejections are not its"))
     for run in ledger.runs("validate"):
         if node in run.hosts:
             r = results.get(run.id)

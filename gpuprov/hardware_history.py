@@ -1,0 +1,76 @@
+"""What a node's recorded validations say over time: GPUs swapped in a slot, and the nodes and
+GPUs rejected again and again.
+
+Pure: the ledger's results in, findings out. A GPU is known by its serial in its slot (its
+PCI address), as each validation's before-soak snapshot listed it; a new serial in a slot is
+a replaced part (an RMA), and the old part's rejections stay with the old serial. A repeat
+offender is a node, or a GPU by serial, rejected `rejections` times within `within` seconds
+(the configuration's `offenders` section).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpuprov.model import NodeResult, Verdict
+
+
+@dataclass(frozen=True)
+class GpuSwap:
+    node: str
+    slot: str               # the GPU's PCI address, as nvidia-smi printed it
+    old_serial: str
+    new_serial: str
+    run_id: str             # the first validation that saw the new part
+    at: float
+
+
+@dataclass(frozen=True)
+class Offender:
+    node: str
+    serial: str | None      # None: the node itself; else one GPU of it
+    rejections: tuple[tuple[str, float, str], ...]   # (run, when, why), oldest first
+
+    @property
+    def name(self) -> str:
+        return f"{self.node} GPU {self.serial}" if self.serial else self.node
+
+
+def gpu_swaps(history: list[NodeResult]) -> list[GpuSwap]:
+    """Every slot whose serial changed between two validations of the node (oldest first);
+    a validation that listed no GPU there (unreachable, nvidia-smi failed) keeps the last
+    serial seen."""
+    seen: dict[str, str] = {}
+    swaps = []
+    for result in sorted(history, key=lambda r: r.started_at):
+        for gpu in result.gpus:
+            if not gpu.bus_id or not gpu.serial:
+                continue
+            before = seen.get(gpu.bus_id)
+            if before is not None and before != gpu.serial:
+                swaps.append(GpuSwap(result.node, gpu.bus_id, before, gpu.serial,
+                                     result.run_id, result.judged_at or result.started_at))
+            seen[gpu.bus_id] = gpu.serial
+    return swaps
+
+
+def offenders(results: list[NodeResult], rejections: int, within: float,
+              now: float) -> list[Offender]:
+    """Nodes, and GPUs by serial (named by a failing check), rejected at least `rejections`
+    times in the `within` seconds before `now`; the most rejected first."""
+    by_node: dict[str, list] = {}
+    by_gpu: dict[tuple[str, str], list] = {}
+    for r in sorted(results, key=lambda r: r.judged_at):
+        if r.verdict != Verdict.REJECTED or r.judged_at < now - within:
+            continue
+        by_node.setdefault(r.node, []).append((r.run_id, r.judged_at, r.reason))
+        serials = {c.gpu.serial for c in r.failing if c.gpu and c.gpu.serial}
+        for serial in sorted(serials):
+            why = "; ".join(f"{c.id}: {c.summary}" for c in r.failing
+                            if c.gpu and c.gpu.serial == serial)
+            by_gpu.setdefault((r.node, serial), []).append((r.run_id, r.judged_at, why))
+    found = [Offender(node, None, tuple(runs)) for node, runs in by_node.items()
+             if len(runs) >= rejections]
+    found += [Offender(node, serial, tuple(runs)) for (node, serial), runs in by_gpu.items()
+              if len(runs) >= rejections]
+    return sorted(found, key=lambda o: (-len(o.rejections), o.name))

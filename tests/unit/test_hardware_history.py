@@ -1,0 +1,108 @@
+"""Issue 41: repeat offenders and swapped GPUs, from a ledger of real judgements (the
+evaluators over evidence built from the fixtures), shown by `gpuprov nodes` as a subprocess."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from gpuprov import settings
+from gpuprov.checks.run import judge
+from gpuprov.errors import InputError
+from gpuprov.evidence import Evidence
+from gpuprov.hardware_history import gpu_swaps, offenders
+from gpuprov.ledger import Ledger
+from gpuprov.profiles import load_profile
+from gpuprov.validation.collect import NodeSettings
+from gpuprov.validation.pipeline import NodeJob, _result
+from tests import evidence_builder as eb
+from tests.conftest import gpuprov
+
+H100 = load_profile("h100-sxm-8")
+FIRST_SERIAL = "1654423001593"     # GPU 0 of the real H100 report (nvidia-smi -q fixture)
+GPU2_SERIAL = "1654423003947"      # its GPU 2 (on bus 3A)
+NEW_SERIAL = "1654423009999"
+
+
+def _record(ledger: Ledger, run: str, evidence: dict, at: float) -> None:
+    ledger.start_run(run, "validate", "/inv/rack3.ini", list(evidence), {}, {}, "/ev")
+    for node, directory in evidence.items():
+        judgement = judge(Evidence(directory), H100, None)
+        job = NodeJob(NodeSettings(node=node, profile=H100, lock=None, run_id=run,
+                                   soak_seconds=30), directory, directory, directory)
+        ledger.record_node(run, _result(job, at, judgement.verdict, judgement.reason(),
+                                        judgement))
+    ledger.finish_validation(run)
+
+
+@pytest.fixture
+def history(tmp_path):
+    """node08 rejected three times for gpu-burn errors on GPU 2; node07 accepted, then with a
+    new GPU 0 (another serial in its slot), accepted again."""
+    healthy = eb.healthy_h100(tmp_path / "node07")
+    faulty = eb.replace(eb.copy(healthy, tmp_path / "node08"), "gpu-burn.log",
+                        eb.gpu_burn_log([358000] * 8, errors=[0, 0, 1542, 0, 0, 0, 0, 0]))
+    swapped = eb.copy(healthy, tmp_path / "node07-swapped")
+    for name in ("nvidia-smi-q.txt", "nvidia-smi-q-after.txt"):
+        text = (swapped / name).read_text()
+        (swapped / name).write_text(text.replace(FIRST_SERIAL, NEW_SERIAL, 1))
+    ledger = Ledger(tmp_path / "ledger.db")
+    _record(ledger, "v1", {"node07": healthy, "node08": faulty}, 1.0)
+    _record(ledger, "v2", {"node08": faulty}, 2.0)
+    _record(ledger, "v3", {"node07": swapped, "node08": faulty}, 3.0)
+    return ledger
+
+
+def test_a_new_serial_in_a_slot_is_a_swap(history):
+    (swap,) = gpu_swaps(history.node_results(node="node07"))
+    assert (swap.slot, swap.old_serial, swap.new_serial, swap.run_id) == (
+        "00000000:18:00.0", FIRST_SERIAL, NEW_SERIAL, "v3")
+    assert gpu_swaps(history.node_results(node="node08")) == []
+
+
+def test_three_rejections_make_the_node_and_its_gpu_offenders(history):
+    results = history.node_results()
+    now = max(r.judged_at for r in results) + 1
+    found = offenders(results, 3, 30 * 86400, now)
+    assert [o.name for o in found] == ["node08", f"node08 GPU {GPU2_SERIAL}"]
+    assert [run for run, _, _ in found[1].rejections] == ["v1", "v2", "v3"]
+    assert "gpu_burn: GPU 2" in found[1].rejections[-1][2]
+    assert offenders(results, 4, 30 * 86400, now) == []
+    # outside the window: the first rejection no longer counts
+    first = min(r.judged_at for r in results if r.run_id == "v1")
+    assert offenders(results, 3, now - first - 0.5, now) == []
+
+
+def test_nodes_lists_offenders_and_a_node_s_history_shows_the_swap(history, tmp_path):
+    env = {**os.environ, "GPUPROV_LEDGER": str(history.path), "GPUPROV_INVENTORY": "",
+           settings.CONFIG_ENV: str(tmp_path / "config.yml")}
+    (tmp_path / "config.yml").write_text("offenders:\n  rejections: 3\n  within: 30d\n")
+    listing = gpuprov("nodes", "--offenders", env=env, timeout=60, cwd=tmp_path)
+    assert listing.returncode == 0, listing.stderr
+    rows = {line.split("  ")[0]: line for line in listing.stdout.splitlines()[1:]}
+    assert "node08" in rows and "v1 v2 v3" in rows["node08"]
+    assert f"node08 GPU {GPU2_SERIAL}" in listing.stdout
+    assert "(3 or more rejections within 30 day(s)" in listing.stdout
+    node07 = gpuprov("nodes", "node07", env=env, timeout=60, cwd=tmp_path)
+    assert node07.returncode == 0, node07.stderr
+    assert f"GPU 00000000:18:00.0 serial {FIRST_SERIAL} -> {NEW_SERIAL}" in node07.stdout
+    (tmp_path / "config.yml").write_text("offenders:\n  rejections: 1\n")
+    bad = gpuprov("nodes", "--offenders", env=env, timeout=60, cwd=tmp_path)
+    assert bad.returncode == 2
+    assert bad.stderr == (f"gpuprov: error: {tmp_path / 'config.yml'}: offenders.rejections: "
+                          "expected a whole number of at least 2, got 1\n")
+
+
+def test_offenders_with_a_node_is_bad_input(history, tmp_path):
+    env = {**os.environ, "GPUPROV_LEDGER": str(history.path), "GPUPROV_INVENTORY": ""}
+    result = gpuprov("nodes", "node08", "--offenders", env=env, timeout=60, cwd=tmp_path)
+    assert result.returncode == 2 and "--offenders lists every node" in result.stderr
+
+
+def test_a_period_of_never_is_refused(tmp_path, monkeypatch):
+    path = tmp_path / "config.yml"
+    path.write_text("offenders:\n  within: never\n")
+    monkeypatch.setenv(settings.CONFIG_ENV, str(path))
+    with pytest.raises(InputError, match=r"offenders\.within: a period, not never"):
+        settings.offender_rule()
