@@ -225,6 +225,15 @@ def _firmware_old(access, hw, gpu):
     return f"NIC {port['ca']} port {port['port']} at firmware {port['firmware']}", {}
 
 
+def _gpu_swap(access, hw, gpu):
+    """The GPU replaced by another part (an RMA): same slot, same model, another serial and
+    UUID; nothing fails, the next validation records the new serial."""
+    old = gpu["serial"]
+    gpu["serial"] = f"1{(int(old[1:]) + 500000) % 10**12:012d}"
+    gpu["uuid"] = gpu["uuid"][:-6] + "5a5a5a"
+    return f"GPU {gpu['index']} replaced: serial {old} -> {gpu['serial']}", {}
+
+
 def _reset_required(access, hw, gpu):
     gpu["reset_required"] = True
     return f"GPU {gpu['index']} reports Reset Required", {}
@@ -513,6 +522,8 @@ FAULTS = {f.name: f for f in (
               "one RDMA NIC (the fourth rail) at a quarter of its rate in ib_write_bw"),
     FaultKind("firmware-old", False, _firmware_old,
               "the first RDMA NIC port's firmware below the lock's minimum"),
+    FaultKind("gpu-swap", True, _gpu_swap,
+              "a GPU replaced by another part (another serial in its slot; not a fault)"),
     FaultKind("reset-required", True, _reset_required,
               "nvidia-smi reports that a GPU requires a reset"),
     FaultKind("slow-node", False, _slow_node,

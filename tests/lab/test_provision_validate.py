@@ -103,10 +103,12 @@ def assert_reproduced(rack: Rack, node: dict) -> None:
         c["id"]: c["status"] for c in node["checks"]}
 
 
-def fault(node: str, kind: str, gpu: int | None = None) -> None:
+def fault(node: str, kind: str, gpu: int | None = None) -> str:
+    """Inject it; what the lab says it did (`node: kind: summary`)."""
     args = ["lab", "fault", node, kind] + (["--gpu", str(gpu)] if gpu is not None else [])
     result = gpuprov(*args)
     assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
 
 
 def clear(*nodes: str) -> None:
@@ -346,6 +348,8 @@ def test_each_fault_is_rejected_with_its_check_naming_the_gpu(rack, round_):
 
 
 def test_xid_during_the_soak_rejects_and_cleared_nodes_are_accepted_again(rack):
+    # node01's GPU 1 replaced (an RMA) before this run: accepted, its history shows the swap
+    swapped = fault("node01", "gpu-swap", 1)
     run = rack.spawn("--all", "--json", "--soak", "20")
     try:
         for line in run.stderr:       # progress goes to stderr with --json
@@ -354,7 +358,7 @@ def test_xid_during_the_soak_rejects_and_cleared_nodes_are_accepted_again(rack):
                 break
         stdout, _ = run.communicate(timeout=600)
     finally:
-        clear("node02")
+        clear("node02", "node01")
     nodes = report_of(subprocess.CompletedProcess([], run.returncode, stdout, ""))
     assert run.returncode == 1
     kernel = blocking(nodes["node02"])["kernel_log"]
@@ -362,6 +366,9 @@ def test_xid_during_the_soak_rejects_and_cleared_nodes_are_accepted_again(rack):
     assert kernel["action"] == "reset-gpu"
     # the nodes whose faults were cleared after the rounds above: accepted again
     assert nodes["node01"]["verdict"] == nodes["node03"]["verdict"] == "accepted"
+    old, new = swapped.split("serial ")[1].split(" -> ")
+    history = rack.cli("nodes", "node01").stdout
+    assert "gpu-swap" in history and f"serial {old} -> {new}" in history, history
     again = report_of(rack.validate("node02", "--json"))
     assert again["node02"]["verdict"] == "accepted"
     history = rack.cli("nodes", "node02").stdout
