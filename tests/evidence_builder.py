@@ -231,6 +231,10 @@ def healthy_h100(directory: Path) -> Path:
                      "nvidia              8814592  3 nvidia_uvm,nvidia_peermem\n",
         # a real HGX H100's PCI path: ACS redirect off above its GPU and NICs
         "lspci-vvv.txt": capture("lspci-vvv/hgx-h100-dell-gpud.txt"),
+        # booted with iommu=pt: its GPU and NICs in passthrough (identity) domains
+        "iommu.txt": "/proc/cmdline:BOOT_IMAGE=/vmlinuz-5.15.0-112-generic ro iommu=pt\n"
+                     + "".join(f"/sys/bus/pci/devices/0000:{f}/iommu_group/type:identity\n"
+                               for f in ("19:00.0", "1a:00.0", "1b:00.0", "1b:00.1")),
         "lspci.txt": "".join(f"{b}:00.0 3D controller [0302]: NVIDIA Corporation GH100 [H100 SXM5"
                              f" 80GB] [10de:2330] (rev a1)\n" for b in H100_BUS)
                      + "".join(f"{b}:00.0 Bridge [0680]: NVIDIA Corporation Device [10de:22a3]"

@@ -198,6 +198,16 @@ def _acs_enabled(access, hw, gpu):
             f"{gpu['index']}", {"write_files": [[path, pci.ACS_OFF + "\n"]]})
 
 
+def _iommu_translated(access, hw, gpu):
+    """The GPU's DMA translated by the IOMMU (a kernel booted without iommu=pt): its group's
+    domain type DMA-FQ instead of identity."""
+    bus = BusId.parse(gpu["bus_id"])
+    path = f"{pci.DEVICES_DIR}/{bus.sysfs}/{pci.IOMMU_TYPE_FILE}"
+    access.write(path, "DMA-FQ\n")
+    return (f"GPU {gpu['index']}'s IOMMU domain DMA-FQ (translated)",
+            {"write_files": [[path, pci.IOMMU_PASSTHROUGH + "\n"]]})
+
+
 def _peermem_missing(access, hw, gpu):
     """nvidia-peermem not loaded (a boot without its modules-load.d entry, or a driver update
     that dropped it): GPUDirect RDMA is off."""
@@ -518,6 +528,8 @@ FAULTS = {f.name: f for f in (
     FaultKind("acs-enabled", True, _acs_enabled,
               "ACS redirect on at the PCIe switch port above a GPU"),
     FaultKind("peermem-missing", False, _peermem_missing, "nvidia-peermem not loaded"),
+    FaultKind("iommu-translated", True, _iommu_translated,
+              "a GPU's DMA translated by the IOMMU (no iommu=pt)"),
     FaultKind("rail-slow", False, _rail_slow,
               "one RDMA NIC (the fourth rail) at a quarter of its rate in ib_write_bw"),
     FaultKind("firmware-old", False, _firmware_old,

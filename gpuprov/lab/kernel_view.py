@@ -333,6 +333,7 @@ def inventory_vars() -> str:
     return (f"gpuprov_validate_lsmod_command: {LSMOD}\n"
             f"gpuprov_validate_lspci_command: {LSPCI}\n"
             f"gpuprov_validate_lspci_vvv_command: {LSPCI_VVV}\n"
+            f"gpuprov_validate_pci_devices_dir: {pci.DEVICES_DIR}\n"
             "# the gpudirect role's tools, on the simulated PCI functions and kernel\n"
             f"gpudirect_setpci_command: {SETPCI}\n"
             f"gpudirect_modprobe_command: {MODPROBE}\n"

@@ -39,6 +39,11 @@ ACS_CTL_FILE = "acs_ctl"
 # CmpltRedir, UpstreamFwd (Linux pci_std_enable_acs; the PMC-Sierra ports of the capture)
 ACS_FIRMWARE = "001d"
 ACS_OFF = "0000"
+# the IOMMU's domain for a GPU or NIC as a server booted with iommu=pt shows it
+# (sysfs-kernel-iommu_groups: identity, passthrough); real sysfs links iommu_group to
+# /sys/kernel/iommu_groups/N, the lab keeps the file in place
+IOMMU_TYPE_FILE = "iommu_group/type"
+IOMMU_PASSTHROUGH = "identity"
 
 
 def _device(name: str, device_id: str, pci_class: str, vendor: str = NVIDIA_VENDOR,
@@ -74,12 +79,14 @@ def sysfs_files(hardware: dict) -> list[tuple[str, bytes, int]]:
     gpu_device = "0x" + hardware["gpu"]["pci_device_id"][2:6]   # 0x233010DE -> 0x2330
     for gpu in hardware["gpus"]:
         bus = BusId.parse(gpu["bus_id"])
-        files += _device(bus.sysfs, gpu_device, CLASS_3D_CONTROLLER)
+        files += _device(bus.sysfs, gpu_device, CLASS_3D_CONTROLLER,
+                         extra=((IOMMU_TYPE_FILE, IOMMU_PASSTHROUGH),))
         files += _port(switch_port(bus.bus), bus.bus)
     for port in hardware.get("nic_ports") or []:
         nic, above = BusId.parse(port["bus_id"]), BusId.parse(port["beside_gpu"])
         pci_class = CLASS_INFINIBAND if port["link_layer"] == "InfiniBand" else CLASS_ETHERNET
-        files += _device(nic.sysfs, hardware["nics"]["pci_device"], pci_class, MELLANOX_VENDOR)
+        files += _device(nic.sysfs, hardware["nics"]["pci_device"], pci_class, MELLANOX_VENDOR,
+                         ((IOMMU_TYPE_FILE, IOMMU_PASSTHROUGH),))
         files += _port(switch_port(above.bus, nic=True), nic.bus)
     switches = hardware.get("nvswitch_pci") or {}
     for bus in switches.get("bus_ids", []):

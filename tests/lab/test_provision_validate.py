@@ -242,9 +242,11 @@ ROUNDS = [
      ("node01", "firmware-old", None, "firmware")],
     [("node01", "nic-down", None, "nics"), ("node02", "fabric-degraded", None, "nvswitch"),
      ("node03", "reset-required", 0, "gpu_reset_required"),
-     # GPUDirect's host settings (issue 40): ACS back on above one GPU, peermem unloaded
+     # GPUDirect's host settings (issue 40): ACS back on above one GPU, peermem unloaded,
+     # a GPU's DMA translated by the IOMMU
      ("node01", "acs-enabled", 4, "pcie_acs"), ("node02", "peermem-missing", None,
-                                                  "gpudirect_rdma")],
+                                                  "gpudirect_rdma"),
+     ("node03", "iommu-translated", 2, "iommu")],
     # DCGM (installed by the rack's lock): its level-2 memory test fails on one GPU; a
     # machine check whose log lines rotated away leaves only the kernel's taint
     [("node02", "dcgm-fail", 4, "dcgm_diag"), ("node01", "machine-check", None, "kernel_taint"),
@@ -264,7 +266,8 @@ ACTIONS = {"fallen-off-bus": "reboot", "gpu-lost-in-soak": "reboot", "gsp-timeou
            "fabric-degraded": "reboot", "dcgm-fail": "rma", "hbm-errors": "rma",
            "slow-d2d": "reseat-or-inspect", "machine-check": "reseat-or-inspect",
            "ib-symbol-errors": "reseat-or-inspect", "ib-link-flap": "reseat-or-inspect",
-           "acs-enabled": "none", "peermem-missing": "none", "firmware-old": "none"}
+           "acs-enabled": "none", "peermem-missing": "none", "firmware-old": "none",
+           "iommu-translated": "none"}
 # what DCGM's health watches (dcgmi health -c) report for the faults they watch
 DCGM_HEALTH_SEES = {"ecc-uncorrectable": "Memory system: Detected 1 volatile double-bit ECC "
                                          "error(s) in GPU 5.",

@@ -6,6 +6,7 @@ from __future__ import annotations
 from gpuprov.checks.context import Context
 from gpuprov.checks.registry import Results, check
 from gpuprov.model import Action, CheckResult
+from gpuprov.parsers.iommu import IOMMU, TRANSLATED
 from gpuprov.parsers.pci_tree import LSPCI_VVV, REDIRECT_FEATURES
 from gpuprov.parsers.system import LSMOD
 from gpuprov.pci import BusId
@@ -65,6 +66,36 @@ def pcie_acs(ctx: Context, r: Results) -> CheckResult:
     return r.passed(f"ACS redirect off on the {len(bridges)} bridge(s) above "
                     f"{len(tree.gpus())} GPU(s) and {len(tree.rdma_nics())} RDMA NIC "
                     "function(s)", values)
+
+
+@check("iommu", stage="identity", needs=(IOMMU, LSPCI_VVV), action=Action.NONE,
+       applies=_peers_matter, skip_reason="one GPU and no RDMA NIC: no peer traffic",
+       rule="no GPU or RDMA NIC has its DMA translated by the IOMMU (group type "
+            + " or ".join(TRANSLATED) + "): the IOMMU off, or passthrough (identity)")
+def iommu(ctx: Context, r: Results) -> CheckResult:
+    state = ctx.evidence.read(IOMMU)
+    tree = ctx.evidence.read(LSPCI_VVV)
+    index_of = {BusId.parse(g.bus_id): g.index for g in ctx.gpus() if g.bus_id}
+    devices = tree.gpus() + tree.rdma_nics()
+    if not tree.gpus():
+        return r.fail("lspci -vvv lists no NVIDIA GPU: the IOMMU's hold on it cannot be judged")
+    seen = {d.bdf: state.group_types.get(d.bdf, "no group (IOMMU off)") for d in devices}
+    values = {"cmdline": state.cmdline, "devices": seen}
+    problems = []
+    for device in devices:
+        kind = state.group_types.get(device.bdf)
+        if kind in TRANSLATED:
+            index = index_of.get(BusId.parse(device.bdf)) if device.is_nvidia_gpu else None
+            label = (ctx.gpu_label(index) if index is not None else
+                     f"{'GPU' if device.is_nvidia_gpu else 'NIC'} {device.bdf}")
+            problems.append((index, f"{label}: DMA translated by the IOMMU ({kind})"))
+    if problems:
+        problems[0] = (problems[0][0], problems[0][1] + ": peer traffic goes through the "
+                       "IOMMU; boot with iommu=pt (passthrough) or the IOMMU off")
+        return r.failed(problems, values)
+    modes = sorted(set(seen.values()))
+    return r.passed(f"{len(devices)} GPU/NIC function(s) untranslated: {', '.join(modes)}",
+                    values)
 
 
 @check("gpudirect_rdma", stage="identity", needs=(LSMOD,), action=Action.NONE,

@@ -69,3 +69,37 @@ def test_a_profile_without_nics_skips_peermem(tmp_path):
     result = judge(Evidence(node), load_profile("l40s-pcie-8"), None,
                    only=("gpudirect_rdma",)).checks[0]
     assert result.status == Status.SKIP
+
+
+IOMMU_PT = ("/proc/cmdline:BOOT_IMAGE=/vmlinuz-5.15.0-112-generic ro iommu=pt\n"
+            "/sys/bus/pci/devices/0000:19:00.0/iommu_group/type:identity\n"
+            "/sys/bus/pci/devices/0000:1a:00.0/iommu_group/type:identity\n")
+
+
+def test_passthrough_or_no_group_passes(tmp_path):
+    node = healthy_h100(tmp_path)
+    assert _check(node, "iommu").status == Status.PASS
+    off = replace(node, "iommu.txt", "/proc/cmdline:BOOT_IMAGE=/vmlinuz ro quiet\n")
+    result = _check(off, "iommu")
+    assert result.status == Status.PASS and "no group (IOMMU off)" in result.summary
+
+
+def test_translated_dma_on_a_gpu_fails_naming_it(tmp_path):
+    node = replace(healthy_h100(tmp_path), "iommu.txt",
+                   IOMMU_PT.replace("19:00.0/iommu_group/type:identity",
+                                    "19:00.0/iommu_group/type:DMA-FQ"))
+    result = _check(node, "iommu")
+    assert result.status == Status.FAIL and result.action == "none"
+    assert result.summary.startswith("GPU 0000:19:00.0: DMA translated by the IOMMU (DMA-FQ)")
+    assert "boot with iommu=pt" in result.summary
+
+
+def test_an_iommu_listing_without_the_command_line_is_unreadable(tmp_path):
+    import pytest
+
+    from gpuprov.parsers.errors import ParseError
+    from gpuprov.parsers.iommu import parse_iommu
+    with pytest.raises(ParseError, match="no /proc/cmdline line"):
+        parse_iommu("", "iommu.txt")
+    with pytest.raises(ParseError, match="line 1"):
+        parse_iommu("grep: /proc/cmdline: Permission denied\n", "iommu.txt")
