@@ -258,8 +258,8 @@ def _rail_pair(client: FabricNode, server: FabricNode, s: RailSettings,
     flags = f"-D {s.seconds} -F --report_gbits"
     serve = " ".join(
         f"setsid timeout -k 5 {limit} {s.command[server.name]} -d {rail} -p {s.port + i} "
-        f"{flags} > {workdir}/server-{rail}.txt 2>&1 < /dev/null &"
-        for i, rail in enumerate(rails))
+        f"{flags} > {workdir}/server-{rail}.txt 2>&1 < /dev/null & "
+        f"echo $! >> {workdir}/servers.pid;" for i, rail in enumerate(rails))
     # every server listening (ss) before a client connects, which perftest's client does
     # once, without retrying; after 10 s the clients go anyway and fail with their own words
     ports = " ".join(str(s.port + i) for i in range(len(rails)))
@@ -274,6 +274,9 @@ def _rail_pair(client: FabricNode, server: FabricNode, s: RailSettings,
         f"{workdir}/client-{rail}.rc ) &" for i, rail in enumerate(rails))
     _run(client.host, f"mkdir -p {workdir} && {{ {ask} wait; }}", limit + 10)
     seconds = round(time.monotonic() - started, 2)
+    # a server whose client never came waits until its timeout: stopped now, so the port is
+    # free for the next round (timeout passes the signal on to ib_write_bw)
+    _run(server.host, f"kill $(cat {workdir}/servers.pid) 2>/dev/null; true", 30)
     for rail in rails:
         said = _run(client.host, f"cat {workdir}/client-{rail}.txt", 30).stdout
         rc = _run(client.host, f"cat {workdir}/client-{rail}.rc", 30).stdout.strip()
