@@ -72,13 +72,20 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_the_lab_stand_in_runs_server_and_client_and_prints_perftest_s_report(tmp_path):
+def _stand_in(tmp_path):
+    """The lab's ib_write_bw over an H100 node's ports, its fourth rail at a quarter (the
+    rail-slow fault), runnable here: (the script, the hardware description)."""
     hw = kinds.describe("node01", "h100-sxm-8")
     hw["nic_ports"][3]["write_bw_factor"] = 0.25
     (tmp_path / "hardware.yml").write_text(yaml.safe_dump(hw))
     script = tmp_path / "ib_write_bw"
     script.write_text(perftest._SCRIPT.replace(NODE_LAB_DIR, str(tmp_path)))
     script.chmod(0o755)
+    return script, hw
+
+
+def test_the_lab_stand_in_runs_server_and_client_and_prints_perftest_s_report(tmp_path):
+    script, _ = _stand_in(tmp_path)
     port = _free_port()
 
     def run(device: str, *server: str):
@@ -117,12 +124,7 @@ def test_the_stage_runs_every_rail_of_a_pair_at_once_over_real_processes(tmp_pat
     reports parsed and kept, over the lab's stand-in on loopback (two 'nodes' here)."""
     from gpuprov.validation.fabric_stage import FabricNode, RailSettings, run_rails
 
-    hw = kinds.describe("node01", "h100-sxm-8")
-    hw["nic_ports"][3]["write_bw_factor"] = 0.25
-    (tmp_path / "hardware.yml").write_text(yaml.safe_dump(hw))
-    script = tmp_path / "ib_write_bw"
-    script.write_text(perftest._SCRIPT.replace(NODE_LAB_DIR, str(tmp_path)))
-    script.chmod(0o755)
+    script, hw = _stand_in(tmp_path)
     rails = [p["ca"] for p in hw["nic_ports"]]
     nodes = [FabricNode(n, "127.0.0.1", "lo", _LocalHost()) for n in ("node01", "node02")]
     settings = RailSettings(f"t{_free_port()}", dict.fromkeys(("node01", "node02"), rails),
