@@ -197,8 +197,9 @@ def rail_findings(record: FabricRecord) -> dict[str, NodeFinding]:
         if problems[n]:
             out[n] = NodeFinding(False, "; ".join(problems[n]), values)
         else:
+            ran = sum(1 for r in record.rails if n in r.nodes)   # no run of its own: untested
             out[n] = NodeFinding(True, f"{len(rails)} rail(s) at or above their floors with "
-                                       "every peer", values, tested=bool(rails))
+                                       "every peer", values, tested=bool(ran))
     for m in record.members:
         if m.problem:
             out[m.node] = NodeFinding(False, f"{m.problem}; not tested on its rails", values)

@@ -59,7 +59,9 @@ fi
 """
 
 # `modprobe nvidia-peermem`: the module ships with the driver (NCCL's troubleshooting guide),
-# so it loads where the nvidia module is loaded; elsewhere modprobe's own words
+# so it loads where the nvidia module is loaded; elsewhere kmod's "Module … not found in
+# directory …" (as users quote it; not checked against kmod's source here). The lsmod line's
+# size is the lab's own figure: no check reads it.
 _MODPROBE_SCRIPT = f"""#!/bin/sh
 # gpuprov lab: modprobe of the simulated kernel (see gpuprov/lab/kernel_view.py)
 name=$(echo "$1" | tr - _)

@@ -27,7 +27,9 @@ CLASS_BRIDGE_OTHER = "0x068000"    # NVSwitch
 CLASS_PCI_BRIDGE = "0x060400"
 CLASS_INFINIBAND = "0x020700"
 CLASS_ETHERNET = "0x020000"        # a ConnectX port in Ethernet (RoCE) mode
-PEX890XX_DEVICE = "0xc030"         # Broadcom / LSI PEX890xx PCIe Gen 5 Switch
+# Broadcom / LSI PEX890xx PCIe Gen 5 Switch: the name as lspci prints it in gpud's capture;
+# the id as hardware inventories of such switches list it (1000:c030)
+PEX890XX_DEVICE = "0xc030"
 # lspci's names (pci.ids) of the functions the lab simulates, by vendor:device; the GPUs and
 # NVSwitches print as "NVIDIA Corporation Device <id>", as in gpud's capture
 NAMES = {"0x1000:0xc030": "Broadcom / LSI PEX890xx PCIe Gen 5 Switch (rev b0)",

@@ -137,3 +137,10 @@ def test_the_stage_runs_every_rail_of_a_pair_at_once_over_real_processes(tmp_pat
     assert slow["mlx5_3"] == 97.5 and slow["mlx5_0"] == 390.0
     assert (tmp_path / "out" / "rail-mlx5_3-node01-node02-client.txt").read_text()
     assert record.seconds < 30
+
+
+def test_a_member_with_no_rail_run_of_its_own_is_untested_never_a_pass():
+    record = _record(_all_pairs({}, nodes=("node01", "node02")), ("node01", "node02", "node04"))
+    found = rail_findings(record)
+    assert found["node01"].ok and found["node01"].tested
+    assert not found["node04"].tested     # the check warns: no peer tested it
