@@ -12,9 +12,9 @@ the healthy H100 evidence the unit tests build from the fixtures): 10,000 x RUNS
 results, about 28 checks and 8 GPUs each.
 
 The lab curve (`--lab 3,12,24`): for each size, the lab brought to that many bare nodes,
-then a first `provision`, a no-op `provision`, `drift` and `validate --all` with a short
-soak (three nodes at a time), each timed, and the lab's memory per node (the resident
-memory of the nodes' processes after the runs).
+then a first `provision`, a no-op `provision --full` (every task walked), `drift` and
+`validate --all` with a short soak (three nodes at a time), each timed, and the lab's
+memory per node (the resident memory of the nodes' processes after the runs).
 Prints each figure per node and, from the smallest size to the largest, the growth of
 the per-node no-op and validation times (target <= 1.5x), and drift against 15 s.
 It reprovisions the lab from bare nodes: minutes per size, most of an hour for 3,12,24.
@@ -122,7 +122,7 @@ def lab_curve(sizes: list[int], soak: int) -> None:
                                        capture_output=True, text=True).stdout.strip()
             forks = ["--forks", str(max(count, 20))]
             first, _ = timed([GPUPROV, "provision", "-i", inventory, *forks], env, 1)
-            noop, _ = timed([GPUPROV, "provision", "-i", inventory, *forks], env, 1)
+            noop, _ = timed([GPUPROV, "provision", "-i", inventory, "--full", *forks], env, 1)
             drift, _ = timed([GPUPROV, "drift", "-i", inventory], env, 1)
             # a node rejected under the load is a figure too: its verdicts are printed
             # three nodes at a time whatever the size: the lab's CPU-bound DDP smoke runs

@@ -1,5 +1,6 @@
 """Escalation from a node's history: the same fault on the same GPU after the reset or
-reboot its last validation recommended needs service, not another reset.
+reboot its last validation recommended needs service, not another reset; and a repeat
+offender (hardware_history.py) needs service, not another try.
 
 Pure: a node's new result and its earlier (finished) results in, the result with any
 repeated reset-gpu or reboot recommendation raised to rma out, saying why in the summary.
@@ -9,10 +10,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from gpuprov.model import Action, CheckResult, NodeResult
+from gpuprov.hardware_history import offenders
+from gpuprov.model import Action, CheckResult, NodeResult, Verdict
 
 # what an operator is told to try first; the same fault after it means the hardware
 RETRYABLE = {Action.RESET_GPU, Action.REBOOT}
+# what the hardware is tried with before it is sent back: a repeat offender's is raised
+HARDWARE = {*RETRYABLE, Action.RESEAT_OR_INSPECT}
 
 
 def _gpu_key(check: CheckResult) -> tuple | None:
@@ -71,3 +75,32 @@ def escalate(result: NodeResult, history: list[NodeResult]) -> NodeResult:
             changed = True
         checks.append(c)
     return replace(result, checks=checks) if changed else result
+
+
+def escalate_offender(result: NodeResult, history: list[NodeResult], rejections: int,
+                      within: float, repaired_at: float | None = None) -> NodeResult:
+    """A rejection that makes the node, or a GPU of it, a repeat offender (`rejections` in
+    `within` seconds, after its latest repair at `repaired_at`): its hardware actions (the
+    node's, or that GPU's) raised to rma. A configuration fault (action none) stays."""
+    if result.judged != Verdict.REJECTED:
+        return result
+    counted = [r for r in history if r.run_id != result.run_id]
+    counted.append(replace(result, verdict=result.judged))
+    found = [o for o in offenders(counted, rejections, within, result.judged_at,
+                                  {result.node: repaired_at} if repaired_at else None)
+             if o.rejections[-1][0] == result.run_id]
+    if not found:
+        return result
+    whole_node = next((o for o in found if o.serial is None), None)
+    gpus = {o.serial: o for o in found if o.serial}
+    checks = []
+    for c in result.checks:
+        offender = gpus.get(c.gpu.serial) if c.gpu and c.gpu.serial else None
+        offender = offender or whole_node
+        if c.blocking and c.action in HARDWARE and offender is not None:
+            c = replace(c, action=Action.RMA,
+                        summary=f"{c.summary} ({offender.name} rejected "
+                                f"{len(offender.rejections)} times in {within / 86400:g} "
+                                "day(s): a repeat offender, escalated to rma)")
+        checks.append(c)
+    return replace(result, checks=checks)

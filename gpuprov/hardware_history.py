@@ -5,7 +5,9 @@ Pure: the ledger's results in, findings out. A GPU is known by its serial in its
 PCI address), as each validation's before-soak snapshot listed it; a new serial in a slot is
 a replaced part (an RMA), and the old part's rejections stay with the old serial. A repeat
 offender is a node, or a GPU by serial, rejected `rejections` times within `within` seconds
-(the configuration's `offenders` section).
+(the configuration's `offenders` section), counting only rejections after the node's latest
+recorded repair. A node that is, or holds, a repeat offender is quarantined: it stays out of
+service and out of `validate --stale` until a person records its repair.
 """
 
 from __future__ import annotations
@@ -54,14 +56,17 @@ def gpu_swaps(history: list[NodeResult]) -> list[GpuSwap]:
     return swaps
 
 
-def offenders(results: list[NodeResult], rejections: int, within: float,
-              now: float) -> list[Offender]:
+def offenders(results: list[NodeResult], rejections: int, within: float, now: float,
+              repaired: dict[str, float] | None = None) -> list[Offender]:
     """Nodes, and GPUs by serial (named by a failing check), rejected at least `rejections`
-    times in the `within` seconds before `now`; the most rejected first."""
+    times in the `within` seconds before `now` and after the node's latest repair
+    (`repaired`: node -> when); the most rejected first."""
+    repaired = repaired or {}
     by_node: dict[str, list] = {}
     by_gpu: dict[tuple[str, str], list] = {}
     for r in sorted(results, key=lambda r: r.judged_at):
-        if r.verdict != Verdict.REJECTED or r.judged_at < now - within:
+        if (r.verdict != Verdict.REJECTED or r.judged_at < now - within
+                or r.judged_at <= repaired.get(r.node, float("-inf"))):
             continue
         by_node.setdefault(r.node, []).append((r.run_id, r.judged_at, r.reason))
         serials = {c.gpu.serial for c in r.failing if c.gpu and c.gpu.serial}
@@ -74,3 +79,20 @@ def offenders(results: list[NodeResult], rejections: int, within: float,
     found += [Offender(node, serial, tuple(runs)) for (node, serial), runs in by_gpu.items()
               if len(runs) >= rejections]
     return sorted(found, key=lambda o: (-len(o.rejections), o.name))
+
+
+def quarantined(results: list[NodeResult], rejections: int, within: float, now: float,
+                repaired: dict[str, float] | None = None) -> dict[str, list[Offender]]:
+    """Each quarantined node and the offenders (itself, its GPUs) that put it there."""
+    held: dict[str, list[Offender]] = {}
+    for offender in offenders(results, rejections, within, now, repaired):
+        held.setdefault(offender.node, []).append(offender)
+    return held
+
+
+def quarantine_reason(found: list[Offender]) -> str:
+    """One line: which offender, how many rejections."""
+    worst = found[0]
+    return (f"quarantined: {worst.name} rejected {len(worst.rejections)} times "
+            f"(runs {', '.join(run for run, _, _ in worst.rejections)}); "
+            f"record the repair: gpuprov nodes {worst.node} --repaired NOTE")

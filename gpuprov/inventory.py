@@ -78,6 +78,19 @@ class Inventory:
                                  yaml_only=True)
             raise InputError(f"host {host}: {found or exc.message}") from exc
 
+    # Ansible's own per-run names (a random `omit`, paths of this controller, the whole
+    # inventory's groups): not a host's settings
+    _RUN_NAMES = frozenset({"omit", "groups", "playbook_dir", "inventory_dir", "inventory_file",
+                            "ansible_config_file", "ansible_playbook_python", "ansible_version",
+                            "ansible_facts"})
+
+    def settings(self, host: str) -> dict:
+        """Every variable the host is given (group_vars, host_vars, the inventory line),
+        untemplated: what a provisioning run's tasks can read of it."""
+        entry = self._manager.get_host(host)
+        raw = self._variables.get_vars(host=entry, include_hostvars=False)
+        return {k: v for k, v in raw.items() if k not in self._RUN_NAMES}
+
 
 def _may_template(value) -> bool:
     if isinstance(value, str):

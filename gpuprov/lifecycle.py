@@ -1,16 +1,20 @@
-"""A node's life after acceptance: a change provisioned since its verdict makes that verdict
-stale (`needs-validation`), and a rollback goes back to the lock of its last good state."""
+"""A node's life after acceptance: a change provisioned or a repair recorded since its verdict
+makes that verdict stale (`needs-validation`), a repeat offender is quarantined until its
+repair is recorded, and a rollback goes back to the lock of its last good state."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from gpuprov.errors import InputError
+from gpuprov.hardware_history import Offender, quarantined
 from gpuprov.ledger import Ledger, RunRecord
 from gpuprov.model import HostOutcome, NodeResult, Verdict
+from gpuprov.settings import offender_rule
 
 NEEDS_VALIDATION = "needs-validation"
 EXPIRED = "expired"
+QUARANTINED = "quarantined"
 
 
 def expires_at(verdict: NodeResult | None, valid_for: float | None) -> float | None:
@@ -22,12 +26,19 @@ def expires_at(verdict: NodeResult | None, valid_for: float | None) -> float | N
 
 def node_state(verdict: NodeResult | None,
                provisioning: tuple[RunRecord, HostOutcome] | None,
-               now: float | None = None, valid_for: float | None = None) -> str:
-    """The verdict, unless a provisioning run changed the node after it (its evidence no
-    longer describes the node: an upgrade, a rollback, a repaired package), or an acceptance
-    older than `valid_for` seconds at `now` (a GPU degrades in service: it is re-validated)."""
+               now: float | None = None, valid_for: float | None = None,
+               repaired_at: float | None = None, held: bool = False) -> str:
+    """`quarantined` when `held` (a repeat offender, its repair not recorded); else the
+    verdict, unless a provisioning run changed the node after it (its evidence no longer
+    describes the node: an upgrade, a rollback, a repaired package), a repair was recorded
+    after it (`repaired_at`), or an acceptance older than `valid_for` seconds at `now` (a GPU
+    degrades in service: it is re-validated)."""
+    if held:
+        return QUARANTINED
     if verdict is None:
         return "never-validated"
+    if repaired_at is not None and repaired_at > verdict.judged_at:
+        return NEEDS_VALIDATION
     if provisioning:
         run, outcome = provisioning
         if outcome.changed and (run.finished_at or 0) > verdict.judged_at:
@@ -44,18 +55,32 @@ STALE = ("never-validated", EXPIRED, NEEDS_VALIDATION)
 
 def stale_nodes(hosts: list[str], verdicts: dict[str, NodeResult],
                 provisioning: dict[str, tuple[RunRecord, HostOutcome]], now: float,
-                valid_for: Callable[[str], float | None]) -> list[str]:
-    """The hosts whose acceptance expired, never happened or no longer describes them, the
-    never validated first, then the oldest verdict first. A rejected or unreachable node is
-    not stale: it waits for a repair, not a re-check. `valid_for(profile)` is the period."""
+                valid_for: Callable[[str], float | None],
+                repaired: dict[str, float] | None = None,
+                held: Collection[str] = ()) -> list[str]:
+    """The hosts whose acceptance expired, never happened or no longer describes them (a
+    change provisioned, a repair recorded since), the never validated first, then the oldest
+    verdict first. A rejected or unreachable node is not stale: it waits for a repair, not
+    a re-check; nor is a quarantined one (`held`). `valid_for(profile)` is the period."""
+    repaired = repaired or {}
+
     def state(host: str) -> str:
         result = verdicts.get(host)
         return node_state(result, provisioning.get(host), now,
-                          valid_for(result.profile) if result else None)
+                          valid_for(result.profile) if result else None,
+                          repaired.get(host), host in held)
 
     stale = [h for h in hosts if state(h) in STALE]
     return sorted(stale, key=lambda h: (h in verdicts, verdicts[h].judged_at
                                         if h in verdicts else 0, h))
+
+
+def quarantine(ledger: Ledger, now: float) -> dict[str, list[Offender]]:
+    """The quarantined nodes by the ledger's rejections and repairs and the configuration's
+    `offenders` rule, each with the offenders that put it there."""
+    rejections, within = offender_rule()
+    return quarantined(ledger.rejected_since(now - within), rejections, within, now,
+                       ledger.last_repairs())
 
 
 def rollback_target(ledger: Ledger, host: str) -> tuple[RunRecord, dict]:

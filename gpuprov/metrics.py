@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from prometheus_client import CollectorRegistry, Gauge, Info, generate_latest, w
 
 from gpuprov.errors import InputError
 from gpuprov.ledger import Ledger
-from gpuprov.lifecycle import expires_at
+from gpuprov.lifecycle import expires_at, quarantine
 from gpuprov.model import NodeResult, Outcome, Verdict
 from gpuprov.settings import acceptance_periods
 
@@ -60,6 +61,9 @@ def fleet_registry(ledger: Ledger, hosts: Iterable[str] = ()) -> CollectorRegist
     provisioned = Gauge("gpuprov_provision_last_timestamp_seconds",
                         "When the node's latest provisioning run finished", ["node"],
                         registry=registry)
+    held = Gauge("gpuprov_node_quarantined", "1 while the node is a repeat offender whose "
+                 "repair is not recorded (config offenders; gpuprov nodes NODE --repaired)",
+                 ["node"], registry=registry)
     lock = Info("gpuprov_lock", "The versions lock the node's latest run was given", ["node"],
                 registry=registry)
 
@@ -68,7 +72,9 @@ def fleet_registry(ledger: Ledger, hosts: Iterable[str] = ()) -> CollectorRegist
     provisioning = ledger.last_provisioning()
     locks = ledger.last_locks()
     nodes = sorted({*hosts, *verdicts, *provisioning})
+    quarantined = quarantine(ledger, time.time())
     for node in nodes:
+        held.labels(node).set(1 if node in quarantined else 0)
         result = verdicts.get(node)
         current = str(result.verdict) if result else NEVER
         for name in STATES:

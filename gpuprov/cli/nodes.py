@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import getpass
+import socket
 import time
 
 import click
@@ -9,9 +11,9 @@ import click
 from gpuprov.config import configured_inventory
 from gpuprov.console import text_table
 from gpuprov.errors import InputError
-from gpuprov.hardware_history import gpu_swaps, offenders
+from gpuprov.hardware_history import gpu_swaps, offenders, quarantine_reason
 from gpuprov.ledger import Ledger
-from gpuprov.lifecycle import expires_at, node_state
+from gpuprov.lifecycle import expires_at, node_state, quarantine
 from gpuprov.settings import acceptance_periods, offender_rule
 
 
@@ -35,18 +37,29 @@ def _inventory_hosts(option: str | None) -> list[str]:
               help="Also list this inventory's hosts that the ledger has never seen.")
 @click.option("--offenders", "list_offenders", is_flag=True,
               help="The nodes and GPUs (by serial) rejected again and again: `offenders."
-                   "rejections` times within `offenders.within` (3 in 30d by default).")
-def nodes(node: str | None, inventory_option: str | None, list_offenders: bool) -> None:
+                   "rejections` times within `offenders.within` (3 in 30d by default), "
+                   "since their node's latest repair.")
+@click.option("--repaired", "repair_note", metavar="NOTE",
+              help="With NODE: record that a person repaired it (NOTE: the ticket, what was "
+                   "done). Ends its quarantine; its next validation counts afresh.")
+def nodes(node: str | None, inventory_option: str | None, list_offenders: bool,
+          repair_note: str | None) -> None:
     """Each node's state: never validated, accepted, rejected, unreachable, expired (an
     acceptance older than the configured period, `acceptance.valid_for`, a week by default),
-    or needs-validation (changed by a provisioning run since its verdict), since when, until
-    when an acceptance holds, why and by which run, and its last provisioning outcome. With
-    NODE: its history."""
+    needs-validation (changed by a provisioning run or repaired since its verdict), or
+    quarantined (a repeat offender whose repair is not recorded), since when, until when an
+    acceptance holds, why and by which run, and its last provisioning outcome. With NODE:
+    its history."""
     ledger = Ledger()
     if list_offenders:
-        if node:
-            raise InputError("--offenders lists every node: not with NODE")
+        if node or repair_note is not None:
+            raise InputError("--offenders lists every node: not with NODE or --repaired")
         _offenders(ledger)
+        return
+    if repair_note is not None:
+        if not node:
+            raise InputError("--repaired: name the NODE that was repaired")
+        _repaired(ledger, node, repair_note)
         return
     if node:
         _history(ledger, node)
@@ -63,15 +76,19 @@ def nodes(node: str | None, inventory_option: str | None, list_offenders: bool) 
     rows = []
     now = time.time()
     period = acceptance_periods()   # the configuration read once, not per node
+    held = quarantine(ledger, now)
+    repaired = ledger.last_repairs()
     for host in known:
         result = verdicts.get(host)
         outcome = provisioned.get(host)
         valid_for = period(result.profile) if result else None
-        rows.append((host, node_state(result, outcome, now, valid_for),
+        rows.append((host, node_state(result, outcome, now, valid_for, repaired.get(host),
+                                      host in held),
                      _when(result.judged_at if result else None),
                      result.run_id if result else "-", outcome[1].outcome if outcome else "-",
                      _drift(drifts.get(host)), _when(expires_at(result, valid_for)),
-                     result.reason if result else "-"))
+                     quarantine_reason(held[host]) if host in held
+                     else result.reason if result else "-"))
     click.echo(text_table(("NODE", "STATE", "SINCE", "RUN", "PROVISIONED", "DRIFT", "UNTIL",
                            "WHY"), rows))
     for run in unfinished:
@@ -88,9 +105,25 @@ def _drift(report) -> str:
     return report.state
 
 
+def _repaired(ledger: Ledger, node: str, note: str) -> None:
+    """A repair recorded: only for a node the ledger knows (a typo is not a repair)."""
+    note = " ".join(note.split())
+    if not note:
+        raise InputError(f"--repaired {node}: say what was repaired (a ticket, the part)")
+    if not ledger.node_results(node=node) and not ledger.outcomes_of(node):
+        raise InputError(f"--repaired {node}: no run of this node is recorded ({ledger.path})")
+    held = quarantine(ledger, time.time()).get(node)
+    repair = ledger.record_repair(node, note, f"{getpass.getuser()}@{socket.gethostname()}")
+    was = f"its quarantine ended ({quarantine_reason(held)})" if held else "it was not quarantined"
+    click.echo(f"{node}: repair recorded {_when(repair.at)} by {repair.recorded_by}: {note}; "
+               f"{was}; its next validation counts afresh (validate --stale picks it)")
+
+
 def _offenders(ledger: Ledger) -> None:
     count, within = offender_rule()
-    found = offenders(ledger.node_results(), count, within, time.time())
+    now = time.time()
+    found = offenders(ledger.rejected_since(now - within), count, within, now,
+                      ledger.last_repairs())
     days = f"{within / 86400:g} day(s)"
     if not found:
         click.echo(f"no repeat offender: no node or GPU rejected {count} times in {days}")
@@ -99,7 +132,9 @@ def _offenders(ledger: Ledger) -> None:
         (o.name, str(len(o.rejections)), _when(o.rejections[-1][1]),
          " ".join(run for run, _, _ in o.rejections), o.rejections[-1][2])
         for o in found]))
-    click.echo(f"({count} or more rejections within {days}: the configuration's offenders)")
+    click.echo(f"({count} or more rejections within {days} since the node's latest repair: "
+               "the configuration's offenders; each node quarantined until "
+               "`gpuprov nodes NODE --repaired NOTE`)")
 
 
 def _history(ledger: Ledger, node: str) -> None:
@@ -125,6 +160,8 @@ def _history(ledger: Ledger, node: str) -> None:
             state = (r.verdict or f"{run.status} (judged {r.judged})") if r else run.status
             events.append((run.started_at, "validate", run.id, state,
                            f"{r.reason} [{r.evidence_dir}]" if r else ""))
+    for repair in ledger.repairs(node):
+        events.append((repair.at, "repaired", "-", repair.recorded_by, repair.note))
     for action in ledger.slurm_actions(host=node):
         events.append((action.at, "slurm", action.run_id, f"{action.action} {action.result}",
                        f"{action.reason}{': ' + action.detail if action.detail else ''}"))

@@ -103,10 +103,13 @@ def _rollback_lock(ledger: Ledger, hosts: list[str]) -> tuple:
               help="Bring NODEs back to their versions lock before the last change: that of "
                    "their last converged run after a failed one, else of the converged run "
                    "before the last, from the ledger. The inventory's lock is not changed.")
+@click.option("--full", is_flag=True,
+              help="Run every task on every host, even those in sync with their last full "
+                   "run (by default such a host is skipped, saying so).")
 def provision(rollback_nodes: tuple[str, ...], inventory_option: str | None, limit: str | None,
               tags: str | None, check: bool, diff: bool, forks: int, serial: str | None,
               allow_reboot: bool, reboot_serial: str, retry_failed: bool, with_slurm: bool,
-              rollback: bool) -> None:
+              rollback: bool, full: bool) -> None:
     """Provision the inventory's hosts: exit 0 all converged, 1 any not, 2 bad input."""
     if retry_failed and limit:
         raise InputError("--retry-failed and --limit: give one (the retry picks its hosts)")
@@ -143,9 +146,12 @@ def provision(rollback_nodes: tuple[str, ...], inventory_option: str | None, lim
         limit=limit, retry_failed=retry_failed, rollback_to=target,
         slurm=site_settings.slurm() if with_slurm else None,
         variables={h: inventory.variables(h) for h in hosts} if with_slurm else None,
-        metrics_dir=metrics_dir), click.echo, lambda line: click.echo(line, err=True))
+        metrics_dir=metrics_dir, keep_baselines=not check and not tags,
+        skip_in_sync=not (check or tags or full or rollback)),
+        click.echo, lambda line: click.echo(line, err=True))
     click.echo(_summary(done.outcomes))
-    click.echo(f"log: {done.log_path}")
+    click.echo(f"log: {done.log_path}" if done.log_path.exists()
+               else "log: none (no host ran the playbook)")
     if len(done.outcomes) < len(hosts):
         click.echo(f"{len(hosts) - len(done.outcomes)} host(s) not provisioned: their jobs did "
                    "not end in time", err=True)

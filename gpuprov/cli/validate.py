@@ -14,9 +14,10 @@ from gpuprov import settings as site_settings
 from gpuprov.cli import options
 from gpuprov.config import resolve_inventory
 from gpuprov.errors import InputError
+from gpuprov.hardware_history import quarantine_reason
 from gpuprov.inventory import Inventory, pick_nodes
 from gpuprov.ledger import Ledger
-from gpuprov.lifecycle import stale_nodes
+from gpuprov.lifecycle import quarantine, stale_nodes
 from gpuprov.metrics import configured_textfile_dir
 from gpuprov.profiles import load_profile
 from gpuprov.slurm.cluster import Slurm, connect
@@ -138,8 +139,13 @@ def _idle_in_slurm(inventory: Inventory, hosts: list[str], say) -> list[str]:
 
 
 def _stale(hosts: list[str]) -> list[str]:
-    """The hosts `--stale` re-validates, by the ledger's verdicts and provisioning runs."""
+    """The hosts `--stale` re-validates, by the ledger's verdicts, provisioning runs and
+    repairs; a quarantined one is named and left out."""
     ledger = Ledger()
+    now = time.time()
+    held = quarantine(ledger, now)
+    for host in sorted(held.keys() & set(hosts)):
+        click.echo(f"{host}: not picked: {quarantine_reason(held[host])}")
     return stale_nodes(hosts, ledger.current_verdicts(checks=False),
-                       ledger.last_provisioning(), time.time(),
-                       site_settings.acceptance_periods())
+                       ledger.last_provisioning(), now, site_settings.acceptance_periods(),
+                       ledger.last_repairs(), held)

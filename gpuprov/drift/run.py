@@ -14,10 +14,12 @@ from gpuprov.remote import probing
 
 # the roles' variables that say where a host keeps what the probe reads
 ROLE_VARIABLES = ("nvidia_driver_module_version_file", "pytorch_env_smoke_dir",
-                  "docker_source")
+                  "docker_source", "nvidia_driver_kernel_release_command",
+                  "gpudirect_sys_module_dir")
 
 
-def _where(variables: dict) -> probe.Where:
+def where_of(variables: dict) -> probe.Where:
+    """Where the host keeps what the probe reads (its role variables, else a server's)."""
     return probe.Where(
         module_file=str(variables.get("nvidia_driver_module_version_file") or
                         probe.MODULE_FILE),
@@ -39,7 +41,7 @@ def _check(host: str, lock: Lock, variables: dict, inventory: Path,
            control_dir: Path) -> DriftReport:
     try:
         output = probing.run_script(host, inventory, control_dir,
-                                    probe.script(_where(variables)), probe.MARK)
+                                    probe.script(where_of(variables)), probe.MARK)
         state = probe.parse(output, f"host {host}")
     except (probing.ProbeFailed, InputError) as exc:
         return DriftReport(host, "unreachable", [str(exc)])

@@ -1,5 +1,6 @@
 """The ledger: every provisioning and validation run, each host's outcome, each node's
-verdict with its check results, evidence path and GPU serials.
+verdict with its check results, evidence path and GPU serials, and each repair a person
+recorded.
 
 An SQLite file by default, or a PostgreSQL database shared by several controllers
 (`GPUPROV_LEDGER=postgresql://…`; store.py), created on first use, schema
@@ -12,7 +13,8 @@ as it is judged (nothing collected is lost), but its verdict only when the whole
 finishes: a killed run leaves no node accepted. A run is refused while another live run
 holds one of its hosts (on PostgreSQL, a run of any controller: the database holds the
 claim and drops it when the run's connection ends). Only versions, host names, check
-results and paths are stored: never variables or secrets (nor a database password).
+results, paths and repair notes are stored: never variables or secrets (nor a database
+password).
 """
 
 from __future__ import annotations
@@ -21,17 +23,26 @@ import os
 from pathlib import Path
 
 from gpuprov.config import state_dir
+from gpuprov.ledger.baselines import BaselinesRepository
 from gpuprov.ledger.drift import DriftRepository
 from gpuprov.ledger.provisioning import ProvisioningRepository
-from gpuprov.ledger.records import DriftReport, HostBusy, RunRecord, SlurmAction
+from gpuprov.ledger.records import (
+    DriftReport,
+    HostBusy,
+    ProvisionBaseline,
+    Repair,
+    RunRecord,
+    SlurmAction,
+)
+from gpuprov.ledger.repairs import RepairsRepository
 from gpuprov.ledger.runs import RunsRepository
 from gpuprov.ledger.schema import MIGRATIONS
 from gpuprov.ledger.slurm import SlurmRepository
 from gpuprov.ledger.store import open_store
 from gpuprov.ledger.verdicts import VerdictsRepository
 
-__all__ = ["LEDGER_ENV", "MIGRATIONS", "DriftReport", "HostBusy", "Ledger", "RunRecord",
-           "SlurmAction", "default_location"]
+__all__ = ["LEDGER_ENV", "MIGRATIONS", "DriftReport", "HostBusy", "Ledger",
+           "ProvisionBaseline", "Repair", "RunRecord", "SlurmAction", "default_location"]
 
 LEDGER_ENV = "GPUPROV_LEDGER"
 
@@ -42,9 +53,9 @@ def default_location() -> str:
 
 
 class Ledger(RunsRepository, VerdictsRepository, ProvisioningRepository, DriftRepository,
-             SlurmRepository):
+             SlurmRepository, RepairsRepository, BaselinesRepository):
     """One ledger, its concerns in their own modules (runs, verdicts, provisioning, drift,
-    Slurm) over one store."""
+    Slurm, repairs, provisioning baselines) over one store."""
 
     def __init__(self, location: Path | str | None = None) -> None:
         self.store = open_store(str(location or default_location()))

@@ -1,5 +1,6 @@
 """What the ledger hands back besides the model's results: a run's record, a host's drift
-report, a Slurm action, and the refusal of a run whose host another live run holds."""
+report, a Slurm action, a repair, a provisioning baseline, and the refusal of a run whose
+host another live run holds."""
 
 from __future__ import annotations
 
@@ -27,6 +28,24 @@ class SlurmAction:
     detail: str = ""
     run_id: str = ""
     at: float = 0.0
+
+
+@dataclass(frozen=True)
+class Repair:
+    node: str
+    at: float
+    note: str             # the ticket, what was done: a person's words
+    recorded_by: str      # user@controller
+
+
+@dataclass(frozen=True)
+class ProvisionBaseline:
+    host: str
+    run_id: str           # the full converged run that left it (or that skipped the host)
+    fingerprint: str      # the run's inputs for the host, hashed
+    files: list           # paths the run named
+    units: list           # units the run started or enabled
+    snapshot: dict        # insync.snapshot_of: what the host showed after it
 
 
 class HostBusy(InputError):

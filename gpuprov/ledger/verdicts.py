@@ -51,6 +51,15 @@ class VerdictsRepository(LedgerBase):
                               args).fetchall()
             return [self._node_result(db, row) for row in rows]
 
+    def rejected_since(self, since: float) -> list[NodeResult]:
+        """Every final rejection judged at or after `since` (oldest first), with its checks
+        and GPUs: what repeat offenders are counted from."""
+        with self._connect() as db:
+            rows = db.execute("SELECT * FROM node_results WHERE verdict = ? AND judged_at >= ?"
+                              " ORDER BY judged_at, node",
+                              (str(Verdict.REJECTED), since)).fetchall()
+            return [self._node_result(db, row) for row in rows]
+
     @property
     def _order(self) -> str:
         # rows written before schema 5 have no seq; SQLite's rowid is their order

@@ -22,6 +22,7 @@ import ansible_runner
 from gpuprov import collection
 from gpuprov.errors import CommandFailed, EnvironmentProblem
 from gpuprov.model import HostOutcome, Outcome
+from gpuprov.provision.insync import Touched
 
 PLAYBOOK = collection.PLAYBOOKS / "provision.yml"
 # playbooks/report_state.yml's custom stats: {host: waits for a reboot}, and {host: waits
@@ -119,6 +120,8 @@ class EventSink:
     def __init__(self, hosts: list[str], listener: Listener) -> None:
         self.state = RunState({h: HostProgress() for h in hosts})
         self._listener = listener
+        # each host's files and units its task results named (the in-sync skip's baseline)
+        self.touched = {h: Touched() for h in hosts}
 
     def __call__(self, event: dict) -> bool:
         """Returns whether ansible-runner keeps the event in the run's artifacts."""
@@ -150,8 +153,11 @@ class EventSink:
             # Not kept in the run's job_events: a file per host and task that says only that
             # it started (two in five events; the result events carry task, host and time).
             return False
+        elif kind == "runner_item_on_ok":
+            self.touched[host].note(data.get("task_action", ""), data.get("res", {}))
         elif kind == "runner_on_ok":
             res = data.get("res", {})
+            self.touched[host].note(data.get("task_action", ""), res)
             progress.ok += 1
             if res.get("changed"):
                 progress.changed += 1
@@ -206,8 +212,9 @@ class EventSink:
 
 
 def run_playbook(run_dir: Path, run_id: str, options: Options, listener: Listener
-                 ) -> tuple[list[HostOutcome], Path]:
-    """Run the playbook; returns each host's outcome and the path of the full log."""
+                 ) -> tuple[list[HostOutcome], Path, dict[str, Touched]]:
+    """Run the playbook; returns each host's outcome, the path of the full log, and the
+    files and units each host's task results named."""
     if not PLAYBOOK.is_file():
         raise EnvironmentProblem(f"{PLAYBOOK} not found: this gpuprov install lacks its "
                                  f"collection {collection.FQCN}; reinstall it")
@@ -245,4 +252,4 @@ def run_playbook(run_dir: Path, run_id: str, options: Options, listener: Listene
         reason = text.splitlines()[-1] if text else f"ansible-runner {result.status}"
         raise CommandFailed(f"ansible-playbook ran no task (rc {result.rc}): {reason} "
                             f"(log: {log})")
-    return sink.outcomes(), log
+    return sink.outcomes(), log, sink.touched

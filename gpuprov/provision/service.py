@@ -1,8 +1,9 @@
 """The provisioning use case, apart from any command line: once the hosts are chosen and
-their lock and state judged (preflight, doctor), record the run, hold the hosts in Slurm
-where asked, run the collection's playbook with a live view, record every host's outcome,
-release Slurm and publish the metrics. `gpuprov provision` chooses the hosts, prints the
-judgements, calls `provision()` and renders what it returns.
+their lock and state judged (preflight, doctor), skip the hosts still in sync with their last
+full run (insync.py), record the run, hold the others in Slurm where asked, run the
+collection's playbook on them with a live view, record every host's outcome and each
+converged host's new baseline, release Slurm and publish the metrics. `gpuprov provision`
+chooses the hosts, prints the judgements, calls `provision()` and renders what it returns.
 """
 
 from __future__ import annotations
@@ -12,12 +13,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from gpuprov.config import state_dir
+from gpuprov.drift.run import host_plans
 from gpuprov.inventory import Inventory
-from gpuprov.ledger import Ledger, RunRecord
+from gpuprov.ledger import Ledger, ProvisionBaseline, RunRecord
 from gpuprov.metrics import publish_after_run
 from gpuprov.model import HostOutcome, Outcome
+from gpuprov.provision import insync
 from gpuprov.provision.progress import view_for
 from gpuprov.provision.runner import Options, run_playbook
+from gpuprov.remote import probing
 from gpuprov.runs import new_run_id
 from gpuprov.slurm.gate import SlurmGate
 
@@ -35,6 +39,10 @@ class ProvisionRequest:
     slurm: dict | None = None              # the config file's slurm section, to drain first
     variables: dict[str, dict] | None = None            # each host's, for Slurm's node names
     metrics_dir: Path | None = None
+    # record each converged host's baseline (a run of the whole playbook, not --check)
+    keep_baselines: bool = False
+    # skip the hosts in sync with their baseline (not with --full or --rollback)
+    skip_in_sync: bool = False
 
 
 @dataclass(frozen=True)
@@ -53,35 +61,87 @@ class ProvisionRun:
         return 1 if self.not_converged or len(self.outcomes) < len(self.hosts) else 0
 
 
+def _in_sync(ledger: Ledger, request: ProvisionRequest, inputs: dict[str, str], say: Say
+             ) -> dict[str, HostOutcome]:
+    """The hosts to skip, each with its outcome (converged, nothing run, why); every other
+    host is named with what makes it run in full."""
+    hosts = request.playbook.hosts
+    baselines = ledger.current_baselines(hosts, besides="")
+    plans = host_plans(request.inventory, hosts)
+    path = request.playbook.inventory.resolve()
+    decisions = probing.on_hosts(hosts, lambda host, control: insync.decide(
+        host, path, control, plans[host][0], plans[host][1], inputs[host],
+        baselines.get(host)), request.playbook.forks)
+    skipped = {}
+    for decision in decisions:
+        if decision.skip:
+            say(f"{decision.host}: skipped: {decision.why} (--full runs every task)")
+            skipped[decision.host] = HostOutcome(decision.host, Outcome.CONVERGED, 0, 0, 0, 0,
+                                                 False, f"skipped: {decision.why}")
+        else:
+            say(f"{decision.host}: full run: {decision.why}")
+    return skipped
+
+
+def _new_baselines(ledger: Ledger, request: ProvisionRequest, run_id: str,
+                   outcomes: list[HostOutcome], touched: dict, inputs: dict[str, str],
+                   skipped: dict[str, HostOutcome]) -> None:
+    """Each converged host's baseline: read afresh where the playbook ran, carried over
+    (under this run) where it was skipped."""
+    path = request.playbook.inventory.resolve()
+    ran = [o.host for o in outcomes if o.outcome == Outcome.CONVERGED and o.host in touched]
+    plans = host_plans(request.inventory, ran) if ran else {}
+    taken = probing.on_hosts(ran, lambda host, control: insync.take(
+        host, run_id, path, control, plans[host][1], inputs[host], touched[host]),
+        request.playbook.forks) if ran else []
+    kept = ledger.current_baselines(list(skipped), besides=run_id) if skipped else {}
+    carried = [ProvisionBaseline(b.host, run_id, b.fingerprint, b.files, b.units, b.snapshot)
+               for b in kept.values()]
+    ledger.record_baselines(run_id, [b for b in taken if b is not None] + carried)
+
+
 def provision(request: ProvisionRequest, say: Say, warn: Say) -> ProvisionRun:
     ledger = Ledger()
     run_id = new_run_id("provision")
     options, target = request.playbook, request.rollback_to
+    inputs = {h: insync.fingerprint(request.locks[h], request.inventory.settings(h))
+              for h in options.hosts} if request.keep_baselines else {}
+    skipped = _in_sync(ledger, request, inputs, say) if request.skip_in_sync else {}
+    options = replace(options, hosts=[h for h in options.hosts if h not in skipped])
     gate = None
-    if request.slurm is not None:
+    if request.slurm is not None and options.hosts:
         # slurmctld answers and knows every host, before anything changes
-        gate = SlurmGate.opened(request.slurm, ledger, run_id, request.variables or {},
-                                shadow=False, say=say)
+        gate = SlurmGate.opened(request.slurm, ledger, run_id,
+                                {h: v for h, v in (request.variables or {}).items()
+                                 if h in options.hosts}, shadow=False, say=say)
     run_dir = state_dir() / "runs" / run_id
     log_path = run_dir / "artifacts" / run_id / "stdout"
-    ledger.start_run(run_id, "provision", str(options.inventory.resolve()), options.hosts,
+    ledger.start_run(run_id, "provision", str(options.inventory.resolve()),
+                     request.playbook.hosts,
                      {"check": options.check, "diff": options.diff, "tags": options.tags,
                       "limit": request.limit, "forks": options.forks, "serial": options.serial,
                       "allow_reboot": options.allow_reboot,
                       "retry_failed": request.retry_failed, "strategy": options.strategy,
+                      "skip_in_sync": request.skip_in_sync,
                       "rollback_to": target[0].id if target else None},
                      request.locks, str(log_path))
-    say(f"run {run_id}: {len(options.hosts)} host(s){' (check mode)' if options.check else ''}")
+    say(f"run {run_id}: {len(request.playbook.hosts)} host(s)"
+        f"{' (check mode)' if options.check else ''}"
+        f"{f', {len(skipped)} skipped in sync' if skipped else ''}")
     if target:
         say(f"rollback to the lock of run {target[0].id}: " + ", ".join(
             f"{k} {v}" for k, v in target[1].items() if v not in ("", None)))
-    hosts = options.hosts
+    hosts = request.playbook.hosts
     if gate:
         options = replace(options, hosts=gate.hold("provisioning"))
     outcomes: list = []
+    touched: dict = {}
     if options.hosts:
         with view_for(options.hosts) as view:
-            outcomes, log_path = run_playbook(run_dir, run_id, options, view)
+            outcomes, log_path, touched = run_playbook(run_dir, run_id, options, view)
+    outcomes = sorted([*outcomes, *skipped.values()], key=lambda o: hosts.index(o.host))
+    if request.keep_baselines:
+        _new_baselines(ledger, request, run_id, outcomes, touched, inputs, skipped)
     ledger.finish_run(run_id, outcomes)
     if gate:
         gate.after_provisioning({o.host: o for o in outcomes})

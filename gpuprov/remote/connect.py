@@ -55,11 +55,15 @@ def harden(backend: SshBackend, control_dir: Path) -> None:
     # the inventory's own settings (or its ssh config, via -F) win over these defaults
     options = [f"-o {k}={v}" for k, v in SSH_DEFAULTS.items() if k.lower() not in given]
     backend.ssh_extra_args = " ".join([extra, *options]).strip()
-    if not backend.controlpath and "controlpath" not in given:
+    # testinfra keeps one host object per node for the process: a later call's control
+    # directory replaces ours (an earlier call's may be gone), never the inventory's own
+    ours = getattr(backend, "gpuprov_controlpath", False)
+    if (ours or not backend.controlpath) and "controlpath" not in given:
         control_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         # socket paths are limited to ~100 bytes: a short hash names the connection
         name = hashlib.sha256(str(backend.host).encode()).hexdigest()[:12]
         backend.controlpath = str(control_dir / name)
+        backend.gpuprov_controlpath = True
 
 
 def prime_inventory(inventory: Path) -> None:

@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from gpuprov.hardware_history import Offender, quarantine_reason
 from gpuprov.ledger import Ledger, SlurmAction
 from gpuprov.model import HostOutcome, NodeResult
 from gpuprov.settings import SlurmSettings
@@ -91,8 +92,10 @@ class SlurmGate:
         except SlurmError as exc:
             return {h: [f"Slurm did not answer: {exc}"] for h in watched}
 
-    def act_on(self, results: dict[str, NodeResult]) -> str | None:
-        """The verdicts' steps; the circuit breaker's message when it tripped."""
+    def act_on(self, results: dict[str, NodeResult],
+               quarantined: dict[str, list[Offender]] | None = None) -> str | None:
+        """The verdicts' steps (a quarantined node stays drained whatever its verdict);
+        the circuit breaker's message when it tripped."""
         try:
             now = self.slurm.nodes()
         except SlurmError as exc:
@@ -100,8 +103,9 @@ class SlurmGate:
                 self._record(step, "shadow" if self.shadow else "failed",
                              f"slurmctld not reachable after the run: {exc}")
             return f"slurmctld not reachable after the run: {exc}"
-        steps, tripped = policy.after_verdicts(self.names, self.before, now, results,
-                                               self.held, self.settings.max_drain_share)
+        steps, tripped = policy.after_verdicts(
+            self.names, self.before, now, results, self.held, self.settings.max_drain_share,
+            {host: quarantine_reason(found) for host, found in (quarantined or {}).items()})
         if tripped:
             self.say(f"slurm: {tripped}")
         for step in steps:

@@ -6,7 +6,8 @@ Pure functions (gate.py carries them out), so every rule is tested without a clu
   new job lands on it while it is provisioned or soaked;
 - after the verdicts, a rejected or unreachable node is drained with the failing check and
   its summary; an accepted node is resumed only when its drain reason is gpuprov's own —
-  a reason someone else set is never cleared, nor replaced;
+  a reason someone else set is never cleared, nor replaced — and it is not quarantined (a
+  repeat offender stays drained, with that reason, until its repair is recorded);
 - a circuit breaker: when the run would take more than `max_share` of a partition out of
   service (counting only nodes that were in service before the run), it drains none and
   puts back those it drained to run: a wide rejection is far likelier a fault of the
@@ -83,15 +84,24 @@ def to_hold(names: dict[str, str], cluster: dict[str, SlurmNode], purpose: str,
 
 def after_verdicts(names: dict[str, str], before: dict[str, SlurmNode],
                    now: dict[str, SlurmNode], results: dict[str, NodeResult],
-                   held: set[str], max_share: float) -> tuple[list[Step], str | None]:
+                   held: set[str], max_share: float,
+                   quarantined: dict[str, str] | None = None) -> tuple[list[Step], str | None]:
     """The steps after the verdicts, and the circuit breaker's message when it trips.
-    `before`: Slurm's state before the run; `held`: the nodes this run drained to run."""
+    `before`: Slurm's state before the run; `held`: the nodes this run drained to run;
+    `quarantined`: host -> why, for the repeat offenders."""
     steps: list[Step] = []
     out_of_service: list[str] = []
+    quarantined = quarantined or {}
     for host, result in results.items():
         name = names[host]
         node = now[name]
-        if result.judged == Verdict.ACCEPTED:
+        if result.judged == Verdict.ACCEPTED and host in quarantined and (
+                node.in_service or ours(node)):
+            steps.append(Step(host, name, "drain", f"{PREFIX} {shorten(quarantined[host])} "
+                                                   f"(run {result.run_id})"))
+            if before[name].in_service:
+                out_of_service.append(name)
+        elif result.judged == Verdict.ACCEPTED:
             if not node.in_service and ours(node):
                 steps.append(Step(host, name, "resume", "accepted"))
             elif not node.in_service:

@@ -17,10 +17,11 @@ from pathlib import Path
 from gpuprov.checks.run import judge
 from gpuprov.config import state_dir
 from gpuprov.errors import InputError
-from gpuprov.escalation import escalate
+from gpuprov.escalation import escalate, escalate_offender
 from gpuprov.evidence import Evidence
 from gpuprov.inventory import Inventory
 from gpuprov.ledger import Ledger, RunRecord
+from gpuprov.lifecycle import quarantine
 from gpuprov.lock import Lock
 from gpuprov.metrics import publish_after_run
 from gpuprov.model import CheckResult, NodeResult, Status, Verdict
@@ -29,6 +30,7 @@ from gpuprov.preflight import host_profile
 from gpuprov.profiles import Profile, load_profile
 from gpuprov.remote.connect import prime_inventory
 from gpuprov.runs import new_run_id
+from gpuprov.settings import offender_rule
 from gpuprov.slurm.gate import SlurmGate
 from gpuprov.validation.collect import NodeSettings
 from gpuprov.validation.fabric_rack import (
@@ -129,6 +131,7 @@ def validate(request: ValidationRequest, say: Say, warn: Say) -> ValidationRun:
     plan = _plan(request)
     path = request.inventory.path
     ledger = Ledger()
+    rule = offender_rule()     # a bad `offenders` setting: exit 2 before anything runs
     gate = None
     if request.slurm is not None:
         # slurmctld answers and knows every node, before the run starts
@@ -150,23 +153,31 @@ def validate(request: ValidationRequest, say: Say, warn: Say) -> ValidationRun:
         jobs = [job for job in jobs if job.settings.node in cleared]
     with view_for([job.settings.node for job in jobs], request.json_progress) as view:
         validate_all(jobs, view, request.parallel, lambda result: ledger.record_node(
-            plan.run_id, escalate(result, ledger.node_results(node=result.node))))
+            plan.run_id, _escalated(ledger, result, rule)))
     if request.fabric:
         floor = floor_for(request.hosts, plan.variables, plan.profiles, request.fabric_floor)
-        _fabric_stage(ledger, plan, path, jobs, floor, say)
+        _fabric_stage(ledger, plan, path, jobs, floor, rule, say)
     ledger.finish_validation(plan.run_id)
     tripped = None
     if gate:
         judged = {r.node: r for r in ledger.node_results(plan.run_id)}
-        tripped = gate.act_on(judged)
+        tripped = gate.act_on(judged, quarantine(ledger, time.time()))
         gate.release_unjudged(set(judged))
     publish_after_run(ledger, request.metrics_dir, request.inventory.hosts(), warn)
     return ValidationRun(ledger.run(plan.run_id), ledger.node_results(plan.run_id),
                          request.hosts, tripped)
 
 
+def _escalated(ledger: Ledger, result: NodeResult, rule: tuple[int, float]) -> NodeResult:
+    """The result with its actions raised by the node's history: a fault repeated after
+    its reset or reboot, a repeat offender (`rule`: the `offenders` setting)."""
+    history = ledger.node_results(node=result.node)     # this run's own row skipped
+    result = escalate(result, history)
+    return escalate_offender(result, history, *rule, ledger.last_repairs().get(result.node))
+
+
 def _fabric_stage(ledger: Ledger, plan: _Plan, inventory: Path, jobs: list[NodeJob],
-                  floor: tuple[float | None, str], say: Say) -> None:
+                  floor: tuple[float | None, str], rule: tuple[int, float], say: Say) -> None:
     """The fabric test over the nodes accepted so far; each member judged again with it."""
     results = {r.node: r for r in ledger.node_results(plan.run_id)}
     members = [j for j in jobs if results[j.settings.node].judged == Verdict.ACCEPTED]
@@ -181,8 +192,7 @@ def _fabric_stage(ledger: Ledger, plan: _Plan, inventory: Path, jobs: list[NodeJ
                     say)
     for job in members:
         result = rejudge(job, results[job.settings.node].started_at)
-        history = ledger.node_results(node=job.settings.node)   # escalate skips this run's
-        ledger.rejudge_node(plan.run_id, escalate(result, history))
+        ledger.rejudge_node(plan.run_id, _escalated(ledger, result, rule))
 
 
 @dataclass(frozen=True)

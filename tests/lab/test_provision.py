@@ -1,7 +1,8 @@
 """`gpuprov provision` on the lab's three nodes of different kinds, as an operator runs it
 (the CLI as a subprocess, the lab's inventory and versions lock): bad input changes no
-host; a full provision from bare nodes converges; a second run and --check (from the wheel,
-installed into a fresh virtualenv) change nothing; the collection, installed with
+host; a full provision from bare nodes converges; a second run skips the hosts in sync and runs
+one changed by hand in full, and --check (from the wheel, installed into a fresh
+virtualenv) changes nothing; the collection, installed with
 ansible-galaxy, converges a node from a site's own playbook;
 `gpuprov drift` names what was changed by hand on one node and nothing on the others;
 `gpuprov doctor` finds each of the lab's doctor faults as a blocker, and provisioning
@@ -201,10 +202,40 @@ def test_full_provision_from_bare_nodes(rack):
             ] == [[host, "never-validated", "converged"] for host in NODES]
 
 
-def test_second_run_changes_nothing(rack):
+def test_second_run_skips_in_sync_hosts_and_runs_a_changed_one_in_full(rack):
+    """Issue 41: a second run skips every host still as the first left it (nothing run,
+    saying why); a hold dropped by hand on node01 and a rendered file edited on node02 make
+    those two run in full (and put back) while node03 is skipped; `--full` walks every
+    task of a host in sync and changes nothing."""
+    def skipped(table: dict, host: str) -> bool:
+        row = table[host]
+        return row["detail"].startswith("skipped: in sync with run p") and row["ok"] == 0
+
     result = rack.provision()
     assert result.returncode == 0, result.stdout[-5000:]
-    assert {h: r["changed"] for h, r in summary(result.stdout).items()} == dict.fromkeys(NODES, 0)
+    table = summary(result.stdout)
+    assert all(skipped(table, host) for host in NODES), table
+    assert "log: none (no host ran the playbook)" in result.stdout
+    by_hand = [rack.lab.ssh("node01", "apt-mark unhold nvidia-container-toolkit"),
+               rack.lab.ssh("node02", "echo '# by hand' >> /etc/modprobe.d/blacklist-nouveau.conf")]
+    assert all(r.returncode == 0 for r in by_hand), [r.stderr for r in by_hand]
+    result = rack.provision()
+    assert result.returncode == 0, result.stdout[-5000:]
+    table = summary(result.stdout)
+    assert "node01: full run: drifted: hold on nvidia-container-toolkit: expected held, found " \
+           "not held" in result.stdout, result.stdout
+    assert "node02: full run: file /etc/modprobe.d/blacklist-nouveau.conf changed" \
+        in result.stdout, result.stdout
+    assert table["node01"]["changed"] >= 1 and table["node02"]["changed"] >= 1, table
+    assert skipped(table, "node03"), table
+    assert rack.lab.ssh("node01", "dpkg-query -W -f='${db:Status-Abbrev}' "
+                        "nvidia-container-toolkit").stdout.startswith("hi")     # held again
+    assert "by hand" not in rack.lab.ssh("node02", "cat /etc/modprobe.d/blacklist-nouveau.conf"
+                                         ).stdout
+    full = rack.provision("--limit", "node03", "--full")
+    assert full.returncode == 0, full.stdout[-5000:]
+    row = summary(full.stdout)["node03"]
+    assert row["ok"] > 100 and row["changed"] == 0 and row["outcome"] == "converged", row
 
 
 def test_check_mode_from_the_wheel_in_a_fresh_virtualenv_reports_no_change(rack, tmp_path):
@@ -485,7 +516,7 @@ def test_canonical_precompiled_modules_load_under_secure_boot_with_nothing_enrol
 
 
 def test_node_powered_off_mid_run_then_retry_failed(rack):
-    proc = rack.spawn()
+    proc = rack.spawn("--full")        # every host runs, whatever is in sync
     output = []
     try:
         for line in proc.stdout:
@@ -516,7 +547,7 @@ def test_node_powered_off_mid_run_then_retry_failed(rack):
 
 
 def test_kill_9_mid_run_leaves_a_clean_ledger(rack):
-    proc = rack.spawn("--limit", "node02")
+    proc = rack.spawn("--limit", "node02", "--full")
     try:
         for line in proc.stdout:
             if line.startswith("node02: Driver stack"):

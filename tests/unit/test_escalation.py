@@ -1,7 +1,11 @@
 """The same fault on the same GPU after the recommended reset or reboot escalates to rma;
-a different GPU, a different check, or a first occurrence does not."""
+a different GPU, a different check, or a first occurrence does not. A repeat offender's
+hardware actions escalate to rma; its configuration faults do not, nor does a rejection
+counted before a recorded repair."""
 
-from gpuprov.escalation import escalate
+from dataclasses import replace
+
+from gpuprov.escalation import escalate, escalate_offender
 from gpuprov.model import Action, CheckResult, GpuRef, NodeResult, Status, Verdict
 
 
@@ -62,3 +66,37 @@ def test_another_device_or_event_or_the_same_line_read_again_is_no_recurrence():
     assert escalate(now, [_kernel("v1", [{**XID, "cleared_by_reset": True}])]) is now
     # validated again without the reboot: the same line of the same boot, not a recurrence
     assert escalate(now, [_kernel("v1", [XID])]) is now
+
+
+DAY = 86400.0
+
+
+def _rejection(run_id: str, at: float, action: Action, serial: str = "1654423001592",
+               verdict: Verdict | None = Verdict.REJECTED) -> NodeResult:
+    return replace(_result(run_id, action, serial=serial, verdict=verdict), judged_at=at)
+
+
+def test_the_third_rejection_in_the_window_escalates_hardware_actions_to_rma():
+    history = [_rejection("v1", DAY, Action.REBOOT), _rejection("v2", 2 * DAY, Action.REBOOT)]
+    third = replace(_rejection("v3", 3 * DAY, Action.REBOOT, verdict=None),
+                    checks=[*_rejection("v3", 0, Action.REBOOT).checks,
+                            CheckResult("driver_version", Status.FAIL, "580.95.05 != lock",
+                                        None, {}, Action.NONE)])
+    now = escalate_offender(third, history, 3, 30 * DAY)
+    assert [c.action for c in now.checks] == ["rma", "none"]   # config stays config
+    assert now.checks[0].summary.endswith("(node07 GPU 1654423001592 rejected 3 times in 30 "
+                                          "day(s): a repeat offender, escalated to rma)")
+    # the second: not yet; a window that leaves the first out: not yet
+    assert escalate_offender(history[1], history[:1], 3, 30 * DAY) == history[1]
+    assert escalate_offender(third, history, 3, 1.5 * DAY) == third
+    # a repair recorded after v2: the count starts afresh
+    assert escalate_offender(third, history, 3, 30 * DAY, repaired_at=2.5 * DAY) == third
+
+
+def test_a_node_rejected_three_times_on_different_gpus_escalates_as_a_node():
+    history = [_rejection("v1", DAY, Action.RESET_GPU, serial="A"),
+               _rejection("v2", 2 * DAY, Action.RESET_GPU, serial="B")]
+    third = _rejection("v3", 3 * DAY, Action.RESEAT_OR_INSPECT, serial="C", verdict=None)
+    now = escalate_offender(third, history, 3, 30 * DAY)
+    assert now.checks[0].action == "rma"
+    assert "(node07 rejected 3 times in 30 day(s): a repeat offender" in now.checks[0].summary

@@ -11,8 +11,9 @@ from gpuprov import settings
 from gpuprov.checks.run import judge
 from gpuprov.errors import InputError
 from gpuprov.evidence import Evidence
-from gpuprov.hardware_history import gpu_swaps, offenders
+from gpuprov.hardware_history import gpu_swaps, offenders, quarantined
 from gpuprov.ledger import Ledger
+from gpuprov.lifecycle import quarantine, stale_nodes
 from gpuprov.profiles import load_profile
 from gpuprov.validation.collect import NodeSettings
 from gpuprov.validation.pipeline import NodeJob, _result
@@ -72,6 +73,12 @@ def test_three_rejections_make_the_node_and_its_gpu_offenders(history):
     # outside the window: the first rejection no longer counts
     first = min(r.judged_at for r in results if r.run_id == "v1")
     assert offenders(results, 3, now - first - 0.5, now) == []
+    # node08 and its GPU put node08 in quarantine; a repair after v1 lets it out
+    assert {n: [o.name for o in found] for n, found in
+            quarantined(results, 3, 30 * 86400, now).items()} == {
+        "node08": ["node08", f"node08 GPU {GPU2_SERIAL}"]}
+    v1 = next(r.judged_at for r in results if (r.run_id, r.node) == ("v1", "node08"))
+    assert quarantined(results, 3, 30 * 86400, now, {"node08": v1}) == {}
 
 
 def test_nodes_lists_offenders_and_a_node_s_history_shows_the_swap(history, tmp_path):
@@ -106,3 +113,53 @@ def test_a_period_of_never_is_refused(tmp_path, monkeypatch):
     monkeypatch.setenv(settings.CONFIG_ENV, str(path))
     with pytest.raises(InputError, match=r"offenders\.within: a period, not never"):
         settings.offender_rule()
+
+
+def test_a_quarantined_node_is_left_out_of_stale_until_its_repair_is_recorded(history,
+                                                                             tmp_path):
+    """Issue 41: `nodes` shows the quarantine and why; `--repaired` records who and what,
+    ends it, and makes the node stale (validate --stale picks it); bad input is exit 2."""
+    env = {**os.environ, "GPUPROV_LEDGER": str(history.path), "GPUPROV_INVENTORY": "",
+           settings.CONFIG_ENV: str(tmp_path / "config.yml")}
+    (tmp_path / "config.yml").write_text("acceptance:\n  valid_for: never\n")
+
+    def states() -> dict[str, str]:
+        listing = gpuprov("nodes", env=env, timeout=60, cwd=tmp_path)
+        assert listing.returncode == 0, listing.stderr
+        return {line.split()[0]: line.split()[1] for line in listing.stdout.splitlines()[1:]}
+
+    listing = gpuprov("nodes", env=env, timeout=60, cwd=tmp_path).stdout
+    assert states() == {"node07": "accepted", "node08": "quarantined"}
+    assert "quarantined: node08 rejected 3 times (runs v1, v2, v3); record the repair: " \
+           "gpuprov nodes node08 --repaired NOTE" in listing
+    stale = stale_of(history)
+    assert stale == []                             # rejected and held: not re-checked
+    for args, error in [(("node08", "--repaired", "  "), "--repaired node08: say what was "
+                                                          "repaired"),
+                        (("node99", "--repaired", "T-1"), "--repaired node99: no run of this "
+                                                          "node is recorded"),
+                        (("--repaired", "T-1"), "--repaired: name the NODE")]:
+        bad = gpuprov("nodes", *args, env=env, timeout=60, cwd=tmp_path)
+        assert bad.returncode == 2 and bad.stderr.startswith(f"gpuprov: error: {error}"), \
+            bad.stderr
+        assert len(bad.stderr.splitlines()) == 1
+    assert history.repairs("node08") == []         # nothing recorded by bad input
+    done = gpuprov("nodes", "node08", "--repaired", "RMA-4411: GPU 2 replaced", env=env,
+                   timeout=60, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "node08: repair recorded" in done.stdout and "its quarantine ended" in done.stdout
+    [repair] = history.repairs("node08")
+    assert repair.note == "RMA-4411: GPU 2 replaced" and "@" in repair.recorded_by
+    assert states() == {"node07": "accepted", "node08": "needs-validation"}
+    assert stale_of(history) == ["node08"]
+    shown = gpuprov("nodes", "node08", env=env, timeout=60, cwd=tmp_path).stdout
+    assert "repaired" in shown and "RMA-4411: GPU 2 replaced" in shown
+    none = gpuprov("nodes", "--offenders", env=env, timeout=60, cwd=tmp_path).stdout
+    assert none.startswith("no repeat offender"), none
+
+
+def stale_of(ledger: Ledger) -> list[str]:
+    now = max(r.judged_at for r in ledger.node_results()) + 1
+    return stale_nodes(["node07", "node08"], ledger.current_verdicts(checks=False),
+                       ledger.last_provisioning(), now, lambda _: None, ledger.last_repairs(),
+                       quarantine(ledger, now))

@@ -162,6 +162,27 @@ def test_after_verdicts_drains_rejected_resumes_own_and_never_clears_another_rea
     assert by_node["node05"].action == "resume"   # an earlier gpuprov drain, now accepted
 
 
+def test_a_quarantined_node_stays_drained_though_accepted_unless_drained_by_someone_else():
+    """Issue 41: a repeat offender is not put back in service by one pass."""
+    names = {n: n for n in ("node01", "node02")}
+    before = cluster(node01=("idle", ""), node02=("drained", "RMA 7781"))
+    now = {"node01": node("node01", "drained", "gpuprov: validating (run v1)"),
+           "node02": before["node02"]}
+    why = "quarantined: node01 rejected 3 times (runs v0, v0b, v0c)"
+    steps, tripped = policy.after_verdicts(
+        names, before, now, {n: result(n, Verdict.ACCEPTED) for n in names}, {"node01"}, 1.0,
+        {"node01": why, "node02": why})
+    assert tripped is None
+    by_node = {s.node: s for s in steps}
+    assert (by_node["node01"].action, by_node["node01"].reason) == (
+        "drain", f"gpuprov: {why} (run v1)")
+    assert by_node["node02"].action == "keep"      # someone else's reason stays
+    # not quarantined: the same verdict resumes it
+    steps, _ = policy.after_verdicts(names, before, now,
+                                     {"node01": result("node01", Verdict.ACCEPTED)}, set(), 1.0)
+    assert steps[0].action == "resume"
+
+
 def test_an_unreachable_node_is_drained_with_why():
     names = {"node01": "node01"}
     before = cluster(node01=("idle", ""))

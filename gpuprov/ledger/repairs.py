@@ -1,0 +1,31 @@
+"""Repairs: a person's record that a node was repaired (`gpuprov nodes NODE --repaired`),
+which ends its quarantine and makes its earlier verdict stale."""
+
+from __future__ import annotations
+
+import time
+
+from gpuprov.ledger.base import LedgerBase
+from gpuprov.ledger.records import Repair
+
+
+class RepairsRepository(LedgerBase):
+    def record_repair(self, node: str, note: str, recorded_by: str) -> Repair:
+        repair = Repair(node, time.time(), note, recorded_by)
+        with self._transaction() as db:
+            db.execute("INSERT INTO repairs (node, at, note, recorded_by) VALUES (?, ?, ?, ?)",
+                       (repair.node, repair.at, repair.note, repair.recorded_by))
+        return repair
+
+    def repairs(self, node: str) -> list[Repair]:
+        """One node's repairs, oldest first."""
+        with self._connect() as db:
+            rows = db.execute("SELECT * FROM repairs WHERE node = ? ORDER BY at",
+                              (node,)).fetchall()
+        return [Repair(r["node"], r["at"], r["note"], r["recorded_by"]) for r in rows]
+
+    def last_repairs(self) -> dict[str, float]:
+        """Each repaired node's latest repair time (one query whatever the fleet's size)."""
+        with self._connect() as db:
+            rows = db.execute("SELECT node, MAX(at) AS at FROM repairs GROUP BY node").fetchall()
+        return {r["node"]: r["at"] for r in rows}

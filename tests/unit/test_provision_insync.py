@@ -1,0 +1,113 @@
+"""Issue 41: the in-sync skip's pieces. What a run's task results name (the shapes Ansible's
+modules return, as a lab run's events carried them), the snapshot probe run for real on
+this machine with `sh` (files hashed, a link, an absent file, units, the kernel release and
+modules from the role variables), what makes a host's inputs differ, and which baseline
+still stands in the ledger."""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+
+from gpuprov.ledger import Ledger, ProvisionBaseline
+from gpuprov.model import HostOutcome
+from gpuprov.provision import insync
+
+# task results as a lab run's job events held them (res, trimmed to the keys that matter)
+COPY = {"changed": False, "path": "/etc/modprobe.d/blacklist-nouveau.conf", "state": "file",
+        "checksum": "29bf7d9e95c6c44dae0b661e0b5aaf6d80573db4",
+        "dest": "/etc/modprobe.d/blacklist-nouveau.conf"}
+DIRECTORY = {"path": "/etc/systemd/system/nvidia-persistenced.service.d", "changed": False,
+             "state": "directory"}
+DOWNLOAD = {"msg": "file already exists", "changed": False, "checksum_dest": None,
+            "dest": "/var/cache/gpuprov/gpu-burn-2024.12.tar.gz", "state": "file"}
+UNIT = {"name": "nvidia-persistenced", "changed": False, "state": "started"}
+ASSERT = {"changed": False, "msg": "All assertions passed"}
+
+
+def test_task_results_name_the_files_and_units_the_run_keeps():
+    touched = insync.Touched()
+    touched.note("ansible.builtin.copy", COPY)
+    touched.note("ansible.builtin.file", DIRECTORY)          # a directory: not hashed
+    touched.note("ansible.builtin.get_url", DOWNLOAD)
+    touched.note("ansible.builtin.systemd_service", UNIT)
+    touched.note("ansible.builtin.assert", ASSERT)
+    assert touched.files == {COPY["dest"], DOWNLOAD["dest"]}
+    assert touched.units == {"nvidia-persistenced"}
+
+
+def _probe(variables: dict, files: list[str], units: list[str]) -> dict:
+    """The snapshot script run here, as a host runs it over SSH."""
+    output = subprocess.run(["sh", "-c", insync._script(variables, files, units)],
+                            capture_output=True, text=True, timeout=60, check=False).stdout
+    snapshot, _ = insync.snapshot_of(output, "host here")
+    return snapshot
+
+
+def test_the_snapshot_hashes_files_and_reads_links_units_kernel_and_modules(tmp_path):
+    rendered = tmp_path / "gpuprov-nvidia-driver"
+    rendered.write_text("Package: nvidia-*\nPin: version 550.90.07-1\n")
+    link = tmp_path / "cuda"
+    link.symlink_to("/usr/local/cuda-12.4")
+    modules = tmp_path / "module"
+    for name in ("nvidia", "nvidia_peermem"):
+        (modules / name).mkdir(parents=True)
+    variables = {"gpudirect_sys_module_dir": str(modules),
+                 "nvidia_driver_kernel_release_command": "echo 6.1.0-gpuprov-lab"}
+    files = [str(rendered), str(link), str(tmp_path / "gone.conf")]
+    snapshot = _probe(variables, files, ["gpuprov-no-such.service"])
+    digest = hashlib.sha256(rendered.read_bytes()).hexdigest()
+    assert snapshot["files"] == sorted([f"{digest}  {rendered}",
+                                        f"link /usr/local/cuda-12.4 {link}",
+                                        f"absent - {tmp_path / 'gone.conf'}"])
+    assert snapshot["host"][0] == "6.1.0-gpuprov-lab"
+    assert snapshot["modules"] == ["nvidia", "nvidia_peermem"]
+    assert snapshot["units"][0].endswith(" gpuprov-no-such.service")
+    assert len(snapshot["packages"]) == 64         # this machine's dpkg list, hashed
+
+    # the same host read again: the same snapshot; a file edited by hand: named
+    assert _probe(variables, files, ["gpuprov-no-such.service"]) == snapshot
+    rendered.write_text(rendered.read_text() + "# by hand\n")
+    changed = _probe(variables, files, ["gpuprov-no-such.service"])
+    assert insync._differs(snapshot, changed) == f"file {rendered} changed"
+    (modules / "nouveau").mkdir()
+    rendered.write_text("Package: nvidia-*\nPin: version 550.90.07-1\n")
+    assert insync._differs(snapshot, _probe(variables, files, ["gpuprov-no-such.service"])) \
+        == "loaded kernel modules changed"
+
+
+def test_the_fingerprint_changes_with_the_lock_and_any_variable_not_with_order():
+    lock = {"driver_version": "550.90.07", "cuda_version": "12.4"}
+    variables = {"gpuprov_profile": "h100-sxm-8", "docker_source": "docker-ce"}
+    same = insync.fingerprint(dict(reversed(lock.items())), dict(reversed(variables.items())))
+    assert insync.fingerprint(lock, variables) == same
+    assert insync.fingerprint({**lock, "driver_version": "590.48.01"}, variables) != same
+    assert insync.fingerprint(lock, {**variables, "docker_source": "debian"}) != same
+    assert "550.90.07" not in same          # a hash, never the values
+
+
+def _run(ledger: Ledger, run_id: str, hosts: list[str], status: str = "finished",
+         check: bool = False) -> None:
+    ledger.start_run(run_id, "provision", "/inv/rack3.ini", hosts, {"check": check}, {}, None)
+    if status == "finished":
+        ledger.finish_run(run_id, [HostOutcome(h, "converged", 1, 0, 0, 0, False, "")
+                                   for h in hosts])
+
+
+def _baseline(host: str, run_id: str) -> ProvisionBaseline:
+    return ProvisionBaseline(host, run_id, "f" * 64, ["/etc/x"], ["docker"],
+                             {"packages": "p", "files": [], "units": [], "host": [],
+                              "modules": []})
+
+
+def test_only_the_baseline_of_a_host_s_latest_run_stands(tmp_path):
+    ledger = Ledger(tmp_path / "ledger.sqlite3")
+    _run(ledger, "p1", ["node01", "node02", "node03"])
+    ledger.record_baselines("p1", [_baseline(h, "p1") for h in ("node01", "node02", "node03")])
+    _run(ledger, "p2", ["node02"], status="running")     # unfinished: running or killed
+    _run(ledger, "p3", ["node03"], check=True)            # --check: changes nothing
+    standing = ledger.current_baselines(["node01", "node02", "node03"], besides="")
+    assert sorted(standing) == ["node01", "node03"]
+    assert standing["node01"] == _baseline("node01", "p1")
+    # the run deciding now is not its own predecessor
+    assert sorted(ledger.current_baselines(["node01"], besides="p1")) == []
