@@ -15,8 +15,9 @@ What the host shows (the snapshot), read in one SSH round trip, read-only:
 - the SHA-256 of every file the last full run left in place (each task result that names
   a file: templates, copies, downloads, lines in files), or where it points (links);
 - whether each unit the run started or enabled is enabled and active;
-- the loaded kernel modules (`/sys/module`), the running kernel (`uname -r`), the OS
-  release and Secure Boot's state (`mokutil --sb-state`).
+- the loaded kernel modules (`/sys/module`), the running kernel (`uname -r`), the installed
+  kernels (`/lib/modules`: the driver is asserted built for each), the OS release and
+  Secure Boot's state (`mokutil --sb-state`).
 
 Not covered, so not judged: directories' contents (an unpacked archive, a build tree, a
 conda environment's packages beyond its smoke record), Docker's images, and anything a
@@ -101,7 +102,8 @@ def _script(variables: dict, files: list[str], units: list[str]) -> str:
     parts += [f"echo \"$(systemctl is-enabled {shlex.quote(u)} 2>/dev/null || true)"
               f" $(systemctl is-active {shlex.quote(u)} 2>/dev/null || true) {u}\""
               for u in units]
-    parts += [f"echo '{MARK}host'", f"{release} 2>&1", "cat /etc/os-release 2>/dev/null",
+    parts += [f"echo '{MARK}host'", f"{release} 2>&1", "ls /lib/modules 2>/dev/null",
+              "cat /etc/os-release 2>/dev/null",
               "mokutil --sb-state 2>/dev/null || echo 'SecureBoot unknown'",
               f"echo '{MARK}modules'", f"ls {modules} 2>/dev/null"]
     return "; ".join(parts)
@@ -136,7 +138,7 @@ def _differs(before: dict, now: dict) -> str:
         if gone:
             return f"{words} {gone[0].rsplit(' ', 1)[-1]} changed"
     if before["host"] != now["host"]:
-        return "kernel, OS release or Secure Boot state changed"
+        return "kernels, OS release or Secure Boot state changed"
     return "loaded kernel modules changed"
 
 
