@@ -1,9 +1,10 @@
-"""What a node's recorded validations say over time: GPUs swapped in a slot, and the nodes and
-GPUs rejected again and again.
+"""What a node's recorded validations say over time: GPUs and RDMA NICs swapped in a slot,
+and the nodes and GPUs rejected again and again.
 
 Pure: the ledger's results in, findings out. A GPU is known by its serial in its slot (its
 PCI address), as each validation's before-soak snapshot listed it; a new serial in a slot is
-a replaced part (an RMA), and the old part's rejections stay with the old serial. A repeat
+a replaced part (an RMA), and the old part's rejections stay with the old serial. An RDMA
+NIC is known by its adapter's node GUID on its port (the `nics` check's values). A repeat
 offender is a node, or a GPU by serial, rejected `rejections` times within `within` seconds
 (the configuration's `offenders` section), counting only rejections after the node's latest
 recorded repair. A node that is, or holds, a repeat offender is quarantined: it stays out of
@@ -24,6 +25,16 @@ class GpuSwap:
     old_serial: str
     new_serial: str
     run_id: str             # the first validation that saw the new part
+    at: float
+
+
+@dataclass(frozen=True)
+class NicSwap:
+    node: str
+    port: str               # the port, as ibstat names it: "mlx5_0 port 1"
+    old_guid: str
+    new_guid: str
+    run_id: str
     at: float
 
 
@@ -53,6 +64,26 @@ def gpu_swaps(history: list[NodeResult]) -> list[GpuSwap]:
                 swaps.append(GpuSwap(result.node, gpu.bus_id, before, gpu.serial,
                                      result.run_id, result.judged_at or result.started_at))
             seen[gpu.bus_id] = gpu.serial
+    return swaps
+
+
+def nic_swaps(history: list[NodeResult]) -> list[NicSwap]:
+    """Every NIC port whose adapter's node GUID changed between two validations of the node
+    (oldest first); a validation that read no GUID there keeps the last one seen."""
+    seen: dict[str, str] = {}
+    swaps = []
+    for result in sorted(history, key=lambda r: r.started_at):
+        nics = next((c for c in result.checks if c.id == "nics"), None)
+        ports = (nics.values.get("ports") if nics else None) or {}
+        for port, found in sorted(ports.items()):
+            guid = found.get("guid") if isinstance(found, dict) else None
+            if not guid:
+                continue
+            before = seen.get(port)
+            if before is not None and before != guid:
+                swaps.append(NicSwap(result.node, port, before, guid, result.run_id,
+                                     result.judged_at or result.started_at))
+            seen[port] = guid
     return swaps
 
 

@@ -9,6 +9,7 @@ with what undoing it needs, so `--clear` restores a healthy node exactly.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -164,6 +165,15 @@ def _nic_down(access, hw, gpu):
     port = _first_nic(access, hw)
     port["state"], port["physical_state"] = "Down", "Disabled"
     return f"NIC {port['ca']} port {port['port']} down", {}
+
+
+def _nic_swap(access, hw, gpu):
+    """The first RDMA NIC replaced by another card (an RMA): same slot and model, another
+    node GUID; nothing fails, the next validation records it."""
+    port = _first_nic(access, hw)
+    old = port.get("node_guid") or "unknown"
+    port["node_guid"] = kinds.GUID_PREFIX + hashlib.sha256(old.encode()).hexdigest()[:6]
+    return f"NIC {port['ca']} replaced: node GUID {old} -> {port['node_guid']}", {}
 
 
 def _nic_degraded(access, hw, gpu):
@@ -536,6 +546,8 @@ FAULTS = {f.name: f for f in (
               "the first RDMA NIC port's firmware below the lock's minimum"),
     FaultKind("gpu-swap", True, _gpu_swap,
               "a GPU replaced by another part (another serial in its slot; not a fault)"),
+    FaultKind("nic-swap", False, _nic_swap,
+              "the first RDMA NIC replaced by another card (another node GUID; not a fault)"),
     FaultKind("reset-required", True, _reset_required,
               "nvidia-smi reports that a GPU requires a reset"),
     FaultKind("slow-node", False, _slow_node,

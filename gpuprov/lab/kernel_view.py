@@ -171,6 +171,8 @@ for p in hw.get("nic_ports") or []:
     print(f"CA '{{p['ca']}}'")
     print(f"\\tCA type: {{p['ca_type']}}\\n\\tNumber of ports: 1")
     print(f"\\tFirmware version: {{p['firmware']}}\\n\\tHardware version: 0")
+    if p.get("node_guid"):
+        print(f"\\tNode GUID: {{p['node_guid']}}")
     print(f"\\tPort {{p['port']}}:")
     print(f"\\t\\tState: {{p['state']}}\\n\\t\\tPhysical state: {{p['physical_state']}}")
     print(f"\\t\\tRate: {{p['rate_gbps']:g}}\\n\\t\\tBase lid: 0\\n\\t\\tLMC: 0")

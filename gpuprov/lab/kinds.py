@@ -45,6 +45,16 @@ def ca_type(spec: dict) -> str:
     return f"MT{int(spec['nics']['pci_device'], 16)}"
 
 
+# a ConnectX node GUID as a real one reads (tests/fixtures/ibstat/roce-cx7-200-mixed-
+# mooncake1999.txt: 0x58a2e10300dae626, NVIDIA's OUI 58:a2:e1, then 0300 and the card's own
+# three bytes)
+GUID_PREFIX = "0x58a2e10300"
+
+
+def node_guid(seed: bytes, index: int) -> str:
+    return f"{GUID_PREFIX}{hashlib.sha256(seed + b'nic' + bytes([index])).hexdigest()[:6]}"
+
+
 def describe(node: str, kind: str) -> dict:
     """The hardware description written on the node."""
     spec = load(kind)
@@ -64,6 +74,7 @@ def describe(node: str, kind: str) -> dict:
     nic_ports = [{"ca": f"mlx5_{i}", "port": 1, "state": "Active", "physical_state": "LinkUp",
                   "rate_gbps": nics["rate_gbps"], "link_layer": nics["link_layer"],
                   "firmware": nics["firmware"], "ca_type": ca_type(spec),
+                  "node_guid": node_guid(seed, i),
                   "beside_gpu": gpus[i]["bus_id"],
                   "bus_id": f"00000000:{pci.nic_bus(spec['bus_ids'][i])}:00.0"}
                  for i in range(nics.get("count", 0))]

@@ -4,6 +4,7 @@
             CA type: MT4129
             Number of ports: 1
             Firmware version: 28.39.1002
+            Node GUID: 0x58a2e10300dae626
             ...
             Port 1:
                     State: Active
@@ -12,9 +13,10 @@
                     ...
                     Link layer: InfiniBand
 
-The collector prints the same form from /sys/class/infiniband where infiniband-diags is
-not installed. No adapter at all is an empty output (a node without RDMA NICs); text with
-no `CA '…'` line is a ParseError.
+The node GUID identifies the adapter (a replaced card has another; redacted captures
+print `...`: unknown). The collector prints the same form from /sys/class/infiniband where
+infiniband-diags is not installed. No adapter at all is an empty output (a node without
+RDMA NICs); text with no `CA '…'` line is a ParseError.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from gpuprov.parsers.kind import EvidenceKind
 _CA = re.compile(r"^CA '(?P<name>[^']+)'")
 _PORT = re.compile(r"^Port (?P<port>\d+):$")
 _FIELD = re.compile(r"^(?P<key>[A-Za-z ]+):\s*(?P<value>.*)$")
+_GUID = re.compile(r"^0x[0-9a-f]{16}$")
 
 
 @dataclass(frozen=True)
@@ -40,10 +43,15 @@ class NicPort:
     link_layer: str | None
     firmware: str | None
     ca_type: str | None
+    node_guid: str | None = None      # the adapter's: 0x and 16 hex digits
 
     @property
     def name(self) -> str:
         return f"{self.ca} port {self.port}"
+
+
+def _guid(value: str | None) -> str | None:
+    return value.lower() if value and _GUID.match(value.lower()) else None
 
 
 def parse_ibstat(text: str, source: str) -> list[NicPort]:
@@ -59,7 +67,7 @@ def parse_ibstat(text: str, source: str) -> list[NicPort]:
             ports.append(NicPort(ca, port, fields.get("State"), fields.get("Physical state"),
                                  float(rate) if rate and re.fullmatch(r"[\d.]+", rate) else None,
                                  fields.get("Link layer"), ca_fields.get("Firmware version"),
-                                 ca_fields.get("CA type")))
+                                 ca_fields.get("CA type"), _guid(ca_fields.get("Node GUID"))))
 
     for raw in text.splitlines():
         line = raw.strip()

@@ -52,11 +52,14 @@ CUDNN_HEADERS = ("/usr/include/cudnn_version.h", "/usr/include/x86_64-linux-gnu/
                  "/usr/local/cuda/include/cudnn_version.h", "/usr/include/cudnn.h")
 TORCH_RECORDS = "/var/lib/gpuprov/pytorch-envs"
 # ibstat where infiniband-diags is installed; else the same form from sysfs, which every
-# node with the RDMA drivers has ("4: ACTIVE" -> "Active", "400 Gb/sec (4X NDR)" -> "400")
+# node with the RDMA drivers has ("4: ACTIVE" -> "Active", "400 Gb/sec (4X NDR)" -> "400";
+# node_guid "58a2:e103:00da:e626" -> ibstat's "0x58a2e10300dae626": Linux's
+# drivers/infiniband/core/sysfs.c prints it as four groups of four hex digits)
 IBSTAT = (
     "if command -v ibstat >/dev/null 2>&1; then ibstat; else "
     "for d in /sys/class/infiniband/*; do [ -d \"$d\" ] || continue; "
     "echo \"CA '${d##*/}'\"; echo \"	Firmware version: $(cat $d/fw_ver 2>/dev/null)\"; "
+    "echo \"	Node GUID: 0x$(tr -d : < $d/node_guid 2>/dev/null)\"; "
     "for p in $d/ports/*; do echo \"	Port ${p##*/}:\"; "
     "s=$(cut -d: -f2 $p/state | tr -d ' ' | sed -E 's/^(.)(.*)$/\\1\\L\\2/'); "
     "ph=$(cut -d: -f2 $p/phys_state | tr -d ' '); echo \"		State: $s\"; "

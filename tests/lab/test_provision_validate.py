@@ -357,8 +357,10 @@ def test_each_fault_is_rejected_with_its_check_naming_the_gpu(rack, round_):
 
 
 def test_xid_during_the_soak_rejects_and_cleared_nodes_are_accepted_again(rack):
-    # node01's GPU 1 replaced (an RMA) before this run: accepted, its history shows the swap
+    # node01's GPU 1 and first NIC replaced (an RMA) before this run: accepted, its history
+    # shows both swaps
     swapped = fault("node01", "gpu-swap", 1)
+    nic = fault("node01", "nic-swap")
     run = rack.spawn("--all", "--json", "--soak", "20")
     try:
         for line in run.stderr:       # progress goes to stderr with --json
@@ -379,6 +381,8 @@ def test_xid_during_the_soak_rejects_and_cleared_nodes_are_accepted_again(rack):
     old, new = swapped.split("serial ")[1].split(" -> ")
     history = rack.cli("nodes", "node01").stdout
     assert "gpu-swap" in history and f"serial {old} -> {new}" in history, history
+    old, new = nic.split("node GUID ")[1].split(" -> ")
+    assert f"NIC mlx5_0 port 1 node GUID {old} -> {new}" in history, history
     again = report_of(rack.validate("node02", "--json"))
     assert again["node02"]["verdict"] == "accepted"
     history = rack.cli("nodes", "node02").stdout

@@ -11,7 +11,7 @@ from gpuprov import settings
 from gpuprov.checks.run import judge
 from gpuprov.errors import InputError
 from gpuprov.evidence import Evidence
-from gpuprov.hardware_history import gpu_swaps, offenders, quarantined
+from gpuprov.hardware_history import gpu_swaps, nic_swaps, offenders, quarantined
 from gpuprov.ledger import Ledger
 from gpuprov.lifecycle import quarantine, stale_nodes
 from gpuprov.profiles import load_profile
@@ -163,3 +163,25 @@ def stale_of(ledger: Ledger) -> list[str]:
     return stale_nodes(["node07", "node08"], ledger.current_verdicts(checks=False),
                        ledger.last_provisioning(), now, lambda _: None, ledger.last_repairs(),
                        quarantine(ledger, now))
+
+
+def test_another_node_guid_on_a_nic_port_is_a_swap(tmp_path):
+    """Issue 41: an RDMA NIC known by its adapter's node GUID (ibstat, a real capture's form)
+    in the nics check's values; another GUID on the port is a replaced card."""
+    healthy = eb.healthy_h100(tmp_path / "node07")
+    real = eb.capture("ibstat/ib-mlx4-port-down-rdma-core847.txt")   # one card, two ports
+    first = eb.replace(eb.copy(healthy, tmp_path / "first"), "ibstat.txt", real)
+    swapped = eb.replace(eb.copy(healthy, tmp_path / "swapped"), "ibstat.txt",
+                         real.replace("Node GUID: 0xf4521403007be0e0",
+                                      "Node GUID: 0xf4521403007b0000"))
+    ledger = Ledger(tmp_path / "ledger.db")
+    _record(ledger, "v1", {"node07": first}, 1.0)
+    _record(ledger, "v2", {"node07": first}, 2.0)       # the same card: no swap
+    _record(ledger, "v3", {"node07": swapped}, 3.0)
+    swaps = nic_swaps(ledger.node_results(node="node07"))
+    assert [(s.port, s.old_guid, s.new_guid, s.run_id) for s in swaps] == [
+        (f"mlx4_0 port {n}", "0xf4521403007be0e0", "0xf4521403007b0000", "v3") for n in (1, 2)]
+    env = {**os.environ, "GPUPROV_LEDGER": str(ledger.path), "GPUPROV_INVENTORY": ""}
+    shown = gpuprov("nodes", "node07", env=env, timeout=60, cwd=tmp_path).stdout
+    assert "nic-swap" in shown and \
+        "NIC mlx4_0 port 2 node GUID 0xf4521403007be0e0 -> 0xf4521403007b0000" in shown, shown

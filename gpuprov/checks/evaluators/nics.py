@@ -22,7 +22,8 @@ def nics(ctx: Context, r: Results) -> CheckResult:
     ports = [p for p in ctx.evidence.read(NICS) if p.link_layer in (want["link_layer"], None)]
     values: dict = {"expected": want, "ports": {
         p.name: {"state": p.state, "physical_state": p.physical_state,
-                 "rate_gbps": p.rate_gbps, "link_layer": p.link_layer, "firmware": p.firmware}
+                 "rate_gbps": p.rate_gbps, "link_layer": p.link_layer, "firmware": p.firmware,
+                 "guid": p.node_guid}
         for p in ports}}
     problems = []
     for p in ports:

@@ -55,6 +55,10 @@ def test_ibstat_parses_every_real_capture():
     assert [(p.name, p.state, p.rate_gbps) for p in ports] == [
         ("mlx4_0 port 1", "Down", 10.0), ("mlx4_0 port 2", "Active", 56.0)]
     assert ports[0].firmware == "2.42.5000" and ports[0].link_layer == "InfiniBand"
+    # the adapter's node GUID (both ports of one card); a redacted capture's `...`: unknown
+    assert {p.node_guid for p in ports} == {"0xf4521403007be0e0"}
+    redacted = parse_ibstat(capture("ibstat/ib-200-partial-ibpanic-gpud752.txt"), "g")
+    assert {p.node_guid for p in redacted} == {None}
     assert len(parse_ibstat(ibstat(), "b")) == 8
     assert parse_ibstat("", "empty") == []    # a node without RDMA NICs
     with pytest.raises(ParseError, match=r"ibstat\.txt: not ibstat output"):
@@ -65,3 +69,29 @@ def test_missing_nic_evidence_is_missing_and_pcie_profiles_skip(tmp_path):
     node = replace(healthy_h100(tmp_path / "node07"), "ibstat.txt", None)
     assert _nics(node).status == "missing"
     assert _nics(node, load_profile("l40s-pcie-4")).status == "skip"
+
+
+def test_the_sysfs_fallback_prints_what_ibstat_prints(tmp_path):
+    """Where infiniband-diags is not installed the collector reads sysfs (the script run for
+    real with sh, over a tree in the forms Linux's drivers/infiniband/core/sysfs.c writes)."""
+    import subprocess
+
+    from gpuprov.validation.collect import IBSTAT
+
+    ca = tmp_path / "mlx5_0"
+    port = ca / "ports" / "1"
+    port.mkdir(parents=True)
+    for path, text in ((ca / "fw_ver", "28.39.1002\n"), (ca / "node_guid", "58a2:e103:00da:e626\n"),
+                       (port / "state", "4: ACTIVE\n"), (port / "phys_state", "5: LinkUp\n"),
+                       (port / "rate", "400 Gb/sec (4X NDR)\n"),
+                       (port / "link_layer", "InfiniBand\n")):
+        path.write_text(text)
+    script = IBSTAT.replace("command -v ibstat", "false").replace("/sys/class/infiniband",
+                                                                  str(tmp_path))
+    out = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=30,
+                         check=True).stdout
+    [found] = parse_ibstat(out, "sysfs")
+    assert (found.name, found.state, found.physical_state, found.rate_gbps, found.link_layer,
+            found.firmware, found.node_guid) == (
+        "mlx5_0 port 1", "Active", "LinkUp", 400.0, "InfiniBand", "28.39.1002",
+        "0x58a2e10300dae626")
