@@ -1,10 +1,11 @@
-"""What a node's recorded validations say over time: GPUs and RDMA NICs swapped in a slot,
-and the nodes and GPUs rejected again and again.
+"""What a node's recorded validations say over time: GPUs, RDMA NICs and NVSwitches swapped
+in a slot, and the nodes and GPUs rejected again and again.
 
 Pure: the ledger's results in, findings out. A GPU is known by its serial in its slot (its
 PCI address), as each validation's before-soak snapshot listed it; a new serial in a slot is
 a replaced part (an RMA), and the old part's rejections stay with the old serial. An RDMA
-NIC is known by its adapter's node GUID on its port (the `nics` check's values). A repeat
+NIC is known by its adapter's node GUID on its port (the `nics` check's values), an
+NVSwitch by its PCIe Device Serial Number at its address (the `nvswitch` check's). A repeat
 offender is a node, or a GPU by serial, rejected `rejections` times within `within` seconds
 (the configuration's `offenders` section), counting only rejections after the node's latest
 recorded repair. A node that is, or holds, a repeat offender is quarantined: it stays out of
@@ -29,11 +30,12 @@ class GpuSwap:
 
 
 @dataclass(frozen=True)
-class NicSwap:
+class PartSwap:
     node: str
-    port: str               # the port, as ibstat names it: "mlx5_0 port 1"
-    old_guid: str
-    new_guid: str
+    part: str               # NIC | NVSwitch
+    slot: str               # a NIC's port ("mlx5_0 port 1"), an NVSwitch's PCI address
+    old: str                # its node GUID, or its Device Serial Number
+    new: str
     run_id: str
     at: float
 
@@ -67,23 +69,34 @@ def gpu_swaps(history: list[NodeResult]) -> list[GpuSwap]:
     return swaps
 
 
-def nic_swaps(history: list[NodeResult]) -> list[NicSwap]:
-    """Every NIC port whose adapter's node GUID changed between two validations of the node
-    (oldest first); a validation that read no GUID there keeps the last one seen."""
-    seen: dict[str, str] = {}
+def _nic_ids(values: dict) -> dict[str, str]:
+    return {port: found["guid"] for port, found in (values.get("ports") or {}).items()
+            if isinstance(found, dict) and found.get("guid")}
+
+
+def _nvswitch_ids(values: dict) -> dict[str, str]:
+    return dict(values.get("serials") or {})
+
+
+# part -> the check whose values name it, and how: slot -> identity
+PARTS = {"NIC": ("nics", _nic_ids), "NVSwitch": ("nvswitch", _nvswitch_ids)}
+
+
+def part_swaps(history: list[NodeResult]) -> list[PartSwap]:
+    """Every NIC port and NVSwitch address whose part's identity changed between two
+    validations of the node (oldest first); a validation that read none there keeps the
+    last one seen."""
+    seen: dict[tuple[str, str], str] = {}
     swaps = []
     for result in sorted(history, key=lambda r: r.started_at):
-        nics = next((c for c in result.checks if c.id == "nics"), None)
-        ports = (nics.values.get("ports") if nics else None) or {}
-        for port, found in sorted(ports.items()):
-            guid = found.get("guid") if isinstance(found, dict) else None
-            if not guid:
-                continue
-            before = seen.get(port)
-            if before is not None and before != guid:
-                swaps.append(NicSwap(result.node, port, before, guid, result.run_id,
-                                     result.judged_at or result.started_at))
-            seen[port] = guid
+        for part, (check_id, ids) in PARTS.items():
+            check = next((c for c in result.checks if c.id == check_id), None)
+            for slot, identity in sorted(ids(check.values if check else {}).items()):
+                before = seen.get((part, slot))
+                if before is not None and before != identity:
+                    swaps.append(PartSwap(result.node, part, slot, before, identity,
+                                          result.run_id, result.judged_at or result.started_at))
+                seen[(part, slot)] = identity
     return swaps
 
 

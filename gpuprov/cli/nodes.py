@@ -11,7 +11,7 @@ import click
 from gpuprov.config import configured_inventory
 from gpuprov.console import text_table
 from gpuprov.errors import InputError
-from gpuprov.hardware_history import gpu_swaps, nic_swaps, offenders, quarantine_reason
+from gpuprov.hardware_history import gpu_swaps, offenders, part_swaps, quarantine_reason
 from gpuprov.ledger import Ledger
 from gpuprov.lifecycle import expires_at, node_state, quarantine
 from gpuprov.settings import acceptance_periods, offender_rule
@@ -154,10 +154,11 @@ def _history(ledger: Ledger, node: str) -> None:
                        f"GPU {swap.slot} serial {swap.old_serial} -> {swap.new_serial}",
                        "a new part in the slot (an RMA replacement?): the old serial's "
                        "rejections are not its"))
-    for nic in nic_swaps(history):
-        events.append((nic.at, "nic-swap", nic.run_id,
-                       f"NIC {nic.port} node GUID {nic.old_guid} -> {nic.new_guid}",
-                       "another adapter on the port (an RMA replacement?)"))
+    for swap in part_swaps(history):
+        what = "node GUID" if swap.part == "NIC" else "serial"
+        events.append((swap.at, f"{swap.part.lower()}-swap", swap.run_id,
+                       f"{swap.part} {swap.slot} {what} {swap.old} -> {swap.new}",
+                       "another part in its place (an RMA replacement?)"))
     for run in ledger.runs("validate"):
         if node in run.hosts:
             r = results.get(run.id)

@@ -176,6 +176,21 @@ def _nic_swap(access, hw, gpu):
     return f"NIC {port['ca']} replaced: node GUID {old} -> {port['node_guid']}", {}
 
 
+def _nvswitch_swap(access, hw, gpu):
+    """The first NVSwitch replaced (a baseboard repair): another Device Serial Number at its
+    PCI address; nothing fails, the next validation records it."""
+    serials = hw.get("nvswitch_serials") or {}
+    if not serials:
+        raise InputError(f"{access.node} ({hw['kind']}) has no NVSwitch")
+    bus = sorted(serials)[0]
+    old = serials[bus]
+    serials[bus] = "-".join(["5a", *old.split("-")[1:]])
+    path = f"{pci.DEVICES_DIR}/{BusId.parse(f'{bus}:00.0').sysfs}/{pci.DSN_FILE}"
+    access.write(path, serials[bus] + "\n")
+    return (f"NVSwitch {BusId.parse(f'{bus}:00.0').sysfs} replaced: serial {old} -> "
+            f"{serials[bus]}", {"restore": [[path, old + "\n"]]})
+
+
 def _nic_degraded(access, hw, gpu):
     port = _first_nic(access, hw)
     port["rate_gbps"] = port["rate_gbps"] / 2
@@ -546,6 +561,8 @@ FAULTS = {f.name: f for f in (
               "the first RDMA NIC port's firmware below the lock's minimum"),
     FaultKind("gpu-swap", True, _gpu_swap,
               "a GPU replaced by another part (another serial in its slot; not a fault)"),
+    FaultKind("nvswitch-swap", False, _nvswitch_swap,
+              "the first NVSwitch replaced (another Device Serial Number; not a fault)"),
     FaultKind("nic-swap", False, _nic_swap,
               "the first RDMA NIC replaced by another card (another node GUID; not a fault)"),
     FaultKind("reset-required", True, _reset_required,
@@ -640,6 +657,8 @@ def clear(node: str) -> list[str]:
             access.write(path, text)
         for path in undo.get("remove_files", []):
             docker.exec_in(access.container, "rm", "-f", path)
+        for path, text in undo.get("restore", []):
+            access.write(path, text)
         for path in undo.get("remove_tree", []):
             docker.exec_in(access.container, "rm", "-rf", path)
         for moved, original in undo.get("rename", []):

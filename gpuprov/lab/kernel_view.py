@@ -79,7 +79,8 @@ esac
 
 # `lspci -vvv` of the simulated functions, in the lines gpud's capture of an HGX H100 has for
 # them (tests/fixtures/lspci-vvv/): a bridge's bus range and its ACS capability (the PEX890xx
-# ports' ACSCap; ACSCtl from the lab's register file, bits as pciutils' ls-ecaps.c reads them)
+# ports' ACSCap; ACSCtl from the lab's register file, bits as pciutils' ls-ecaps.c reads them),
+# an NVSwitch's Device Serial Number
 _LSPCI_VVV_SCRIPT = f"""#!/usr/bin/python3
 # gpuprov lab: `lspci -vvv` of the simulated PCI functions (see gpuprov/lab/kernel_view.py)
 import os
@@ -111,6 +112,8 @@ for dev in sorted(os.listdir(DEVICES)):
         print("\tKernel driver in use: pcieport")
     else:
         print(f"{{dev[5:]}} {{CLASSES.get(cls[:6], 'Unclassified device')}}: {{name}}")
+        if os.path.exists(os.path.join(DEVICES, dev, "{pci.DSN_FILE}")):
+            print(f"\tCapabilities: [2f0 v1] Device Serial Number {{read(dev, '{pci.DSN_FILE}')}}")
     print()
 """
 

@@ -55,6 +55,17 @@ def node_guid(seed: bytes, index: int) -> str:
     return f"{GUID_PREFIX}{hashlib.sha256(seed + b'nic' + bytes([index])).hexdigest()[:6]}"
 
 
+# an NVSwitch's PCIe Device Serial Number as lspci prints it: eight bytes, the last three
+# those of every NVSwitch of gpud's HGX H100 capture (tests/fixtures/lspci-vvv/: 40-d7-41-
+# 55-51-2d-b0-48 and its three peers)
+DSN_SUFFIX = "2d-b0-48"
+
+
+def nvswitch_serial(seed: bytes, bus: str) -> str:
+    own = hashlib.sha256(seed + b"nvswitch" + bus.encode()).hexdigest()[:10]
+    return "-".join([*(own[i:i + 2] for i in range(0, 10, 2)), DSN_SUFFIX])
+
+
 def describe(node: str, kind: str) -> dict:
     """The hardware description written on the node."""
     spec = load(kind)
@@ -78,5 +89,7 @@ def describe(node: str, kind: str) -> dict:
                   "beside_gpu": gpus[i]["bus_id"],
                   "bus_id": f"00000000:{pci.nic_bus(spec['bus_ids'][i])}:00.0"}
                  for i in range(nics.get("count", 0))]
+    switches = (spec.get("nvswitch_pci") or {}).get("bus_ids", [])
     return {"node": node, "kind": kind, **spec, "gpus": gpus, "nic_ports": nic_ports,
+            "nvswitch_serials": {bus: nvswitch_serial(seed, bus) for bus in switches},
             "fabric": fabric.description(node), "faults": []}

@@ -37,6 +37,9 @@ NAMES = {"0x1000:0xc030": "Broadcom / LSI PEX890xx PCIe Gen 5 Switch (rev b0)",
          "0x15b3:0x101b": "Mellanox Technologies MT28908 Family [ConnectX-6]"}
 DEVICES_DIR = f"{NODE_LAB_DIR}/sys/bus/pci/devices"
 ACS_CTL_FILE = "acs_ctl"
+# the Device Serial Number capability's value, which real sysfs has only in the binary
+# config file: the lab keeps it in a file of its own for its lspci stand-in
+DSN_FILE = "dsn"
 # ACSCtl as firmware and the kernel leave it with the IOMMU on: SrcValid, ReqRedir,
 # CmpltRedir, UpstreamFwd (Linux pci_std_enable_acs; the PMC-Sierra ports of the capture)
 ACS_FIRMWARE = "001d"
@@ -91,7 +94,9 @@ def sysfs_files(hardware: dict) -> list[tuple[str, bytes, int]]:
                          ((IOMMU_TYPE_FILE, IOMMU_PASSTHROUGH),))
         files += _port(switch_port(above.bus, nic=True), nic.bus)
     switches = hardware.get("nvswitch_pci") or {}
+    serials = hardware.get("nvswitch_serials") or {}
     for bus in switches.get("bus_ids", []):
         files += _device(BusId.parse(f"{bus}:00.0").sysfs, switches["device_id"],
-                         CLASS_BRIDGE_OTHER)
+                         CLASS_BRIDGE_OTHER,
+                         ((DSN_FILE, serials[bus]),) if bus in serials else ())
     return files

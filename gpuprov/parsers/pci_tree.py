@@ -31,6 +31,9 @@ _HEADER = re.compile(r"^(?P<bdf>(?:[0-9a-f]{4,}:)?[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]
                      r"(?P<cls>[^:]+?)(?: \[[0-9a-f]{4}\])?: (?P<desc>.*)$")
 _BUS = re.compile(r"Bus: primary=([0-9a-f]+), secondary=([0-9a-f]+), subordinate=([0-9a-f]+)")
 _FLAG = re.compile(r"(\w+)([+-])")
+# PCIe's Device Serial Number capability, as lspci prints it (8 bytes, high first)
+_DSN = re.compile(r"^Capabilities: \[[0-9a-f]+ v\d+\] Device Serial Number "
+                  r"(?P<dsn>(?:[0-9a-f]{2}-){7}[0-9a-f]{2})$")
 
 
 @dataclass
@@ -42,6 +45,7 @@ class PciFunction:
     acs_control: dict[str, bool] | None = None   # None: no ACS capability listed
     access_denied: bool = False   # capabilities unreadable (lspci not run as root)
     driver: str | None = None
+    serial: str | None = None     # the Device Serial Number capability, where listed
 
     @property
     def bus(self) -> int:
@@ -59,6 +63,11 @@ class PciFunction:
     def is_nvidia_gpu(self) -> bool:
         return (self.pci_class in ("3D controller", "VGA compatible controller")
                 and self.description.startswith("NVIDIA"))
+
+    @property
+    def is_nvswitch(self) -> bool:
+        """An NVSwitch: an NVIDIA function of class Bridge (0680), as on an HGX board."""
+        return self.pci_class == "Bridge" and self.description.startswith("NVIDIA")
 
     @property
     def is_rdma_nic(self) -> bool:
@@ -83,6 +92,9 @@ class PciTree:
 
     def rdma_nics(self) -> list[PciFunction]:
         return [f for f in self.functions.values() if f.is_rdma_nic]
+
+    def nvswitches(self) -> list[PciFunction]:
+        return [f for f in self.functions.values() if f.is_nvswitch]
 
 
 def parse_lspci_vvv(text: str, source: str) -> PciTree:
@@ -109,6 +121,8 @@ def parse_lspci_vvv(text: str, source: str) -> PciTree:
                                    for name, sign in _FLAG.findall(stripped[len("ACSCtl:"):])}
         elif stripped == "Capabilities: <access denied>":
             current.access_denied = True
+        elif (dsn := _DSN.match(stripped)) is not None:
+            current.serial = dsn.group("dsn")
         elif stripped.startswith("Kernel driver in use:"):
             current.driver = stripped.split(":", 1)[1].strip()
     if not tree.functions:

@@ -357,10 +357,11 @@ def test_each_fault_is_rejected_with_its_check_naming_the_gpu(rack, round_):
 
 
 def test_xid_during_the_soak_rejects_and_cleared_nodes_are_accepted_again(rack):
-    # node01's GPU 1 and first NIC replaced (an RMA) before this run: accepted, its history
-    # shows both swaps
+    # node01's GPU 1, first NIC and first NVSwitch replaced (an RMA) before this run:
+    # accepted, its history shows the three swaps
     swapped = fault("node01", "gpu-swap", 1)
     nic = fault("node01", "nic-swap")
+    nvswitch = fault("node01", "nvswitch-swap")
     run = rack.spawn("--all", "--json", "--soak", "20")
     try:
         for line in run.stderr:       # progress goes to stderr with --json
@@ -383,6 +384,8 @@ def test_xid_during_the_soak_rejects_and_cleared_nodes_are_accepted_again(rack):
     assert "gpu-swap" in history and f"serial {old} -> {new}" in history, history
     old, new = nic.split("node GUID ")[1].split(" -> ")
     assert f"NIC mlx5_0 port 1 node GUID {old} -> {new}" in history, history
+    address, serials = nvswitch.split("NVSwitch ")[1].split(" replaced: serial ")
+    assert f"NVSwitch {address} serial {serials}" in history, history
     again = report_of(rack.validate("node02", "--json"))
     assert again["node02"]["verdict"] == "accepted"
     history = rack.cli("nodes", "node02").stdout

@@ -11,7 +11,7 @@ from gpuprov import settings
 from gpuprov.checks.run import judge
 from gpuprov.errors import InputError
 from gpuprov.evidence import Evidence
-from gpuprov.hardware_history import gpu_swaps, nic_swaps, offenders, quarantined
+from gpuprov.hardware_history import gpu_swaps, offenders, part_swaps, quarantined
 from gpuprov.ledger import Ledger
 from gpuprov.lifecycle import quarantine, stale_nodes
 from gpuprov.profiles import load_profile
@@ -178,10 +178,41 @@ def test_another_node_guid_on_a_nic_port_is_a_swap(tmp_path):
     _record(ledger, "v1", {"node07": first}, 1.0)
     _record(ledger, "v2", {"node07": first}, 2.0)       # the same card: no swap
     _record(ledger, "v3", {"node07": swapped}, 3.0)
-    swaps = nic_swaps(ledger.node_results(node="node07"))
-    assert [(s.port, s.old_guid, s.new_guid, s.run_id) for s in swaps] == [
-        (f"mlx4_0 port {n}", "0xf4521403007be0e0", "0xf4521403007b0000", "v3") for n in (1, 2)]
+    swaps = part_swaps(ledger.node_results(node="node07"))
+    assert [(s.part, s.slot, s.old, s.new, s.run_id) for s in swaps] == [
+        ("NIC", f"mlx4_0 port {n}", "0xf4521403007be0e0", "0xf4521403007b0000", "v3")
+        for n in (1, 2)]
     env = {**os.environ, "GPUPROV_LEDGER": str(ledger.path), "GPUPROV_INVENTORY": ""}
     shown = gpuprov("nodes", "node07", env=env, timeout=60, cwd=tmp_path).stdout
     assert "nic-swap" in shown and \
         "NIC mlx4_0 port 2 node GUID 0xf4521403007be0e0 -> 0xf4521403007b0000" in shown, shown
+
+
+# the four NVSwitches of gpud's HGX H100 capture (tests/fixtures/lspci-vvv/), by address
+NVSWITCH_SERIALS = {"0000:83:00.0": "40-d7-41-55-51-2d-b0-48",
+                    "0000:84:00.0": "ed-bb-34-95-52-2d-b0-48",
+                    "0000:85:00.0": "23-e3-42-27-78-2d-b0-48",
+                    "0000:86:00.0": "18-ad-eb-26-a7-2d-b0-48"}
+
+
+def test_another_serial_at_an_nvswitch_address_is_a_swap(tmp_path):
+    """Issue 41: an NVSwitch known by its PCIe Device Serial Number (lspci -vvv, the real
+    capture), kept in the nvswitch check's values; another one at its address is a swap."""
+    healthy = eb.healthy_h100(tmp_path / "node07")
+    text = (healthy / "lspci-vvv.txt").read_text()
+    swapped = eb.replace(eb.copy(healthy, tmp_path / "swapped"), "lspci-vvv.txt",
+                         text.replace("40-d7-41-55-51-2d-b0-48", "5a-d7-41-55-51-2d-b0-48"))
+    ledger = Ledger(tmp_path / "ledger.db")
+    _record(ledger, "v1", {"node07": healthy}, 1.0)
+    _record(ledger, "v2", {"node07": swapped}, 2.0)
+    first = ledger.node_results(node="node07")[0]
+    nvswitch = next(c for c in first.checks if c.id == "nvswitch")
+    assert nvswitch.values["serials"] == NVSWITCH_SERIALS
+    swaps = part_swaps(ledger.node_results(node="node07"))
+    assert [(s.part, s.slot, s.old, s.new, s.run_id) for s in swaps] == [
+        ("NVSwitch", "0000:83:00.0", "40-d7-41-55-51-2d-b0-48", "5a-d7-41-55-51-2d-b0-48",
+         "v2")]
+    env = {**os.environ, "GPUPROV_LEDGER": str(ledger.path), "GPUPROV_INVENTORY": ""}
+    shown = gpuprov("nodes", "node07", env=env, timeout=60, cwd=tmp_path).stdout
+    assert "nvswitch-swap" in shown and "NVSwitch 0000:83:00.0 serial 40-d7-41-55-51-2d-b0-48" \
+        " -> 5a-d7-41-55-51-2d-b0-48" in shown, shown

@@ -10,6 +10,7 @@ from gpuprov.model import Action, CheckResult
 from gpuprov.parsers.errors import ParseError
 from gpuprov.parsers.fabric_manager import FABRIC_MANAGER_LOG
 from gpuprov.parsers.kernel_log import KERNEL_LOG
+from gpuprov.parsers.pci_tree import LSPCI_VVV
 from gpuprov.parsers.smi_gpu import SMI_BEFORE
 from gpuprov.parsers.system import LSPCI
 
@@ -27,7 +28,8 @@ def nvswitch(ctx: Context, r: Results) -> CheckResult:
     expected = ctx.profile.data.get("nvswitch_count")
     smi = ctx.evidence.read(SMI_BEFORE)
     values: dict = {"nvswitches": [line.split()[0] for line in switches], "expected": expected,
-                    "fabric": {g.index: [g.fabric_state, g.fabric_status] for g in smi.gpus}}
+                    "fabric": {g.index: [g.fabric_state, g.fabric_status] for g in smi.gpus},
+                    "serials": _serials(ctx)}
     if expected is not None and len(switches) < expected:
         return r.fail(f"{len(switches)} NVSwitch(es) on the PCI bus, profile expects "
                       f"{expected}", values, action=Action.RESEAT_OR_INSPECT)
@@ -53,6 +55,16 @@ def nvswitch(ctx: Context, r: Results) -> CheckResult:
         return r.warn(notes, values, action=Action.NONE)
     return r.passed(f"{len(switches)} NVSwitches, fabric Completed/Success on "
                     f"{len(smi.gpus)} GPUs, no SXid", values)
+
+
+def _serials(ctx: Context) -> dict[str, str]:
+    """Each NVSwitch's PCIe Device Serial Number (lspci -vvv), by PCI address: the part's
+    identity over time (hardware_history.py), never a verdict's input; {} where unlisted."""
+    try:
+        tree = ctx.evidence.read(LSPCI_VVV)
+    except ParseError:
+        return {}
+    return {f.bdf: f.serial for f in tree.nvswitches() if f.serial} if tree else {}
 
 
 def _sxids(ctx: Context, values: dict) -> tuple[str, str]:
