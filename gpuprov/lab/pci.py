@@ -98,5 +98,5 @@ def sysfs_files(hardware: dict) -> list[tuple[str, bytes, int]]:
     for bus in switches.get("bus_ids", []):
         files += _device(BusId.parse(f"{bus}:00.0").sysfs, switches["device_id"],
                          CLASS_BRIDGE_OTHER,
-                         ((DSN_FILE, serials[bus]),) if bus in serials else ())
+                         extra=((DSN_FILE, serials[bus]),) if bus in serials else ())
     return files

@@ -72,6 +72,18 @@ def test_the_metrics_say_what_the_ledger_holds(fleet, tmp_path, monkeypatch):
     assert value(found, "gpuprov_provision_last_outcome", node="node08",
                  outcome="converged") == 0
     assert value(found, "gpuprov_lock_info", node="node07", **LOCK) == 1
+    # one rejection is no repeat offender; under a rule of two in a day node08 is quarantined
+    assert value(found, "gpuprov_node_quarantined", node="node08") == 0
+    config = tmp_path / "config.yml"
+    config.write_text("offenders:\n  rejections: 2\n  within: 1d\n")
+    monkeypatch.setenv("GPUPROV_CONFIG", str(config))
+    rejected = next(r for r in fleet.node_results("v1") if r.node == "node08")
+    fleet.start_run("v2", "validate", "/inv/rack3.ini", ["node08"], {}, {}, "/ev")
+    fleet.record_node("v2", rejected)
+    fleet.finish_validation("v2")
+    found = samples(metrics.exposition(metrics.fleet_registry(fleet, ["node07", "node09"])))
+    assert {dict(k)["node"]: v for (name, k), v in found.items()
+            if name == "gpuprov_node_quarantined"} == {"node07": 0, "node08": 1, "node09": 0}
 
 
 def free_port() -> int:

@@ -535,6 +535,18 @@ def test_the_lab_s_switch_ports_acs_through_setpci_and_lspci_vvv(tmp_path):
 
     tree = parse_lspci_vvv(run(tools["lspci-vvv"]).stdout, "lab")
     assert len(tree.gpus()) == 8 and len(tree.rdma_nics()) == 8
+    # the four NVSwitches, each with its Device Serial Number in the real capture's form
+    serials = kinds.describe("node01", "h100-sxm-8")["nvswitch_serials"]
+    assert {f.bdf: f.serial for f in tree.nvswitches()} == {
+        f"0000:{bus.lower()}:00.0": serial for bus, serial in serials.items()}
+    assert all(s.endswith("-2d-b0-48") and len(s.split("-")) == 8 for s in serials.values())
+    # and the driver role's sysfs listing still tells the 8 GPUs and 4 NVSwitches apart
+    lines = [" ".join([d.name, *((d / f).read_text().strip() for f in ("vendor", "device",
+                                                                       "class"))])
+             for d in sorted(devices.iterdir())]
+    from tests.unit.test_nvidia_driver_decisions import filters as driver_filters
+    found = driver_filters.pci_inventory(lines)
+    assert (len(found["gpus"]), len(found["nvswitches"])) == (8, 4), found
     gpu = tree.functions["0000:18:00.0"]
     (port,) = tree.bridges_above(gpu)
     assert port.bdf == "0000:16:01.0" and port.redirects() == ["ReqRedir", "CmpltRedir"]
