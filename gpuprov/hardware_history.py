@@ -20,21 +20,11 @@ from gpuprov.model import NodeResult, Verdict
 
 
 @dataclass(frozen=True)
-class GpuSwap:
-    node: str
-    slot: str               # the GPU's PCI address, as nvidia-smi printed it
-    old_serial: str
-    new_serial: str
-    run_id: str             # the first validation that saw the new part
-    at: float
-
-
-@dataclass(frozen=True)
 class PartSwap:
     node: str
-    part: str               # NIC | NVSwitch
-    slot: str               # a NIC's port ("mlx5_0 port 1"), an NVSwitch's PCI address
-    old: str                # its node GUID, or its Device Serial Number
+    part: str               # GPU | NIC | NVSwitch
+    slot: str               # a GPU's or NVSwitch's PCI address, a NIC's port ("mlx5_0 port 1")
+    old: str                # its serial, node GUID or Device Serial Number
     new: str
     run_id: str
     at: float
@@ -51,47 +41,38 @@ class Offender:
         return f"{self.node} GPU {self.serial}" if self.serial else self.node
 
 
-def gpu_swaps(history: list[NodeResult]) -> list[GpuSwap]:
-    """Every slot whose serial changed between two validations of the node (oldest first);
-    a validation that listed no GPU there (unreachable, nvidia-smi failed) keeps the last
-    serial seen."""
-    seen: dict[str, str] = {}
-    swaps = []
-    for result in sorted(history, key=lambda r: r.started_at):
-        for gpu in result.gpus:
-            if not gpu.bus_id or not gpu.serial:
-                continue
-            before = seen.get(gpu.bus_id)
-            if before is not None and before != gpu.serial:
-                swaps.append(GpuSwap(result.node, gpu.bus_id, before, gpu.serial,
-                                     result.run_id, result.judged_at or result.started_at))
-            seen[gpu.bus_id] = gpu.serial
-    return swaps
+def _gpu_ids(result: NodeResult) -> dict[str, str]:
+    """The GPUs the before-soak snapshot listed, by PCI address."""
+    return {g.bus_id: g.serial for g in result.gpus if g.bus_id and g.serial}
 
 
-def _nic_ids(values: dict) -> dict[str, str]:
-    return {port: found["guid"] for port, found in (values.get("ports") or {}).items()
+def _check_values(result: NodeResult, check_id: str) -> dict:
+    return next((c.values for c in result.checks if c.id == check_id), {})
+
+
+def _nic_ids(result: NodeResult) -> dict[str, str]:
+    ports = _check_values(result, "nics").get("ports") or {}
+    return {port: found["guid"] for port, found in ports.items()
             if isinstance(found, dict) and found.get("guid")}
 
 
-def _nvswitch_ids(values: dict) -> dict[str, str]:
-    return dict(values.get("serials") or {})
+def _nvswitch_ids(result: NodeResult) -> dict[str, str]:
+    return dict(_check_values(result, "nvswitch").get("serials") or {})
 
 
-# part -> the check whose values name it, and how: slot -> identity
-PARTS = {"NIC": ("nics", _nic_ids), "NVSwitch": ("nvswitch", _nvswitch_ids)}
+# part -> what names its identity in a result: slot -> identity
+PARTS = {"GPU": _gpu_ids, "NIC": _nic_ids, "NVSwitch": _nvswitch_ids}
 
 
 def part_swaps(history: list[NodeResult]) -> list[PartSwap]:
-    """Every NIC port and NVSwitch address whose part's identity changed between two
-    validations of the node (oldest first); a validation that read none there keeps the
-    last one seen."""
+    """Every GPU slot, NIC port and NVSwitch address whose part's identity changed between
+    two validations of the node (oldest first); a validation that read none there
+    (unreachable, nvidia-smi failed, no GUID printed) keeps the last one seen."""
     seen: dict[tuple[str, str], str] = {}
     swaps = []
     for result in sorted(history, key=lambda r: r.started_at):
-        for part, (check_id, ids) in PARTS.items():
-            check = next((c for c in result.checks if c.id == check_id), None)
-            for slot, identity in sorted(ids(check.values if check else {}).items()):
+        for part, ids in PARTS.items():
+            for slot, identity in sorted(ids(result).items()):
                 before = seen.get((part, slot))
                 if before is not None and before != identity:
                     swaps.append(PartSwap(result.node, part, slot, before, identity,

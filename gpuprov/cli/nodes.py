@@ -11,7 +11,7 @@ import click
 from gpuprov.config import configured_inventory
 from gpuprov.console import text_table
 from gpuprov.errors import InputError
-from gpuprov.hardware_history import gpu_swaps, offenders, part_swaps, quarantine_reason
+from gpuprov.hardware_history import offenders, part_swaps, quarantine_reason
 from gpuprov.ledger import Ledger
 from gpuprov.lifecycle import expires_at, node_state, quarantine
 from gpuprov.settings import acceptance_periods, offender_rule
@@ -149,16 +149,12 @@ def _history(ledger: Ledger, node: str) -> None:
                            outcome.detail if outcome else ""))
     history = ledger.node_results(node=node)
     results = {r.run_id: r for r in history}
-    for swap in gpu_swaps(history):   # a replaced part: its predecessor's history stays behind
-        events.append((swap.at, "gpu-swap", swap.run_id,
-                       f"GPU {swap.slot} serial {swap.old_serial} -> {swap.new_serial}",
-                       "a new part in the slot (an RMA replacement?): the old serial's "
-                       "rejections are not its"))
-    for swap in part_swaps(history):
+    for swap in part_swaps(history):   # a replaced part: its predecessor's history stays behind
         what = "node GUID" if swap.part == "NIC" else "serial"
         events.append((swap.at, f"{swap.part.lower()}-swap", swap.run_id,
                        f"{swap.part} {swap.slot} {what} {swap.old} -> {swap.new}",
-                       "another part in its place (an RMA replacement?)"))
+                       "another part in its place (an RMA replacement?): the old part's "
+                       "rejections are not its"))
     for run in ledger.runs("validate"):
         if node in run.hosts:
             r = results.get(run.id)

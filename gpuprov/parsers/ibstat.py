@@ -30,6 +30,7 @@ from gpuprov.parsers.kind import EvidenceKind
 _CA = re.compile(r"^CA '(?P<name>[^']+)'")
 _PORT = re.compile(r"^Port (?P<port>\d+):$")
 _FIELD = re.compile(r"^(?P<key>[A-Za-z ]+):\s*(?P<value>.*)$")
+# ibstat's `Node GUID: 0x58a2e10300dae626` (tests/fixtures/ibstat/: real captures)
 _GUID = re.compile(r"^0x[0-9a-f]{16}$")
 
 

@@ -31,7 +31,9 @@ _HEADER = re.compile(r"^(?P<bdf>(?:[0-9a-f]{4,}:)?[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]
                      r"(?P<cls>[^:]+?)(?: \[[0-9a-f]{4}\])?: (?P<desc>.*)$")
 _BUS = re.compile(r"Bus: primary=([0-9a-f]+), secondary=([0-9a-f]+), subordinate=([0-9a-f]+)")
 _FLAG = re.compile(r"(\w+)([+-])")
-# PCIe's Device Serial Number capability, as lspci prints it (8 bytes, high first)
+# PCIe's Device Serial Number capability, as lspci prints it (8 bytes, high first; gpud's
+# real HGX H100 capture, tests/fixtures/lspci-vvv/: `Capabilities: [2f0 v1] Device Serial
+# Number 40-d7-41-55-51-2d-b0-48`)
 _DSN = re.compile(r"^Capabilities: \[[0-9a-f]+ v\d+\] Device Serial Number "
                   r"(?P<dsn>(?:[0-9a-f]{2}-){7}[0-9a-f]{2})$")
 

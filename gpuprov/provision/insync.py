@@ -49,7 +49,10 @@ UNIT_ACTIONS = ("ansible.builtin.systemd_service", "ansible.builtin.systemd",
 
 @dataclass
 class Touched:
-    """What one host's full run named in its task results: the files and units it keeps."""
+    """What one host's full run named in its task results: the files and units it keeps.
+    The keys are those Ansible's modules return (their RETURN documentation, and the job
+    events of a lab run: `copy`, `template`, `file`, `get_url` return `dest` or `path` and
+    `state`; `systemd_service` returns `name`)."""
     files: set[str] = field(default_factory=set)
     units: set[str] = field(default_factory=set)
 
@@ -142,6 +145,12 @@ def _differs(before: dict, now: dict) -> str:
     return "loaded kernel modules changed"
 
 
+def unreadable_units(snapshot: dict) -> list[str]:
+    """The units whose enabled or active state systemctl did not print (no systemd, no
+    such unit): never in sync."""
+    return [line.split()[-1] for line in snapshot["units"] if len(line.split()) < 3]
+
+
 def _read(host: str, inventory: Path, control_dir: Path, variables: dict, files: list[str],
           units: list[str]) -> tuple[dict, probe.HostState]:
     output = probing.run_script(host, inventory, control_dir,
@@ -162,6 +171,9 @@ def decide(host: str, inventory: Path, control_dir: Path, lock: Lock, variables:
                            baseline.units)
     except (probing.ProbeFailed, InputError) as exc:
         return Decision(host, False, f"not probed: {exc}")
+    unread = unreadable_units(now)
+    if unread:
+        return Decision(host, False, f"unit {unread[0]}: its state could not be read")
     drifted = expected.differences(state, lock, variables)
     if drifted:
         return Decision(host, False, f"drifted: {drifted[0].summary}")

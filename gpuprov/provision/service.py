@@ -61,13 +61,13 @@ class ProvisionRun:
         return 1 if self.not_converged or len(self.outcomes) < len(self.hosts) else 0
 
 
-def _in_sync(ledger: Ledger, request: ProvisionRequest, inputs: dict[str, str], say: Say
-             ) -> dict[str, HostOutcome]:
+def _in_sync(ledger: Ledger, request: ProvisionRequest, plans: dict, inputs: dict[str, str],
+             say: Say) -> dict[str, HostOutcome]:
     """The hosts to skip, each with its outcome (converged, nothing run, why); every other
-    host is named with what makes it run in full."""
+    host is named with what makes it run in full. `plans`: each host's lock and role
+    variables (drift's host_plans)."""
     hosts = request.playbook.hosts
     baselines = ledger.current_baselines(hosts, besides="")
-    plans = host_plans(request.inventory, hosts)
     path = request.playbook.inventory.resolve()
     decisions = probing.on_hosts(hosts, lambda host, control: insync.decide(
         host, path, control, plans[host][0], plans[host][1], inputs[host],
@@ -84,13 +84,12 @@ def _in_sync(ledger: Ledger, request: ProvisionRequest, inputs: dict[str, str], 
 
 
 def _new_baselines(ledger: Ledger, request: ProvisionRequest, run_id: str,
-                   outcomes: list[HostOutcome], touched: dict, inputs: dict[str, str],
-                   skipped: dict[str, HostOutcome]) -> None:
+                   outcomes: list[HostOutcome], touched: dict, plans: dict,
+                   inputs: dict[str, str], skipped: dict[str, HostOutcome]) -> None:
     """Each converged host's baseline: read afresh where the playbook ran, carried over
     (under this run) where it was skipped."""
     path = request.playbook.inventory.resolve()
     ran = [o.host for o in outcomes if o.outcome == Outcome.CONVERGED and o.host in touched]
-    plans = host_plans(request.inventory, ran) if ran else {}
     taken = probing.on_hosts(ran, lambda host, control: insync.take(
         host, run_id, path, control, plans[host][1], inputs[host], touched[host]),
         request.playbook.forks) if ran else []
@@ -104,9 +103,11 @@ def provision(request: ProvisionRequest, say: Say, warn: Say) -> ProvisionRun:
     ledger = Ledger()
     run_id = new_run_id("provision")
     options, target = request.playbook, request.rollback_to
+    # each host's lock, role variables and inputs, read once for the skip and the baseline
+    plans = host_plans(request.inventory, options.hosts) if request.keep_baselines else {}
     inputs = {h: insync.fingerprint(request.locks[h], request.inventory.settings(h))
               for h in options.hosts} if request.keep_baselines else {}
-    skipped = _in_sync(ledger, request, inputs, say) if request.skip_in_sync else {}
+    skipped = _in_sync(ledger, request, plans, inputs, say) if request.skip_in_sync else {}
     options = replace(options, hosts=[h for h in options.hosts if h not in skipped])
     gate = None
     if request.slurm is not None and options.hosts:
@@ -141,7 +142,7 @@ def provision(request: ProvisionRequest, say: Say, warn: Say) -> ProvisionRun:
             outcomes, log_path, touched = run_playbook(run_dir, run_id, options, view)
     outcomes = sorted([*outcomes, *skipped.values()], key=lambda o: hosts.index(o.host))
     if request.keep_baselines:
-        _new_baselines(ledger, request, run_id, outcomes, touched, inputs, skipped)
+        _new_baselines(ledger, request, run_id, outcomes, touched, plans, inputs, skipped)
     ledger.finish_run(run_id, outcomes)
     if gate:
         gate.after_provisioning({o.host: o for o in outcomes})

@@ -11,7 +11,7 @@ from gpuprov import settings
 from gpuprov.checks.run import judge
 from gpuprov.errors import InputError
 from gpuprov.evidence import Evidence
-from gpuprov.hardware_history import gpu_swaps, offenders, part_swaps, quarantined
+from gpuprov.hardware_history import offenders, part_swaps, quarantined
 from gpuprov.ledger import Ledger
 from gpuprov.lifecycle import quarantine, stale_nodes
 from gpuprov.profiles import load_profile
@@ -56,10 +56,10 @@ def history(tmp_path):
 
 
 def test_a_new_serial_in_a_slot_is_a_swap(history):
-    (swap,) = gpu_swaps(history.node_results(node="node07"))
-    assert (swap.slot, swap.old_serial, swap.new_serial, swap.run_id) == (
-        "00000000:18:00.0", FIRST_SERIAL, NEW_SERIAL, "v3")
-    assert gpu_swaps(history.node_results(node="node08")) == []
+    (swap,) = part_swaps(history.node_results(node="node07"))
+    assert (swap.part, swap.slot, swap.old, swap.new, swap.run_id) == (
+        "GPU", "00000000:18:00.0", FIRST_SERIAL, NEW_SERIAL, "v3")
+    assert part_swaps(history.node_results(node="node08")) == []
 
 
 def test_three_rejections_make_the_node_and_its_gpu_offenders(history):

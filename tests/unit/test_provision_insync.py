@@ -63,6 +63,9 @@ def test_the_snapshot_hashes_files_and_reads_links_units_kernel_and_modules(tmp_
     assert snapshot["host"][0] == "6.1.0-gpuprov-lab"
     assert snapshot["modules"] == ["nvidia", "nvidia_peermem"]
     assert snapshot["units"][0].endswith(" gpuprov-no-such.service")
+    # systemctl printed no state for it (no such unit; no systemd here): never in sync
+    assert insync.unreadable_units(snapshot) == ["gpuprov-no-such.service"]
+    assert insync.unreadable_units({"units": ["enabled active docker"]}) == []
     assert len(snapshot["packages"]) == 64         # this machine's dpkg list, hashed
 
     # the same host read again: the same snapshot; a file edited by hand: named
