@@ -141,66 +141,88 @@ def pair_rounds(nodes: list[str]) -> list[list[tuple[str, str]]]:
     return rounds
 
 
+def _rail_bad(run: RailRun) -> bool:
+    return not run.ok or (run.floor_gbps is not None
+                          and (run.average_gbps or 0.0) < run.floor_gbps)
+
+
+def _rail_said(node: str, run: RailRun) -> str:
+    got = (f"{run.average_gbps:.4g} Gb/s" if run.ok and run.average_gbps is not None
+           else f"failed: {run.error}")
+    floor = f", floor {run.floor_gbps:g}" if run.floor_gbps is not None else ""
+    if run.loopback:
+        return f"alone (loopback): {got}{floor}"
+    return f"with {next(x for x in run.nodes if x != node)}: {got}{floor}"
+
+
 def rail_findings(record: FabricRecord) -> dict[str, NodeFinding]:
-    """Per-rail `ib_write_bw` (gpuprov fabric --rails): on each rail a pair is bad when it
-    failed or fell below its floor (the lower of its two ends' profile floors); a node's HCA
-    is at fault on a rail when every pair it is in there is bad while another pair on that
-    rail is good; a bad pair between two nodes not at fault is a bad link; every pair of a
-    rail bad names the rail (with two nodes the fault cannot be placed on one end)."""
+    """Per-rail `ib_write_bw` (gpuprov fabric --rails). On each rail a run is bad when it
+    failed or fell below its floor (a pair's: the lower of its two ends' profile floors).
+    An HCA bad alone (its loopback) is at fault on its node, whatever its pairs say, and
+    its pairs are explained by it. The remaining pairs place the rest: a node's HCA is at
+    fault when every pair it is in there is bad while another pair is good; a bad pair
+    between two nodes not at fault is a bad link, both ends named; every pair of a rail bad
+    names the rail, or, with two nodes, the link between them (each HCA passed alone)."""
     members = [m.node for m in record.members if not m.problem]
     problems: dict[str, list[str]] = {n: [] for n in members}
     rails = sorted({r.rail for r in record.rails})
     views: dict[str, list[dict]] = {}
     for rail in rails:
         runs = [r for r in record.rails if r.rail == rail]
-
-        def bad(run) -> bool:
-            return not run.ok or (run.floor_gbps is not None
-                                  and (run.average_gbps or 0.0) < run.floor_gbps)
-
-        views[rail] = [{"nodes": list(r.nodes), "ok": r.ok, "average_gbps": r.average_gbps,
-                        "floor_gbps": r.floor_gbps, "error": r.error, "bad": bad(r)}
-                       for r in runs]
-        bad_runs = [r for r in runs if bad(r)]
-        mine = {n: [r for r in runs if n in r.nodes] for n in members}
-        at_fault = {n for n in members if mine[n] and all(bad(r) for r in mine[n])
-                    and len(bad_runs) < len(runs)}
-
-        def said(node: str, run: RailRun) -> str:
-            peer = next(x for x in run.nodes if x != node)
-            got = (f"{run.average_gbps:.4g} Gb/s" if run.ok and run.average_gbps is not None
-                   else f"failed: {run.error}")
-            floor = f", floor {run.floor_gbps:g}" if run.floor_gbps is not None else ""
-            return f"with {peer}: {got}{floor}"
-
-        for n in members:
-            own_bad = [r for r in mine[n] if bad(r)]
-            if not own_bad:
-                continue
-            listed = "; ".join(said(n, r) for r in own_bad)
-            if len(bad_runs) == len(runs):
-                problems[n].append(f"rail {rail}: every pair slow or failed ({listed}): "
-                                   + ("the two ends cannot be told apart" if len(members) == 2
-                                      else "the rail's switch, or a floor it cannot meet"))
-            elif n in at_fault:
-                problems[n].append(f"rail {rail}: {n} {rail} is at fault, every pair with it "
-                                   f"slow or failed ({listed})")
-            else:
-                links = [r for r in own_bad if not set(r.nodes) & (at_fault - {n})]
-                if links:
-                    problems[n].append(f"rail {rail}: bad link "
-                                       f"{'; '.join(said(n, r) for r in links)}, both ends "
-                                       "named")
+        views[rail] = [{"nodes": list(r.nodes), "loopback": r.loopback, "ok": r.ok,
+                        "average_gbps": r.average_gbps, "floor_gbps": r.floor_gbps,
+                        "error": r.error, "bad": _rail_bad(r)} for r in runs]
+        alone = {r.nodes[0]: r for r in runs if r.loopback and r.nodes[0] in problems}
+        hca_at_fault = {n for n, r in alone.items() if _rail_bad(r)}
+        for n in sorted(hca_at_fault):
+            problems[n].append(f"rail {rail}: {n} {rail} is at fault, "
+                               f"{_rail_said(n, alone[n])}")
+        pairs = [r for r in runs if not r.loopback and not set(r.nodes) & hca_at_fault]
+        _place_rail_pairs(rail, pairs, [n for n in members if n not in hca_at_fault],
+                          set(alone), problems)
     values = {"rails": views}
     out: dict[str, NodeFinding] = {}
     for n in members:
         if problems[n]:
             out[n] = NodeFinding(False, "; ".join(problems[n]), values)
         else:
-            ran = sum(1 for r in record.rails if n in r.nodes)   # no run of its own: untested
-            out[n] = NodeFinding(True, f"{len(rails)} rail(s) at or above their floors with "
-                                       "every peer", values, tested=bool(ran))
+            own = [r for r in record.rails if n in r.nodes]   # no run of its own: untested
+            how = ("alone (loopback) and with every peer" if any(r.loopback for r in own)
+                   else "with every peer")
+            out[n] = NodeFinding(True, f"{len(rails)} rail(s) at or above their floors {how}",
+                                 values, tested=bool(own))
     for m in record.members:
         if m.problem:
             out[m.node] = NodeFinding(False, f"{m.problem}; not tested on its rails", values)
     return out
+
+
+def _place_rail_pairs(rail: str, runs: list[RailRun], members: list[str],
+                      passed_alone: set[str], problems: dict[str, list[str]]) -> None:
+    """One rail's pairs between HCAs not at fault alone: who is at fault, or which link."""
+    bad_runs = [r for r in runs if _rail_bad(r)]
+    mine = {n: [r for r in runs if n in r.nodes] for n in members}
+    at_fault = {n for n in members if mine[n] and all(_rail_bad(r) for r in mine[n])
+                and len(bad_runs) < len(runs)}
+    for n in members:
+        own_bad = [r for r in mine[n] if _rail_bad(r)]
+        if not own_bad:
+            continue
+        listed = "; ".join(_rail_said(n, r) for r in own_bad)
+        if len(bad_runs) == len(runs) and len(members) == 2:
+            ends = ("each HCA passed alone (loopback): the link between them (cable, "
+                    "transceivers, the leaf's ports)" if set(members) <= passed_alone
+                    else "the two ends cannot be told apart")
+            problems[n].append(f"rail {rail}: every pair slow or failed ({listed}): {ends}")
+        elif len(bad_runs) == len(runs):
+            problems[n].append(f"rail {rail}: every pair slow or failed ({listed}): the "
+                               "rail's switch, or a floor it cannot meet")
+        elif n in at_fault:
+            problems[n].append(f"rail {rail}: {n} {rail} is at fault, every pair with it "
+                               f"slow or failed ({listed})")
+        else:
+            links = [r for r in own_bad if not set(r.nodes) & (at_fault - {n})]
+            if links:
+                problems[n].append(f"rail {rail}: bad link "
+                                   f"{'; '.join(_rail_said(n, r) for r in links)}, both ends "
+                                   "named")

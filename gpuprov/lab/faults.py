@@ -242,9 +242,10 @@ def _peermem_missing(access, hw, gpu):
 
 
 def _rail_slow(access, hw, gpu):
-    """One HCA of the node (the fourth rail, else the first) moves a quarter of its rate (a
-    link trained at one lane of four, a bad cable on that rail): its ib_write_bw with every
-    peer falls, its other rails stay healthy."""
+    """One HCA of the node (the fourth rail, else the first) moves a quarter of its rate
+    (the adapter itself: its PCIe link trained down, or throttling): its ib_write_bw falls
+    alone (loopback) and with every peer, its other rails stay healthy. A bad cable would
+    slow the pairs only; no lab fault models that one."""
     ports = hw.get("nic_ports") or []
     port = ports[3] if len(ports) > 3 else _first_nic(access, hw)
     port["write_bw_factor"] = 0.25
@@ -556,7 +557,7 @@ FAULTS = {f.name: f for f in (
     FaultKind("iommu-translated", True, _iommu_translated,
               "a GPU's DMA translated by the IOMMU (no iommu=pt)"),
     FaultKind("rail-slow", False, _rail_slow,
-              "one RDMA NIC (the fourth rail) at a quarter of its rate in ib_write_bw"),
+              "one RDMA NIC (rail 4) at a quarter of its ib_write_bw rate, alone or paired"),
     FaultKind("firmware-old", False, _firmware_old,
               "the first RDMA NIC port's firmware below the lock's minimum"),
     FaultKind("gpu-swap", True, _gpu_swap,

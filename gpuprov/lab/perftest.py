@@ -12,8 +12,9 @@ device that is not there " Unable to find the Infiniband/RoCE device", a port no
 " Port number 1 state is Down" and " Couldn't get context for the device", exit status 1.
 
 The bandwidth is the lower of the two ports' rates times WRITE_EFFICIENCY and each port's
-`write_bw_factor` (the rail-slow fault); no data crosses the lab fabric, only the two ends'
-few bytes of port rates, and the client waits out -D seconds as the real run would.
+`write_bw_factor` (the rail-slow fault, the adapter's own: a loopback, server and client on
+one HCA, shows it too); no data crosses the lab fabric, only the two ends' few bytes of port
+rates, and the client waits out -D seconds as the real run would.
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ A member is a node with its fabric address and interface, and the state of that 
 when the test began. A group run is one `torchrun` over some members: whether it finished,
 and the all-reduce bus bandwidth at each size. The whole group runs first; pairs run only
 when the group failed or fell below the floor. A per-rail run (`gpuprov fabric --rails`)
-holds instead one `ib_write_bw` result per rail (HCA) and pair of nodes.
+holds instead one `ib_write_bw` result per rail (HCA) and node alone (loopback), and per
+rail and pair of nodes.
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ class GroupRun:
 
 @dataclass(frozen=True)
 class RailRun:
-    """One rail (HCA) between two nodes: `ib_write_bw` from the first to the second."""
+    """One rail (HCA) between two nodes: `ib_write_bw` from the first to the second; with
+    both the same node, that HCA alone (server and client on it, a loopback)."""
     rail: str                          # the HCA on both ends, e.g. mlx5_3
     nodes: tuple[str, str]             # (client, server)
     ok: bool
@@ -50,6 +52,10 @@ class RailRun:
     floor_gbps: float | None = None    # the lower of the two ends' profile floors
     error: str | None = None
     seconds: float = 0.0
+
+    @property
+    def loopback(self) -> bool:
+        return self.nodes[0] == self.nodes[1]
 
 
 @dataclass

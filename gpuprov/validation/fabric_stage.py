@@ -217,19 +217,31 @@ class RailSettings:
     command: dict[str, str]              # node -> its ib_write_bw
     seconds: int = 5                     # -D: each rail's timed run
     port: int = 18515                    # perftest's default port; rail i uses port + i
+    loopback: bool = True                # first each HCA alone, every node at once
 
 
 def run_rails(nodes: list[FabricNode], s: RailSettings, out_dir: Path,
               progress: Progress) -> FabricRecord:
-    """`ib_write_bw` per rail between every pair of nodes, a round of disjoint pairs at a
-    time (no node in two pairs at once), every rail of a pair at once: the server on the
-    pair's second node, the client on the first, over the fabric addresses."""
+    """`ib_write_bw` per rail: first each node's HCAs alone (server and client on the node,
+    every node and rail at once), then between every pair of nodes, a round of disjoint
+    pairs at a time (no node in two pairs at once), every rail of a pair at once: the server
+    on the pair's second node, the client on the first, over the fabric addresses.
+
+    The loopback is Azure's per-HCA test (azurehpc-health-checks, customTests/
+    azure_ib_write_bw_loop_gdr.nhc@a4835c7: server and client on one HCA, every HCA on its
+    own port at once): it places a slow HCA on its node without a third peer; it does not
+    cross the cable or the switch, which only the pairs test."""
     started = time.monotonic()
     out_dir.mkdir(parents=True, exist_ok=True)
     members = [Member(n.name, n.address, n.interface) for n in nodes]
-    record = FabricRecord(s.run_id, None, "per-rail ib_write_bw: each pair's lower profile "
-                          "floor (nics.write_bw_min_gbps)", members)
+    record = FabricRecord(s.run_id, None, "per-rail ib_write_bw: each node's own profile "
+                          "floor alone, each pair's lower one (nics.write_bw_min_gbps)", members)
     by_name = {n.name: n for n in nodes}
+    if s.loopback:
+        progress("rails: each HCA alone (loopback) on " + ", ".join(by_name))
+        with ThreadPoolExecutor(max_workers=max(1, min(len(nodes), 32))) as pool:
+            for runs in pool.map(lambda n: _rail_pair(n, n, s, out_dir), nodes):
+                record.rails += runs
     for number, pairs in enumerate(pair_rounds(list(by_name))):
         progress("rails: round " + str(number + 1) + ": "
                  + ", ".join(f"{a}-{b}" for a, b in pairs))
@@ -281,11 +293,12 @@ def _rail_pair(client: FabricNode, server: FabricNode, s: RailSettings,
         said = _run(client.host, f"cat {workdir}/client-{rail}.txt", 30).stdout
         rc = _run(client.host, f"cat {workdir}/client-{rail}.rc", 30).stdout.strip()
         served = _run(server.host, f"cat {workdir}/server-{rail}.txt", 30).stdout
-        tag = f"rail-{rail}-{client.name}-{server.name}"
+        tag = (f"loop-{rail}-{client.name}" if client is server
+               else f"rail-{rail}-{client.name}-{server.name}")
         (out_dir / f"{tag}-client.txt").write_text(said)
         (out_dir / f"{tag}-server.txt").write_text(served)
         runs.append(_rail_result(rail, client.name, server.name, said, rc, floor, seconds))
-    for node in (client, server):
+    for node in {client.name: client, server.name: server}.values():
         _run(node.host, f"rm -rf {workdir}", 30)
     return runs
 

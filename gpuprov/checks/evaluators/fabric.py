@@ -25,10 +25,11 @@ def fabric(ctx: Context, r: Results) -> CheckResult:
 
 @check("fabric_rails", stage="fabric", needs=(FABRIC,), action=Action.RESEAT_OR_INSPECT,
        optional=True, skip_reason="per-rail test not run (`gpuprov fabric --rails`)",
-       rule="every rail's ib_write_bw average with every peer at or above the lower of the two "
-            "ends' nics.write_bw_min_gbps; a node's HCA in only bad pairs on a rail (while "
-            "another pair there is good) is at fault, a bad pair between two others is a bad "
-            "link, a rail bad everywhere is named as the rail's")
+       rule="every rail's ib_write_bw average alone (loopback) at or above the node's "
+            "nics.write_bw_min_gbps and with every peer at or above the lower of the two "
+            "ends'; an HCA bad alone is at fault; else a node's HCA in only bad pairs on a "
+            "rail (while another pair there is good) is at fault, a bad pair between two "
+            "others is a bad link, a rail bad everywhere is named as the rail's")
 def fabric_rails(ctx: Context, r: Results) -> CheckResult:
     record = ctx.evidence.read(FABRIC)
     node = record.node or ctx.evidence.meta.get("node")

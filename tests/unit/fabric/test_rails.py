@@ -61,6 +61,47 @@ def test_two_nodes_cannot_place_the_fault_and_say_so():
     assert "the two ends cannot be told apart" in found["node02"].summary
 
 
+def _alone(speeds: dict[tuple[str, str], float], nodes=("node01", "node02"),
+           rails=("mlx5_0", "mlx5_3")) -> list[RailRun]:
+    """Each node's HCAs alone (loopback), at the given speeds, else healthy."""
+    return [RailRun(rail, (n, n), True, speeds.get((n, rail), 390.0), FLOOR)
+            for rail in rails for n in nodes]
+
+
+def test_with_two_nodes_the_loopback_places_a_slow_hca_on_its_node():
+    """The lab's two RDMA nodes: the pair alone cannot say which end; the HCA's own
+    loopback can, and the peer is not blamed for the pair it shared with it."""
+    slow = {("node01", "mlx5_3"): 97.5}
+    found = rail_findings(_record(_alone(slow) + _all_pairs(slow, nodes=("node01", "node02")),
+                                  ("node01", "node02")))
+    assert not found["node01"].ok
+    assert found["node01"].summary == ("rail mlx5_3: node01 mlx5_3 is at fault, alone "
+                                       "(loopback): 97.5 Gb/s, floor 380")
+    assert found["node02"].ok and found["node02"].summary == (
+        "2 rail(s) at or above their floors alone (loopback) and with every peer")
+
+
+def test_a_failed_loopback_is_the_hca_s_fault_never_a_pass():
+    runs = _alone({}) + _all_pairs({}, nodes=("node01", "node02"))
+    runs[1] = RailRun("mlx5_0", ("node02", "node02"), False, None, FLOOR,
+                      "exit status 1; Port number 1 state is Down")
+    found = rail_findings(_record(runs, ("node01", "node02")))
+    assert not found["node02"].ok and "node02 mlx5_0 is at fault, alone (loopback): failed: " \
+        "exit status 1; Port number 1 state is Down" in found["node02"].summary
+    assert found["node01"].ok
+
+
+def test_two_hcas_that_pass_alone_but_not_together_name_the_link_between_them():
+    runs = _alone({}) + _all_pairs({}, nodes=("node01", "node02"))
+    runs[-1] = RailRun("mlx5_3", ("node01", "node02"), True, 120.0, FLOOR)
+    found = rail_findings(_record(runs, ("node01", "node02")))
+    for node in ("node01", "node02"):
+        assert not found[node].ok
+        assert found[node].summary.endswith(
+            "each HCA passed alone (loopback): the link between them (cable, transceivers, "
+            "the leaf's ports)"), found[node].summary
+
+
 def test_a_client_without_a_table_is_a_failed_rail_never_a_pass():
     run = _rail_result("mlx5_0", "node01", "node02", "", "127", FLOOR, 1.0)
     assert not run.ok and "exit status 127" in run.error
@@ -127,16 +168,34 @@ def test_the_stage_runs_every_rail_of_a_pair_at_once_over_real_processes(tmp_pat
     script, hw = _stand_in(tmp_path)
     rails = [p["ca"] for p in hw["nic_ports"]]
     nodes = [FabricNode(n, "127.0.0.1", "lo", _LocalHost()) for n in ("node01", "node02")]
+    # both 'nodes' are this machine: their loopbacks at once would share ports (next test)
     settings = RailSettings(f"t{_free_port()}", dict.fromkeys(("node01", "node02"), rails),
                             dict.fromkeys(("node01", "node02"), FLOOR),
                             dict.fromkeys(("node01", "node02"), str(script)), seconds=1,
-                            port=_free_port())
+                            port=_free_port(), loopback=False)
     record = run_rails(nodes, settings, tmp_path / "out", lambda line: None)
     assert [(r.rail, r.ok) for r in record.rails] == [(rail, True) for rail in rails]
     slow = {r.rail: r.average_gbps for r in record.rails}
     assert slow["mlx5_3"] == 97.5 and slow["mlx5_0"] == 390.0
     assert (tmp_path / "out" / "rail-mlx5_3-node01-node02-client.txt").read_text()
     assert record.seconds < 30
+
+
+def test_the_loopback_runs_server_and_client_on_one_node_and_places_its_slow_hca(tmp_path):
+    from gpuprov.validation.fabric_stage import FabricNode, RailSettings, run_rails
+
+    script, hw = _stand_in(tmp_path)
+    rails = [p["ca"] for p in hw["nic_ports"]]
+    node = FabricNode("node01", "127.0.0.1", "lo", _LocalHost())
+    settings = RailSettings(f"t{_free_port()}", {"node01": rails}, {"node01": FLOOR},
+                            {"node01": str(script)}, seconds=1, port=_free_port())
+    record = run_rails([node], settings, tmp_path / "out", lambda line: None)
+    assert [(r.rail, r.nodes, r.ok) for r in record.rails] == [
+        (rail, ("node01", "node01"), True) for rail in rails]
+    assert {r.rail: r.average_gbps for r in record.rails}["mlx5_3"] == 97.5
+    assert (tmp_path / "out" / "loop-mlx5_3-node01-server.txt").read_text()
+    found = rail_findings(record)["node01"]
+    assert not found.ok and found.summary.startswith("rail mlx5_3: node01 mlx5_3 is at fault")
 
 
 def test_a_member_with_no_rail_run_of_its_own_is_untested_never_a_pass():
