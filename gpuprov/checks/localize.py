@@ -43,6 +43,15 @@ def _pair_view(run: GroupRun) -> dict:
             "error": run.error}
 
 
+def _transport(record: FabricRecord) -> str:
+    backend = record.group.backend if record.group else "unknown"
+    if not record.network_only:
+        return backend
+    if backend == "nccl":
+        return "nccl, network only: P2P and SHM off"
+    return f"{backend}; network only asked: NCCL_P2P_DISABLE and NCCL_SHM_DISABLE act on NCCL"
+
+
 def findings(record: FabricRecord) -> dict[str, NodeFinding]:
     """One finding per member of the record."""
     floor = record.floor_gbps
@@ -66,8 +75,9 @@ def findings(record: FabricRecord) -> dict[str, NodeFinding]:
         floor_text = f", floor {floor:g}" if floor is not None else ", no floor set"
         for node in tested:
             out[node] = NodeFinding(True, f"all-reduce over {len(group.nodes)} nodes "
-                                      f"({group.backend}): peak {_gbps(group.peak_busbw_gbps)} "
-                                      f"bus bandwidth{floor_text}", group_values)
+                                      f"({_transport(record)}): peak "
+                                      f"{_gbps(group.peak_busbw_gbps)} bus bandwidth"
+                                      f"{floor_text}", group_values)
         return out
     why = group.error if not group.ok else (f"peak {_gbps(group.peak_busbw_gbps)} below the "
                                             f"floor {floor:g}")

@@ -35,19 +35,24 @@ from gpuprov.validation.service import FabricRequest, fabric_test
               help="Per-rail ib_write_bw between every pair instead of the all-reduce: each "
                    "host's gpuprov_fabric_rails HCAs, floors from the profiles' "
                    "nics.write_bw_min_gbps.")
+@click.option("--network-only", is_flag=True,
+              help="The all-reduce with NCCL's P2P and shared-memory transports off "
+                   "(NCCL_P2P_DISABLE=1, NCCL_SHM_DISABLE=1): ranks on one node talk over "
+                   "the NICs too, so NVLink cannot hide a slow NIC.")
 @click.option("--json", "as_json", is_flag=True, help="Print each member's finding as JSON.")
 @click.option("--evidence-dir", "evidence_root", type=click.Path(path_type=Path), metavar="DIR",
               help="Where evidence goes: DIR/<run>/ (default: the state directory's "
                    "evidence/).")
 def fabric(nodes: tuple[str, ...], all_nodes: bool, inventory_option: str | None,
-           profile_name: str | None, fabric_floor: float | None, rails: bool, as_json: bool,
-           evidence_root: Path | None) -> None:
+           profile_name: str | None, fabric_floor: float | None, rails: bool,
+           network_only: bool, as_json: bool, evidence_root: Path | None) -> None:
     """Test the compute fabric across NODEs: exit 0 none at fault, 1 any, 2 bad input."""
     inventory = Inventory(resolve_inventory(inventory_option))
     hosts = pick_nodes(inventory, nodes, all_nodes)
     out = sys.stderr if as_json else sys.stdout
     done = fabric_test(FabricRequest(inventory, hosts, profile_name, fabric_floor, evidence_root,
-                                     rails), lambda line: print(line, file=out, flush=True))
+                                     rails, network_only),
+                       lambda line: print(line, file=out, flush=True))
     record = done.record
     if as_json:
         click.echo(json.dumps({"run_id": done.run_id, "floor_gbps": record.floor_gbps,

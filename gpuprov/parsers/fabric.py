@@ -39,6 +39,7 @@ class GroupRun:
     peak_busbw_gbps: float | None = None
     seconds: float = 0.0
     error: str | None = None
+    nccl_env: dict = field(default_factory=dict)   # NCCL's settings as rank 0 saw them
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,7 @@ class FabricRecord:
     seconds: float = 0.0
     node: str | None = None            # set in a member's copy: whose evidence this is
     rails: list[RailRun] = field(default_factory=list)   # `gpuprov fabric --rails`
+    network_only: bool = False         # NCCL's P2P and SHM off: every byte over the NICs
 
     def as_json(self) -> str:
         return json.dumps(asdict(self), indent=2) + "\n"
@@ -86,7 +88,7 @@ def parse_fabric_record(text: str, source: str) -> FabricRecord:
         rails = [RailRun(**{**r, "nodes": tuple(r["nodes"])}) for r in data.get("rails") or []]
         return FabricRecord(data["run_id"], data.get("floor_gbps"), data["floor_source"],
                             members, group, pairs, data.get("seconds", 0.0), data.get("node"),
-                            rails)
+                            rails, bool(data.get("network_only")))
     except (ValueError, KeyError, TypeError) as exc:
         raise ParseError(source, f"not a gpuprov fabric record: {exc}") from exc
 

@@ -47,6 +47,13 @@ class FabricSettings:
     collective_timeout_s: int = 30
     port: int = 29400
     pytorch_env: str = "default"
+    # NCCL's P2P (NVLink, PCIe) and shared-memory transports off, so ranks on one node talk
+    # over the NICs too (NCCL's environment variables, docs.nvidia.com/deeplearning/nccl
+    # user-guide env.html: NCCL_P2P_DISABLE, NCCL_SHM_DISABLE; as Azure's IB loopback check)
+    network_only: bool = False
+
+
+NETWORK_ONLY_ENV = "NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 "
 
 
 @dataclass(frozen=True)
@@ -112,7 +119,7 @@ def _torchrun(p: Prepared, group: list[Prepared], tag: str, port: int, s: Fabric
     out, log = f"{p.workdir}/{tag}.json", f"{p.workdir}/{tag}.log"
     sizes = " ".join(f"{m:g}" for m in SIZES_MIB[backend])
     env = (f"GLOO_SOCKET_IFNAME={p.node.interface} NCCL_SOCKET_IFNAME={p.node.interface} "
-           "OMP_NUM_THREADS=1")
+           f"{NETWORK_ONLY_ENV if s.network_only else ''}OMP_NUM_THREADS=1")
     return (f"cd {p.workdir} && rm -f {out} && {env} {p.python} -m torch.distributed.run "
             f"--nnodes {len(group)} --nproc-per-node {max(p.gpus, 1)} --rdzv-backend c10d "
             f"--rdzv-endpoint {group[0].node.address}:{port} --rdzv-id {s.run_id}-{tag} "
@@ -153,7 +160,8 @@ def run_group(group: list[Prepared], tag: str, port: int, s: FabricSettings,
                         error=_why_no_result(results, limit, seconds))
     return GroupRun(names, bool(found.get("ok")), found.get("backend", backend),
                     int(found.get("world_size") or 0), tuple(found.get("sizes") or ()),
-                    found.get("peak_busbw_gbps"), seconds, found.get("error"))
+                    found.get("peak_busbw_gbps"), seconds, found.get("error"),
+                    dict(found.get("nccl_env") or {}))
 
 
 def _why_no_result(results, limit: int, seconds: float) -> str:
@@ -174,7 +182,8 @@ def run_fabric(nodes: list[FabricNode], s: FabricSettings, out_dir: Path,
         if p.member.problem:
             progress(f"{p.node.name}: {p.member.problem}")
     usable = [p for p in prepared if not p.member.problem]
-    record = FabricRecord(s.run_id, s.floor_gbps, s.floor_source, [p.member for p in prepared])
+    record = FabricRecord(s.run_id, s.floor_gbps, s.floor_source, [p.member for p in prepared],
+                          network_only=s.network_only)
     if len(usable) >= 2:
         progress(f"fabric: all-reduce across {len(usable)} nodes")
         record.group = run_group(usable, "group", s.port, s, out_dir)

@@ -203,6 +203,7 @@ class FabricRequest:
     fabric_floor: float | None = None
     evidence_root: Path | None = None
     rails: bool = False                    # per-rail ib_write_bw instead of the all-reduce
+    network_only: bool = False             # the all-reduce with NCCL's P2P and SHM off
 
 
 @dataclass(frozen=True)
@@ -219,6 +220,8 @@ class FabricRun:
 def fabric_test(request: FabricRequest, say: Say) -> FabricRun:
     """The rack's fabric test on its own, over nodes already validated: the members at
     fault recorded rejected (check `fabric`), no node accepted by it."""
+    if request.rails and request.network_only:
+        raise InputError("--network-only applies to the all-reduce, not to --rails")
     path = request.inventory.path
     hosts = request.hosts
     places = check_members(request.inventory, hosts)
@@ -239,13 +242,15 @@ def fabric_test(request: FabricRequest, say: Say) -> FabricRun:
     ledger = Ledger()
     ledger.start_run(run_id, "validate", str(path.resolve()), hosts,
                      {"fabric_only": True, "profile": request.profile_name,
-                      "fabric_floor": request.fabric_floor, "rails": request.rails},
+                      "fabric_floor": request.fabric_floor, "rails": request.rails,
+                      "network_only": request.network_only},
                      {h: None for h in hosts}, str(base))
     what = "per-rail ib_write_bw" if rails else "fabric test"
     say(f"run {run_id}: {what} across {len(hosts)} node(s); evidence in {base}")
     started = time.time()
     settings = rails or FabricSettings(run_id, floor, source,
-                                       floor_nccl_only=source.startswith("profile"))
+                                       floor_nccl_only=source.startswith("profile"),
+                                       network_only=request.network_only)
     record = run_fabric_test(path, places, settings, base / "fabric", node_dirs,
                              state_dir() / "ssh-control", say)
     check_id = "fabric_rails" if rails else "fabric"

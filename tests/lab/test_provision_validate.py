@@ -202,6 +202,16 @@ def test_the_fabric_test_names_a_slow_node_and_fails_fast_on_a_dead_link(rack):
         assert rc == 1 and "fabric interface eth0 is DOWN" in nodes["node03"]["summary"]
         assert {nodes[n]["status"] for n in ("node01", "node02")} == {"pass"}, nodes
         clear(rack, "node03")
+        # NVLink and shared memory off (issue 40): the ranks ran with NCCL's settings, which
+        # the gloo run here records but cannot use
+        only = rack.cli("fabric", "--all", "--network-only", "--inventory", str(rack.inventory),
+                        "--json")
+        assert only.returncode == 0, only.stdout + only.stderr[-2000:]
+        run_id = json.loads(only.stdout)["run_id"]
+        kept = json.loads((rack.state / "evidence" / run_id / "fabric" / "fabric.json")
+                          .read_text())
+        assert kept["network_only"] and kept["group"]["nccl_env"] == {
+            "NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1", "NCCL_SOCKET_IFNAME": "eth0"}
         # per-rail ib_write_bw (issue 40) on the lab's two RDMA nodes: every rail at its
         # floor alone and between them; then one HCA of node01 at a quarter of its rate: its
         # loopback names node01 and the HCA, node02 passes; node03 has no rails: exit 2

@@ -27,6 +27,7 @@ import torch
 import torch.distributed as dist
 
 HOST_BYTES = 64
+NCCL_SHOWN = ("NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE", "NCCL_SOCKET_IFNAME")
 
 
 def measure(device: torch.device, world: int, mib: float, budget_s: float) -> dict:
@@ -99,6 +100,8 @@ def main() -> int:
         result = {"ok": False, "world_size": world, "backend": "unknown",
                   "error": f"rank {rank}: {type(exc).__name__}: {str(exc).splitlines()[0]}"}
     result["seconds"] = round(time.monotonic() - started, 3)
+    # NCCL's settings as the ranks saw them: the evidence of a network-only run
+    result["nccl_env"] = {k: v for k, v in sorted(os.environ.items()) if k in NCCL_SHOWN}
     if rank == 0:
         tmp = f"{args.out}.tmp"
         with open(tmp, "w") as fh:

@@ -120,6 +120,8 @@ def test_the_check_skips_without_a_fabric_run_and_warns_when_untested(tmp_path):
     ("validate", ["--all", "--fabric"], "host node02: no gpuprov_fabric_address in the "
                                          "inventory"),
     ("fabric", ["--all", "--fabric-floor", "-1"], "--fabric-floor"),
+    ("fabric", ["--all", "--rails", "--network-only"],
+     "--network-only applies to the all-reduce, not to --rails"),
 ])
 def test_bad_fabric_input_is_one_line_exit_2_and_no_ledger(tmp_path, command, args, message):
     inventory = tmp_path / "rack.ini"

@@ -45,6 +45,17 @@ def record(names, group: GroupRun | None, pair_runs=(), floor=FLOOR, down=None):
 NODES = ("node01", "node02", "node03")
 
 
+def test_a_network_only_run_says_so_and_that_gloo_has_no_nvlink_to_turn_off():
+    import dataclasses
+    nccl = dataclasses.replace(run(NODES, 150.0), backend="nccl")
+    said = findings(dataclasses.replace(record(NODES, nccl, floor=100), network_only=True))
+    assert said["node01"].summary == ("all-reduce over 3 nodes (nccl, network only: P2P and "
+                                      "SHM off): peak 150 GB/s bus bandwidth, floor 100")
+    lab = findings(dataclasses.replace(record(NODES, run(NODES, 0.33)), network_only=True))
+    assert "(gloo; network only asked: NCCL_P2P_DISABLE and NCCL_SHM_DISABLE act on NCCL)" \
+        in lab["node01"].summary
+
+
 def test_a_healthy_group_passes_everyone_with_its_peak_and_floor():
     found = findings(record(NODES, run(NODES, 0.33)))
     assert all(f.ok and f.tested for f in found.values())
