@@ -76,6 +76,9 @@ SCHEMA = {
                            "write_bw_min_gbps": _NUM},
         },
         "ecc_required": {"type": "boolean"},
+        # the cpufreq governor every online CPU runs (check cpu_governor, role cpu_governor)
+        "cpu_governor": {"enum": ["performance", "powersave", "ondemand", "schedutil",
+                                  "conservative", "userspace"]},
         "max_temp_c": {"type": "integer", "minimum": 30, "maximum": 120},
         "gpu_burn": {
             "type": "object", "required": ["gflops_min", "max_spread_pct", "soak_seconds"],

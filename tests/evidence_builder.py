@@ -195,6 +195,18 @@ def telemetry(samples: int = 4, gpus: int = 8, hotter: dict[int, int] | None = N
     return "\n".join(rows) + "\n"
 
 
+def cpufreq_listing(governors: dict[str, range], driver: str = "intel_pstate",
+                    online: str = "0-7") -> str:
+    """`grep -H .` of the online CPUs and each CPU's governor and driver, as the cpufreq
+    kind's command prints it; a governor "" leaves its CPUs without cpufreq."""
+    lines = [f"/sys/devices/system/cpu/online:{online}"]
+    for governor, cpus in governors.items():
+        for cpu in cpus if governor else ():
+            lines += [f"/sys/devices/system/cpu/cpu{cpu}/cpufreq/scaling_governor:{governor}",
+                      f"/sys/devices/system/cpu/cpu{cpu}/cpufreq/scaling_driver:{driver}"]
+    return "\n".join(lines) + "\n"
+
+
 def healthy_h100(directory: Path) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     files = {
@@ -235,6 +247,8 @@ def healthy_h100(directory: Path) -> Path:
         "iommu.txt": "/proc/cmdline:BOOT_IMAGE=/vmlinuz-5.15.0-112-generic ro iommu=pt\n"
                      + "".join(f"/sys/bus/pci/devices/0000:{f}/iommu_group/type:identity\n"
                                for f in ("19:00.0", "1a:00.0", "1b:00.0", "1b:00.1")),
+        # every CPU at performance (the kernel's cpufreq sysfs, through grep -H)
+        "cpufreq.txt": cpufreq_listing({"performance": range(8)}),
         "lspci.txt": "".join(f"{b}:00.0 3D controller [0302]: NVIDIA Corporation GH100 [H100 SXM5"
                              f" 80GB] [10de:2330] (rev a1)\n" for b in H100_BUS)
                      + "".join(f"{b}:00.0 Bridge [0680]: NVIDIA Corporation Device [10de:22a3]"

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import yaml
 
 from gpuprov.errors import InputError
-from gpuprov.lab import docker, fabric, kernel_view, kinds, pci, standins
+from gpuprov.lab import cpufreq, docker, fabric, kernel_view, kinds, pci, standins
 from gpuprov.lab.sim import kmod
 from gpuprov.lab.sim import node as sim_node
 from gpuprov.parsers import kernel_log
@@ -250,6 +250,16 @@ def _rail_slow(access, hw, gpu):
     port = ports[3] if len(ports) > 3 else _first_nic(access, hw)
     port["write_bw_factor"] = 0.25
     return f"NIC {port['ca']} at a quarter of its rate (ib_write_bw)", {}
+
+
+def _cpu_powersave(access, hw, gpu):
+    """Every CPU at the powersave governor (a power profile applied after provisioning, or
+    Ubuntu's ondemand.service left to run on a CPU offering no ondemand)."""
+    undo = []
+    for path in cpufreq.governor_files():
+        access.write(path, "powersave\n")
+        undo.append([path, "performance\n"])
+    return f"CPUs 0-{cpufreq.CPUS - 1} at governor powersave", {"write_files": undo}
 
 
 def _firmware_old(access, hw, gpu):
@@ -558,6 +568,7 @@ FAULTS = {f.name: f for f in (
               "a GPU's DMA translated by the IOMMU (no iommu=pt)"),
     FaultKind("rail-slow", False, _rail_slow,
               "one RDMA NIC (rail 4) at a quarter of its ib_write_bw rate, alone or paired"),
+    FaultKind("cpu-powersave", False, _cpu_powersave, "every CPU at the powersave governor"),
     FaultKind("firmware-old", False, _firmware_old,
               "the first RDMA NIC port's firmware below the lock's minimum"),
     FaultKind("gpu-swap", True, _gpu_swap,

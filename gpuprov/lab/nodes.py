@@ -20,7 +20,7 @@ from pathlib import Path
 import yaml
 
 from gpuprov.errors import CommandFailed
-from gpuprov.lab import docker, fabric, kernel_modules, kernel_view, pci, perftest
+from gpuprov.lab import cpufreq, docker, fabric, kernel_modules, kernel_view, pci, perftest
 from gpuprov.lab.mirror import KEYRING_NAME
 from gpuprov.lab.paths import LABEL, NODE_LAB_DIR, NODE_MIRROR_PATH
 from gpuprov.proc import run
@@ -89,8 +89,9 @@ def config_tar(spec: NodeSpec, host_key: Path, client_pub: Path, keyring: Path,
         *kernel_view.files(spec.name),
         *perftest.files(),
         *kernel_modules.files(),
+        *cpufreq.files(),
     ]
-    return tar_of(files, [*kernel_view.symlinks(), *fabric.unit_links()])
+    return tar_of(files, [*kernel_view.symlinks(), *fabric.unit_links(), *cpufreq.symlinks()])
 
 
 def tar_of(files: list[tuple[str, bytes, int]], links: list[tuple[str, str]]) -> bytes:

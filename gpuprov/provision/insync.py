@@ -90,12 +90,14 @@ def fingerprint(lock: dict, settings: dict) -> str:
 # server's; the lab's inventory points them at its stand-ins)
 KERNEL_RELEASE = ("nvidia_driver_kernel_release_command", "uname -r")
 MODULE_DIR = ("gpudirect_sys_module_dir", "/sys/module")
+CPU_DIR = ("cpu_governor_sysfs_dir", "/sys/devices/system/cpu")
 
 
 def _script(variables: dict, files: list[str], units: list[str]) -> str:
     quoted = " ".join(shlex.quote(f) for f in files)
     release = str(variables.get(KERNEL_RELEASE[0]) or KERNEL_RELEASE[1])
     modules = shlex.quote(str(variables.get(MODULE_DIR[0]) or MODULE_DIR[1]))
+    cpus = shlex.quote(str(variables.get(CPU_DIR[0]) or CPU_DIR[1]))
     parts = [probe.script(where_of(variables)),
              f"echo '{MARK}files'",
              f"for f in {quoted}; do if [ -L \"$f\" ]; then echo \"link $(readlink \"$f\") $f\";"
@@ -108,7 +110,10 @@ def _script(variables: dict, files: list[str], units: list[str]) -> str:
     parts += [f"echo '{MARK}host'", f"{release} 2>&1", "ls /lib/modules 2>/dev/null",
               "cat /etc/os-release 2>/dev/null",
               "mokutil --sb-state 2>/dev/null || echo 'SecureBoot unknown'",
-              f"echo '{MARK}modules'", f"ls {modules} 2>/dev/null"]
+              f"echo '{MARK}modules'", f"ls {modules} 2>/dev/null",
+              # sysfs state the cpu_governor role sets, which no file or unit shows
+              f"echo '{MARK}governors'",
+              f"cat {cpus}/cpu[0-9]*/cpufreq/scaling_governor 2>/dev/null | sort | uniq -c"]
     return "; ".join(parts)
 
 
@@ -122,7 +127,8 @@ def snapshot_of(text: str, source: str) -> tuple[dict, probe.HostState]:
             "files": sorted(found.get("files", [])),
             "units": sorted(found.get("units", [])),
             "host": found.get("host", []),
-            "modules": found.get("modules", [])}, state
+            "modules": found.get("modules", []),
+            "governors": [" ".join(line.split()) for line in found.get("governors", [])]}, state
 
 
 @dataclass(frozen=True)
@@ -142,6 +148,8 @@ def _differs(before: dict, now: dict) -> str:
             return f"{words} {gone[0].rsplit(' ', 1)[-1]} changed"
     if before["host"] != now["host"]:
         return "kernels, OS release or Secure Boot state changed"
+    if before.get("governors") != now["governors"]:
+        return "CPU governors changed"
     return "loaded kernel modules changed"
 
 

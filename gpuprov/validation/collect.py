@@ -87,6 +87,7 @@ class NodeSettings:
     lspci_command: str = "lspci -nn -d 10de:"
     lspci_vvv_command: str = "lspci -vvv"   # as root: the ACS capability needs it
     pci_devices_dir: str = "/sys/bus/pci/devices"   # where each function's iommu_group is
+    cpu_sysfs_dir: str = "/sys/devices/system/cpu"  # the online CPUs and their cpufreq
     kernel_log: str = "dmesg"          # or a log file on the node (rsyslog's kern.log)
     taint_file: str = "/proc/sys/kernel/tainted"
     fabric_manager_log: str = "/var/log/fabricmanager.log"
@@ -119,7 +120,7 @@ class NodeSettings:
                             "pytorch_env", "fabric_manager_log", "ibstat_command",
                             "nccl_tests_dir", "dcgmi_command", "taint_file",
                             "nvbandwidth_command", "ib_counters_command",
-                            "lspci_vvv_command", "pci_devices_dir")
+                            "lspci_vvv_command", "pci_devices_dir", "cpu_sysfs_dir")
                if variables.get(f"gpuprov_validate_{name}")}
         expected = {"expects_dcgm": bool(variables.get("gpuprov_dcgm_version")),
                     "expects_nccl_tests": bool(variables.get("nccl_tests_url")),

@@ -236,9 +236,9 @@ def test_the_fabric_test_names_a_slow_node_and_fails_fast_on_a_dead_link(rack):
         clear(rack, *NODES)
 
 
-# (node, fault kind, GPU or None) per round, and the check each must fail. One fault per
-# node at a time, but for the weak-GPU round's, each seen by its own check; the nodes of a
-# round are validated together.
+# (node, fault kind, GPU or None) per round, and the check each must fail. A node's second
+# fault in a round is seen by a check of its own; the nodes of a round are validated
+# together.
 ROUNDS = [
     [("node01", "missing-gpu", 3, "gpu_inventory"), ("node02", "nvlink-down", 2, "nvlink_status"),
      ("node03", "pcie-degraded", 1, "pcie_link")],
@@ -263,7 +263,9 @@ ROUNDS = [
      # a GPU's DMA translated by the IOMMU
      ("node01", "acs-enabled", 4, "pcie_acs"), ("node02", "peermem-missing", None,
                                                   "gpudirect_rdma"),
-     ("node03", "iommu-translated", 2, "iommu")],
+     ("node03", "iommu-translated", 2, "iommu"),
+     # the CPUs at powersave after provisioning set performance (issue 40)
+     ("node03", "cpu-powersave", None, "cpu_governor")],
     # DCGM (installed by the rack's lock): its level-2 memory test fails on one GPU; a
     # machine check whose log lines rotated away leaves only the kernel's taint
     [("node02", "dcgm-fail", 4, "dcgm_diag"), ("node01", "machine-check", None, "kernel_taint"),
@@ -284,7 +286,7 @@ ACTIONS = {"fallen-off-bus": "reboot", "gpu-lost-in-soak": "reboot", "gsp-timeou
            "slow-d2d": "reseat-or-inspect", "machine-check": "reseat-or-inspect",
            "ib-symbol-errors": "reseat-or-inspect", "ib-link-flap": "reseat-or-inspect",
            "acs-enabled": "none", "peermem-missing": "none", "firmware-old": "none",
-           "iommu-translated": "none"}
+           "iommu-translated": "none", "cpu-powersave": "none"}
 # what DCGM's health watches (dcgmi health -c) report for the faults they watch
 DCGM_HEALTH_SEES = {"ecc-uncorrectable": "Memory system: Detected 1 volatile double-bit ECC "
                                          "error(s) in GPU 5.",
@@ -337,6 +339,9 @@ def test_each_fault_is_rejected_with_its_check_naming_the_gpu(rack, round_):
         elif kind == "firmware-old":   # the port, its firmware and the locked minimum
             assert "NIC mlx5_0 port 1 (MT4129): firmware 28.35.1002 below the locked " \
                 "minimum 28.39.1002" in failing[check_id]["summary"], failing[check_id]
+        elif kind == "cpu-powersave":   # every CPU, with the governor it runs
+            assert failing[check_id]["summary"].startswith(
+                "CPUs 0-7: governor powersave, not performance"), failing[check_id]
         elif kind == "peermem-missing":
             assert "nvidia_peermem not loaded" in failing[check_id]["summary"]
         elif kind == "sxid":          # an NVSwitch, named in the summary
