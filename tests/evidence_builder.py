@@ -32,14 +32,31 @@ def capture(relative: str) -> str:
     return text
 
 
-def topo_all_pairs(count: int, code: str) -> str:
-    head = "\t" + "\t".join(f"GPU{i}" for i in range(count)) + "\tCPU Affinity\tNUMA Affinity"
+def topo_all_pairs(count: int, code: str, nics: int = 0) -> str:
+    """`topo -m` of `count` GPUs linked by `code`; with `nics`, NIC k (mlx5_k) behind the
+    same PCIe switch as GPU k (PXB), as each GPU's ConnectX sits on an HGX board."""
+    names = [f"mlx5_{k}" for k in range(nics)]
+    head = ("\t" + "\t".join([f"GPU{i}" for i in range(count)] + names)
+            + "\tCPU Affinity\tNUMA Affinity")
     rows = []
+
+    def numa_of(i: int) -> int:
+        return 0 if i < count // 2 else 1
+
+    def nic_path(gpu: int, nic: int) -> str:
+        return "PXB" if gpu == nic else ("NODE" if numa_of(gpu) == numa_of(nic) else "SYS")
+
     for i in range(count):
         cells = [" X " if i == j else code for j in range(count)]
-        numa = 0 if i < count // 2 else 1
+        cells += [nic_path(i, k) for k in range(nics)]
+        numa = numa_of(i)
         cpus = "0-55,112-167" if numa == 0 else "56-111,168-223"
         rows.append(f"GPU{i}\t" + "\t".join(cells) + f"\t{cpus}\t{numa}")
+    for k in range(nics):
+        cells = [nic_path(i, k) for i in range(count)]
+        cells += [" X " if k == m else ("NODE" if numa_of(k) == numa_of(m) else "SYS")
+                  for m in range(nics)]
+        rows.append(f"mlx5_{k}\t" + "\t".join(cells))
     legend = ("\nLegend:\n\n  X    = Self\n  SYS  = Connection traversing PCIe as well as the SMP"
               " interconnect between NUMA nodes (e.g., QPI/UPI)\n  NV#  = Connection traversing"
               " a bonded set of # NVLinks\n")
@@ -214,7 +231,7 @@ def healthy_h100(directory: Path) -> Path:
                                  "started_at": "2026-11-21T10:00:00+00:00", "lock": LOCK}),
         "nvidia-smi-q.txt": H100_Q.read_text(),
         "nvidia-smi-q-after.txt": H100_Q.read_text(),
-        "nvidia-smi-topo.txt": topo_all_pairs(8, "NV18"),
+        "nvidia-smi-topo.txt": topo_all_pairs(8, "NV18", nics=8),
         "nvidia-smi-nvlink-status.txt": nvlink_status(8, 18, "26.562 GB/s"),
         "nvidia-smi-nvlink-errors-before.txt": nvlink_errors(8, 18),
         "nvidia-smi-nvlink-errors-after.txt": nvlink_errors(8, 18),

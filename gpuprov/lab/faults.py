@@ -252,6 +252,16 @@ def _rail_slow(access, hw, gpu):
     return f"NIC {port['ca']} at a quarter of its rate (ib_write_bw)", {}
 
 
+def _nic_far(access, hw, gpu):
+    """The GPU's NIC in a slot of the other socket (a card moved, a riser cabled to the other
+    CPU): `topo -m` shows it SYS from its GPU, which has no NIC on its root complex left."""
+    nics = hw.get("topo_nics") or []
+    if gpu["index"] >= len(nics):
+        raise InputError(f"{access.node}: GPU {gpu['index']} has no NIC of its own in topo -m")
+    hw["topo_far_nics"] = [gpu["index"]]
+    return f"NIC {nics[gpu['index']]} of GPU {gpu['index']} on the other socket", {}
+
+
 def _cpu_powersave(access, hw, gpu):
     """Every CPU at the powersave governor (a power profile applied after provisioning, or
     Ubuntu's ondemand.service left to run on a CPU offering no ondemand)."""
@@ -569,6 +579,8 @@ FAULTS = {f.name: f for f in (
     FaultKind("rail-slow", False, _rail_slow,
               "one RDMA NIC (rail 4) at a quarter of its ib_write_bw rate, alone or paired"),
     FaultKind("cpu-powersave", False, _cpu_powersave, "every CPU at the powersave governor"),
+    FaultKind("nic-far", True, _nic_far,
+              "a GPU's NIC on the other socket: no NIC on the GPU's PCIe root complex"),
     FaultKind("firmware-old", False, _firmware_old,
               "the first RDMA NIC port's firmware below the lock's minimum"),
     FaultKind("gpu-swap", True, _gpu_swap,

@@ -270,7 +270,9 @@ ROUNDS = [
     # machine check whose log lines rotated away leaves only the kernel's taint
     [("node02", "dcgm-fail", 4, "dcgm_diag"), ("node01", "machine-check", None, "kernel_taint"),
      # a GPU lost under load: nvidia-smi after the soak fails as a real one does (issue 36)
-     ("node03", "gpu-lost-in-soak", 1, "gpu_inventory")],
+     ("node03", "gpu-lost-in-soak", 1, "gpu_inventory"),
+     # a GPU whose NIC sits on the other socket (issue 40): named by topo -m
+     ("node01", "nic-far", 5, "gpu_nic_affinity")],
     # weak GPUs (issue 39), seen only under load by the soak's telemetry, by nvbandwidth's
     # GPU-to-GPU copies, and by DCGM's memtest (level 4: the round runs --dcgm-level 4)
     [("node01", "thermal-outlier", 3, "load_thermal"), ("node02", "power-capped", 5, "load_power"),
@@ -286,7 +288,8 @@ ACTIONS = {"fallen-off-bus": "reboot", "gpu-lost-in-soak": "reboot", "gsp-timeou
            "slow-d2d": "reseat-or-inspect", "machine-check": "reseat-or-inspect",
            "ib-symbol-errors": "reseat-or-inspect", "ib-link-flap": "reseat-or-inspect",
            "acs-enabled": "none", "peermem-missing": "none", "firmware-old": "none",
-           "iommu-translated": "none", "cpu-powersave": "none"}
+           "iommu-translated": "none", "cpu-powersave": "none",
+           "nic-far": "reseat-or-inspect"}
 # what DCGM's health watches (dcgmi health -c) report for the faults they watch
 DCGM_HEALTH_SEES = {"ecc-uncorrectable": "Memory system: Detected 1 volatile double-bit ECC "
                                          "error(s) in GPU 5.",

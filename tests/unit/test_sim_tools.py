@@ -563,3 +563,16 @@ def test_the_lab_s_switch_ports_acs_through_setpci_and_lspci_vvv(tmp_path):
     assert gpu_read.returncode == 1
     assert gpu_read.stderr == ("setpci: 0000:18:00.0: Instance #0 of Extended capability 000d "
                                "not found - there are no capabilities with that id.\n")
+
+
+def test_the_lab_topo_puts_each_gpu_s_nic_behind_its_switch_and_nic_far_moves_one():
+    from gpuprov.lab.sim import render
+    from gpuprov.parsers.topo import parse_topo
+
+    hw = kinds.describe("node01", "h100-sxm-8")
+    topo = parse_topo(render.topo(hw), "lab")
+    assert [topo.link(f"GPU{i}", f"mlx5_{i}") for i in range(8)] == ["PXB"] * 8
+    hw["topo_far_nics"] = [5]
+    moved = parse_topo(render.topo(hw), "lab")
+    assert moved.link("GPU5", "mlx5_5") == "SYS" and moved.link("GPU1", "mlx5_5") == "NODE"
+    assert {moved.link("GPU5", nic) for nic in moved.nics} <= {"NODE", "SYS"}

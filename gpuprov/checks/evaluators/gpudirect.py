@@ -1,5 +1,6 @@
 """GPUDirect's host settings: peer traffic between GPUs and NICs crosses the PCIe switches
-directly (ACS redirect off above them), and GPUDirect RDMA's kernel module is loaded."""
+directly (ACS redirect off above them), GPUDirect RDMA's kernel module is loaded, and every
+GPU has a NIC on its own PCIe root complex."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from gpuprov.model import Action, CheckResult
 from gpuprov.parsers.iommu import IOMMU, TRANSLATED
 from gpuprov.parsers.pci_tree import LSPCI_VVV, REDIRECT_FEATURES
 from gpuprov.parsers.system import LSMOD
+from gpuprov.parsers.topo import TOPO
 from gpuprov.pci import BusId
 
 PEERMEM_MODULE = "nvidia_peermem"   # nvidia-peermem.ko, as lsmod names it
@@ -111,3 +113,40 @@ def gpudirect_rdma(ctx: Context, r: Results) -> CheckResult:
                       "traffic through host memory (modprobe nvidia-peermem; the gpudirect "
                       "role loads it at every boot)", values)
     return r.passed(f"{PEERMEM_MODULE} loaded (GPUDirect RDMA)", values)
+
+
+# topo -m's codes for a path that stays on one PCIe root complex: one switch (PIX), several
+# (PXB), or through the host bridge (PHB); NODE and SYS cross root complexes or sockets
+NEAR_PATHS = ("PIX", "PXB", "PHB")
+
+
+@check("gpu_nic_affinity", stage="snapshot", needs=(TOPO,), action=Action.RESEAT_OR_INSPECT,
+       applies=lambda profile: bool(profile.data.get("nics")),
+       skip_reason="no RDMA NICs in this profile",
+       rule="every GPU has a NIC on its own PCIe root complex in `topo -m` (" +
+            "/".join(NEAR_PATHS) + "): GPUDirect RDMA's best path, which NVIDIA's GPUDirect "
+            "RDMA manual requires the HCA and GPU to share; NODE or SYS fails")
+def gpu_nic_affinity(ctx: Context, r: Results) -> CheckResult:
+    topo = ctx.evidence.read(TOPO)
+    if not topo.nics:
+        return r.fail("`topo -m` lists no NIC: the GPUs' RDMA paths cannot be judged "
+                      "(the profile has RDMA NICs)", {"nics": []})
+    nearest = {}
+    problems = []
+    for gpu in topo.gpus:
+        paths = {nic: topo.link(gpu, nic) for nic in topo.nics}
+        near = sorted(nic for nic, path in paths.items() if path in NEAR_PATHS)
+        nearest[gpu] = {"near": near, "numa": topo.numa_affinity.get(gpu)}
+        if not near:
+            index = int(gpu.removeprefix("GPU"))
+            closest = ", ".join(f"{nic} {path}" for nic, path in sorted(paths.items())[:3])
+            problems.append((index, f"{ctx.gpu_label(index)}: no NIC on its PCIe root complex "
+                                    f"({closest}{', …' if len(paths) > 3 else ''})"))
+    values = {"nics": topo.nics, "gpus": nearest}
+    if problems:
+        problems[0] = (problems[0][0], problems[0][1] + ": its RDMA traffic crosses the "
+                       "CPU's interconnect (a NIC in the wrong slot, or a riser cabled to "
+                       "the other socket)")
+        return r.failed(problems, values)
+    return r.passed(f"{len(topo.gpus)} GPU(s), each with a NIC on its PCIe root complex",
+                    values)

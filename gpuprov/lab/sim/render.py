@@ -462,8 +462,17 @@ def topo(hw: dict) -> str:
             return f"NV{bonded}"
         return "NODE" if _numa(i, n) == _numa(j, n) else "SYS"
 
+    # a NIC in a slot of the other socket (the nic-far fault): on the other NUMA node, no
+    # longer behind its GPU's switch
+    far = set(hw.get("topo_far_nics") or [])
+
+    def nic_numa(nic: int) -> int:
+        return _numa(nic, n) ^ (nic in far)
+
     def nic_gpu(nic: int, gpu: int) -> str:
-        return "PXB" if gpu == nic else ("NODE" if _numa(gpu, n) == _numa(nic, n) else "SYS")
+        if gpu == nic and nic not in far:
+            return "PXB"
+        return "NODE" if _numa(gpu, n) == nic_numa(nic) else "SYS"
 
     lines = ["\t" + "\t".join(cols) + "\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID"]
     for i in range(n):
@@ -472,7 +481,7 @@ def topo(hw: dict) -> str:
                      "\t\tN/A")
     for k, nic in enumerate(nics):
         cells = [nic_gpu(k, i) for i in range(n)] + [
-            " X " if k == m else ("NODE" if _numa(k, n) == _numa(m, n) else "SYS")
+            " X " if k == m else ("NODE" if nic_numa(k) == nic_numa(m) else "SYS")
             for m in range(len(nics))]
         lines.append(f"{nic}\t" + "\t".join(cells))
     return "\n".join(lines) + "\n" + LEGEND

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
+
 from gpuprov.checks.run import judge
 from gpuprov.evidence import Evidence
 from gpuprov.model import Status
 from gpuprov.profiles import load_profile
-from tests.evidence_builder import capture, healthy_h100, replace
+from tests.evidence_builder import capture, healthy_h100, replace, topo_all_pairs
 
 H100 = load_profile("h100-sxm-8")
 HGX = capture("lspci-vvv/hgx-h100-dell-gpud.txt")
@@ -103,3 +105,38 @@ def test_an_iommu_listing_without_the_command_line_is_unreadable(tmp_path):
         parse_iommu("", "iommu.txt")
     with pytest.raises(ParseError, match="line 1"):
         parse_iommu("grep: /proc/cmdline: Permission denied\n", "iommu.txt")
+
+
+def _affinity(tmp_path, topo: str | None):
+    node = healthy_h100(tmp_path)
+    if topo is not None:
+        node = replace(node, "nvidia-smi-topo.txt", topo)
+    return _check(node, "gpu_nic_affinity")
+
+
+def test_every_gpu_with_a_nic_behind_its_switch_passes(tmp_path):
+    result = _affinity(tmp_path, None)
+    assert result.status == Status.PASS, result.summary
+    assert result.values["gpus"]["GPU5"]["near"] == ["mlx5_5"]
+
+
+@pytest.mark.parametrize("fixture", ["topo/dgx-a100-nv12-mlx5.txt",
+                                     "topo/dgx1-topo-mp-pcie-mlx5.txt"])
+def test_real_dgx_topologies_pass(tmp_path, fixture):
+    assert _affinity(tmp_path, capture(fixture)).status == Status.PASS
+
+
+def test_a_real_node_whose_gpus_reach_their_nics_across_sockets_fails_naming_them(tmp_path):
+    """ALCF Polaris: two NICs for four A100s; GPUs 0 and 2 reach both across the CPU's
+    fabric (SYS)."""
+    result = _affinity(tmp_path, capture("topo/polaris-a100-4gpu-nv4-mlx5-odd-header.txt"))
+    assert result.status == Status.FAIL and result.action == "reseat-or-inspect"
+    assert result.summary.startswith("GPU 0 (00000000:18:00.0, serial 1654423001593): no NIC "
+                                     "on its PCIe root complex (mlx5_0 SYS, mlx5_1 SYS): its "
+                                     "RDMA traffic crosses"), result.summary
+    assert "; GPU 2 (" in result.summary and "GPU 1 (" not in result.summary
+
+
+def test_a_topology_without_nics_fails_where_the_profile_has_them(tmp_path):
+    result = _affinity(tmp_path, topo_all_pairs(8, "NV18"))
+    assert result.status == Status.FAIL and "lists no NIC" in result.summary
