@@ -23,6 +23,14 @@ FIRMWARE_FORMS = {"vbios": re.compile(r"^[0-9A-Fa-f]{2}(\.[0-9A-Fa-f]{2}){4}$"),
                   "connectx": re.compile(r"^\d+\.\d+\.\d+$")}
 
 
+def firmware_key(kind: str, version: str) -> tuple[int, ...] | None:
+    """A firmware version as comparable numbers (VBIOS fields are hex), None when it is not
+    of its kind's form (FIRMWARE_FORMS)."""
+    if not FIRMWARE_FORMS[kind].match(version or ""):
+        return None
+    return tuple(int(part, 16 if kind == "vbios" else 10) for part in version.split("."))
+
+
 @dataclass(frozen=True)
 class Lock:
     driver_version: str          # exact, e.g. 550.90.07

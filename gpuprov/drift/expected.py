@@ -7,7 +7,8 @@ its family) at the driver version, the CUDA toolkit series, cuDNN, the four cont
 toolkit packages, DCGM and NCCL where the lock sets them, Docker where it pins docker-ce —
 each held; the loaded driver module at the driver version; /usr/local/cuda at the locked
 series; the NVIDIA runtime registered with Docker; every PyTorch environment's smoke record
-at the locked torch and CUDA build.
+at the locked torch and CUDA build; every GPU's VBIOS and ConnectX port's firmware at or
+above the lock's minimums (gpuprov_firmware_min), which no role installs.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import yaml
 from gpuprov import collection
 from gpuprov.checks.registry import CheckSet
 from gpuprov.drift.probe import HostState
-from gpuprov.lock import Lock
+from gpuprov.lock import Lock, firmware_key
 from gpuprov.model import CheckResult, Status
 from gpuprov.packages import (
     CUDNN_HELD,
@@ -206,4 +207,33 @@ def _torch(h: Installed) -> list[CheckResult]:
             out.append(difference("pytorch-envs", f"PyTorch environment {name}",
                                   f"CUDA build {cuda or 'none (cpu)'}",
                                   f"CUDA build {record.get('cuda') or 'none (cpu)'}"))
+    return out
+
+
+@DRIFT.check("firmware", rule="every GPU's VBIOS and every ConnectX port's firmware at or "
+             "above the lock's gpuprov_firmware_min for its model; unreadable where a minimum "
+             "applies is a difference; not judged where the lock sets none")
+def _firmware(h: Installed) -> list[CheckResult]:
+    minimums, state = h.lock.firmware_min or {}, h.state
+    out = []
+    vbios_min = minimums.get("vbios") or {}
+    if vbios_min and not state.vbios:
+        out.append(difference("firmware", "GPUs' VBIOS", "readable (nvidia-smi --query-gpu)",
+                              "no answer"))
+    for index, (name, vbios) in sorted(state.vbios.items()):
+        for model, least in vbios_min.items():
+            if model in name and (firmware_key("vbios", vbios) or ()) < \
+                    firmware_key("vbios", least):
+                out.append(difference("firmware", f"VBIOS of GPU {index} ({name})",
+                                      f"{least} or newer", vbios))
+    connectx_min = minimums.get("connectx") or {}
+    if connectx_min and state.ibstat_error:
+        out.append(difference("firmware", "RDMA NICs' firmware", "readable (ibstat)",
+                              state.ibstat_error))
+    for port in state.nic_ports:
+        least = connectx_min.get(port.ca_type or "")
+        if least and (firmware_key("connectx", port.firmware or "") or ()) < \
+                firmware_key("connectx", least):
+            out.append(difference("firmware", f"firmware of NIC {port.name} ({port.ca_type})",
+                                  f"{least} or newer", port.firmware or "unreadable"))
     return out

@@ -2,8 +2,9 @@
 
 Sections: every package with its version and dpkg status (`hi` when held), the loaded
 driver module's version (the driver role's `nvidia_driver_module_version_file`), where
-/usr/local/cuda points, Docker's daemon.json and the PyTorch environments' smoke records.
-Read-only: nothing on the host changes.
+/usr/local/cuda points, Docker's daemon.json, the PyTorch environments' smoke records, each
+GPU's VBIOS (`nvidia-smi --query-gpu`) and each RDMA port's firmware (ibstat, or its form
+from sysfs, as the validator reads it). Read-only: nothing on the host changes.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import shlex
 from dataclasses import dataclass, field
 
 from gpuprov.errors import InputError
+from gpuprov.parsers.errors import ParseError
+from gpuprov.parsers.ibstat import IBSTAT_COMMAND, NicPort, parse_ibstat
 from gpuprov.remote import probing
 
 MARK = "### gpuprov-drift "
@@ -26,6 +29,7 @@ class Where:
     """Paths that differ from a server's on some hosts (the lab's inventory sets them)."""
     module_file: str = MODULE_FILE
     smoke_dir: str = SMOKE_DIR
+    ibstat_command: str = IBSTAT_COMMAND
 
 
 def script(where: Where) -> str:
@@ -39,6 +43,9 @@ def script(where: Where) -> str:
         f"echo '{MARK}torch'",
         f"for f in {smoke}/*.json; do [ -f \"$f\" ] && {{ echo \"## $f\"; cat \"$f\"; }}; "
         "done; true",
+        f"echo '{MARK}vbios'",
+        "nvidia-smi --query-gpu=index,name,vbios_version --format=csv,noheader 2>/dev/null",
+        f"echo '{MARK}ibstat'", f"( {where.ibstat_command} ) 2>/dev/null; true",
     ])
 
 
@@ -49,6 +56,9 @@ class HostState:
     cuda_target: str | None = None
     docker_runtimes: list[str] | None = None      # None: no readable daemon.json
     torch_records: dict[str, dict] = field(default_factory=dict)   # path -> record
+    vbios: dict[int, tuple[str, str]] = field(default_factory=dict)  # GPU -> (name, VBIOS)
+    nic_ports: list[NicPort] = field(default_factory=list)
+    ibstat_error: str | None = None   # ibstat printed something that does not parse
 
 
 def parse(text: str, source: str) -> HostState:
@@ -80,4 +90,14 @@ def parse(text: str, source: str) -> HostState:
             path, lines = line[3:].strip() or None, []
         else:
             lines.append(line)
+    for line in sections.get("vbios", []):
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) == 3 and parts[0].isdigit():
+            state.vbios[int(parts[0])] = (parts[1], parts[2])
+    ibstat = "\n".join(sections.get("ibstat", []))
+    if ibstat.strip():
+        try:
+            state.nic_ports = parse_ibstat(ibstat, f"{source} ibstat")
+        except ParseError as exc:
+            state.ibstat_error = str(exc)
     return state

@@ -15,7 +15,7 @@ from gpuprov.remote import probing
 # the roles' variables that say where a host keeps what the probe reads
 ROLE_VARIABLES = ("nvidia_driver_module_version_file", "pytorch_env_smoke_dir",
                   "docker_source", "nvidia_driver_kernel_release_command",
-                  "gpudirect_sys_module_dir")
+                  "gpudirect_sys_module_dir", "gpuprov_validate_ibstat_command")
 
 
 def where_of(variables: dict) -> probe.Where:
@@ -23,7 +23,9 @@ def where_of(variables: dict) -> probe.Where:
     return probe.Where(
         module_file=str(variables.get("nvidia_driver_module_version_file") or
                         probe.MODULE_FILE),
-        smoke_dir=str(variables.get("pytorch_env_smoke_dir") or probe.SMOKE_DIR))
+        smoke_dir=str(variables.get("pytorch_env_smoke_dir") or probe.SMOKE_DIR),
+        ibstat_command=str(variables.get("gpuprov_validate_ibstat_command") or
+                           probe.IBSTAT_COMMAND))
 
 
 def host_plans(inventory: Inventory, hosts: list[str]) -> dict[str, tuple[Lock, dict]]:

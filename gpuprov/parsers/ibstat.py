@@ -89,6 +89,21 @@ def parse_ibstat(text: str, source: str) -> list[NicPort]:
     return ports
 
 
+# ibstat where infiniband-diags is installed; else the same form from sysfs, which every
+# node with the RDMA drivers has ("4: ACTIVE" -> "Active", "400 Gb/sec (4X NDR)" -> "400";
+# node_guid "58a2:e103:00da:e626" -> ibstat's "0x58a2e10300dae626": Linux's
+# drivers/infiniband/core/sysfs.c prints it as four groups of four hex digits)
+IBSTAT_COMMAND = (
+    "if command -v ibstat >/dev/null 2>&1; then ibstat; else "
+    "for d in /sys/class/infiniband/*; do [ -d \"$d\" ] || continue; "
+    "echo \"CA '${d##*/}'\"; echo \"	Firmware version: $(cat $d/fw_ver 2>/dev/null)\"; "
+    "echo \"	Node GUID: 0x$(tr -d : < $d/node_guid 2>/dev/null)\"; "
+    "for p in $d/ports/*; do echo \"	Port ${p##*/}:\"; "
+    "s=$(cut -d: -f2 $p/state | tr -d ' ' | sed -E 's/^(.)(.*)$/\\1\\L\\2/'); "
+    "ph=$(cut -d: -f2 $p/phys_state | tr -d ' '); echo \"		State: $s\"; "
+    "echo \"		Physical state: $ph\"; echo \"		Rate: $(cut -d' ' -f1 $p/rate)\"; "
+    "echo \"		Link layer: $(cat $p/link_layer)\"; done; done; fi")
+
 # -- the evidence kinds this module reads (docs/evidence-kinds.md) ----------
 
 NICS = EvidenceKind("ibstat.txt", "identity", parse_ibstat, "{ibstat_command}",

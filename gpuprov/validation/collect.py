@@ -32,6 +32,7 @@ from gpuprov.parsers.dcgm import DCGM_DIAG
 from gpuprov.parsers.dcgm_health import DCGM_HEALTH
 from gpuprov.parsers.errors import ParseError
 from gpuprov.parsers.gpu_burn import GPU_BURN
+from gpuprov.parsers.ibstat import IBSTAT_COMMAND
 from gpuprov.parsers.kernel_log import KERNEL_LOG
 from gpuprov.parsers.nccl_tests import NCCL_TESTS
 from gpuprov.parsers.nvbandwidth import NVBANDWIDTH
@@ -51,20 +52,6 @@ CUDNN_HEADERS = ("/usr/include/cudnn_version.h", "/usr/include/x86_64-linux-gnu/
                  "/usr/include/x86_64-linux-gnu/cudnn_version_v8.h",
                  "/usr/local/cuda/include/cudnn_version.h", "/usr/include/cudnn.h")
 TORCH_RECORDS = "/var/lib/gpuprov/pytorch-envs"
-# ibstat where infiniband-diags is installed; else the same form from sysfs, which every
-# node with the RDMA drivers has ("4: ACTIVE" -> "Active", "400 Gb/sec (4X NDR)" -> "400";
-# node_guid "58a2:e103:00da:e626" -> ibstat's "0x58a2e10300dae626": Linux's
-# drivers/infiniband/core/sysfs.c prints it as four groups of four hex digits)
-IBSTAT = (
-    "if command -v ibstat >/dev/null 2>&1; then ibstat; else "
-    "for d in /sys/class/infiniband/*; do [ -d \"$d\" ] || continue; "
-    "echo \"CA '${d##*/}'\"; echo \"	Firmware version: $(cat $d/fw_ver 2>/dev/null)\"; "
-    "echo \"	Node GUID: 0x$(tr -d : < $d/node_guid 2>/dev/null)\"; "
-    "for p in $d/ports/*; do echo \"	Port ${p##*/}:\"; "
-    "s=$(cut -d: -f2 $p/state | tr -d ' ' | sed -E 's/^(.)(.*)$/\\1\\L\\2/'); "
-    "ph=$(cut -d: -f2 $p/phys_state | tr -d ' '); echo \"		State: $s\"; "
-    "echo \"		Physical state: $ph\"; echo \"		Rate: $(cut -d' ' -f1 $p/rate)\"; "
-    "echo \"		Link layer: $(cat $p/link_layer)\"; done; done; fi")
 SSH_FAILED = 255
 
 
@@ -91,7 +78,7 @@ class NodeSettings:
     kernel_log: str = "dmesg"          # or a log file on the node (rsyslog's kern.log)
     taint_file: str = "/proc/sys/kernel/tainted"
     fabric_manager_log: str = "/var/log/fabricmanager.log"
-    ibstat_command: str = IBSTAT
+    ibstat_command: str = IBSTAT_COMMAND
     # every RDMA port's counters (parsers/ib_counters.py). grep exits 2 where one file cannot
     # be read, as where none exists: the listing is read either way (a counter it lacks
     # fails ib_counters, an empty listing is unreadable evidence)

@@ -285,9 +285,10 @@ DCGM_BY_HAND = ("apt-get install -y -q --allow-change-held-packages --allow-down
 
 
 def test_drift_names_what_changed_by_hand_and_nothing_else(rack):
-    """node01: DCGM changed by hand (which drops its holds) and the toolkit's hold removed;
-    node03: its driver module at another version (the driver-mismatch fault); node02
-    untouched. Then put back."""
+    """node01: DCGM changed by hand (which drops its holds), the toolkit's hold removed and
+    a NIC's firmware below the lock's minimum (the firmware-old fault); node03: its driver
+    module at another version (the driver-mismatch fault), so its VBIOS cannot be read
+    either; node02 untouched. Then put back."""
     clean = gpuprov("drift", "-i", str(rack.inventory), env=rack.env(), timeout=120)
     assert clean.returncode == 0, clean.stdout + clean.stderr
     assert "3 host(s)" in clean.stderr and "3 in sync, 0 drifted" in clean.stderr
@@ -295,12 +296,14 @@ def test_drift_names_what_changed_by_hand_and_nothing_else(rack):
                rack.lab.ssh("node01", "apt-mark unhold nvidia-container-toolkit")]
     assert all(r.returncode == 0 for r in by_hand), [r.stderr for r in by_hand]
     assert gpuprov("lab", "fault", "node03", "driver-mismatch").returncode == 0
+    assert gpuprov("lab", "fault", "node01", "firmware-old").returncode == 0
     try:
         found = gpuprov("drift", "-i", str(rack.inventory), "--json", env=rack.env(),
                         timeout=120)
         text = gpuprov("drift", "-i", str(rack.inventory), env=rack.env(), timeout=120)
     finally:
         assert gpuprov("lab", "fault", "node03", "--clear").returncode == 0
+        assert gpuprov("lab", "fault", "node01", "--clear").returncode == 0
         rack.lab.ssh("node01", DCGM_BY_HAND.format(v="4.2.3"), timeout=300)
         rack.lab.ssh("node01", "apt-mark hold nvidia-container-toolkit " + " ".join(DCGM))
     assert found.returncode == text.returncode == 1, text.stdout + text.stderr
@@ -311,12 +314,15 @@ def test_drift_names_what_changed_by_hand_and_nothing_else(rack):
         *(line for p in DCGM for line in (
             f"node01: package {p}: expected 4.2.3, found 1:4.4.1-1",
             f"node01: hold on {p}: expected held, found not held")),
+        "node01: firmware of NIC mlx5_0 port 1 (MT4129): expected 28.39.1002 or newer, found "
+        "28.35.1002",
         f"node03: loaded driver module: expected {LAB_DRIVER}, found "
-        f"{report['node03']['differences'][0]['found']}"]
+        f"{report['node03']['differences'][0]['found']}",
+        "node03: GPUs' VBIOS: expected readable (nvidia-smi --query-gpu), found no answer"]
     assert report["node03"]["differences"][0]["found"] != LAB_DRIVER
     nodes = {line.split()[0]: line for line in
              gpuprov("nodes", env=rack.env()).stdout.splitlines()[1:]}
-    assert "drifted (7," in nodes["node01"] and "drifted (1," in nodes["node03"]
+    assert "drifted (8," in nodes["node01"] and "drifted (2," in nodes["node03"]
     assert " in-sync " in nodes["node02"]
     again = gpuprov("drift", "-i", str(rack.inventory), env=rack.env(), timeout=120)
     assert again.returncode == 0, again.stdout      # put back: in sync again

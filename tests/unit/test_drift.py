@@ -14,6 +14,7 @@ from gpuprov.drift import expected, probe
 from gpuprov.ledger import DriftReport, Ledger
 from gpuprov.lock import Lock
 from tests.conftest import gpuprov
+from tests.evidence_builder import capture
 
 LOCK = Lock(driver_version="550.90.07", driver_flavour="auto", cuda_version="12.4",
             cudnn_version="9.1.0.70", container_toolkit_version="1.16.2", docker_version="",
@@ -187,3 +188,38 @@ def test_nodes_shows_each_host_s_latest_drift(tmp_path):
                               "WHY"]
     assert rows[0].split()[:2] == ["node01", "never-validated"] and "drifted (2, " in rows[0]
     assert rows[1].split() == ["node02", "never-validated", "-", "-", "-", "in-sync", "-", "-"]
+
+
+FIRMWARE_LOCK = Lock(**{**LOCK.__dict__, "firmware_min": {
+    "vbios": {"H100": "96.00.74.00.0E"},
+    "connectx": {"MT4129": "28.39.1002", "MT4125": "22.39.1028"}}})
+# a real node's ConnectX-7s (MT4129) at 28.39.1002, its ConnectX-6 Dx (MT4125) at 22.31.1014
+IBSTAT = capture("ibstat/roce-cx7-200-mixed-mooncake1999.txt")
+
+
+def _with_firmware(vbios: str = "96.00.74.00.0E", ibstat: str = IBSTAT) -> str:
+    return (_output() + probe.MARK + "vbios\n"
+            + "".join(f"{i}, NVIDIA H100 80GB HBM3, {vbios}\n" for i in range(2))
+            + probe.MARK + "ibstat\n" + ibstat)
+
+
+def test_firmware_below_the_lock_s_minimum_is_drift_and_at_it_is_not():
+    state = probe.parse(_with_firmware(), "host node01")
+    assert state.vbios[1] == ("NVIDIA H100 80GB HBM3", "96.00.74.00.0E")
+    assert {p.ca_type for p in state.nic_ports} == {"MT4129", "MT4125"}
+    lines = _lines(_with_firmware(vbios="96.00.30.00.01"), FIRMWARE_LOCK)
+    assert lines[:2] == [f"node01: VBIOS of GPU {i} (NVIDIA H100 80GB HBM3): expected "
+                         "96.00.74.00.0E or newer, found 96.00.30.00.01" for i in range(2)]
+    assert [line for line in lines[2:]] == [
+        f"node01: firmware of NIC {p.name} (MT4125): expected 22.39.1028 or newer, found "
+        "22.31.1014" for p in state.nic_ports if p.ca_type == "MT4125"]
+    assert _lines(_with_firmware(), LOCK) == []        # no minimum locked: not judged
+
+
+def test_firmware_unreadable_where_a_minimum_applies_is_drift():
+    lines = _lines(_output() + probe.MARK + "vbios\n" + probe.MARK + "ibstat\n"
+                   + "ibpanic: [1323906] main: stat of IB device 'mlx5_8' failed: No such "
+                   "file or directory\n", FIRMWARE_LOCK)
+    assert lines[0] == "node01: GPUs' VBIOS: expected readable (nvidia-smi --query-gpu), " \
+        "found no answer"
+    assert lines[1].startswith("node01: RDMA NICs' firmware: expected readable (ibstat), found")

@@ -5,17 +5,10 @@ from __future__ import annotations
 
 from gpuprov.checks.context import Context
 from gpuprov.checks.registry import Results, check
-from gpuprov.lock import FIRMWARE_FORMS
+from gpuprov.lock import firmware_key as _key
 from gpuprov.model import Action, CheckResult, Status
 from gpuprov.parsers.ibstat import NICS
 from gpuprov.parsers.smi_gpu import SMI_BEFORE
-
-
-def _key(kind: str, version: str) -> tuple[int, ...] | None:
-    """A version as comparable numbers (VBIOS fields are hex), None when not of its form."""
-    if not FIRMWARE_FORMS[kind].match(version or ""):
-        return None
-    return tuple(int(part, 16 if kind == "vbios" else 10) for part in version.split("."))
 
 
 # no `needs`: where the lock sets no minimum the check skips whatever was collected

@@ -76,7 +76,7 @@ def test_the_sysfs_fallback_prints_what_ibstat_prints(tmp_path):
     real with sh, over a tree in the forms Linux's drivers/infiniband/core/sysfs.c writes)."""
     import subprocess
 
-    from gpuprov.validation.collect import IBSTAT
+    from gpuprov.parsers.ibstat import IBSTAT_COMMAND as IBSTAT
 
     ca = tmp_path / "mlx5_0"
     port = ca / "ports" / "1"
