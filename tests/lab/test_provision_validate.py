@@ -329,7 +329,7 @@ def test_each_fault_is_rejected_with_its_check_naming_the_gpu(rack, round_):
         if kind == "machine-check":   # the taint alone: nothing in the kernel log
             assert "M: the processor reported a machine check" in failing[check_id]["summary"]
             assert "kernel_log" not in failing, failing["kernel_log"]
-        if kind.startswith("nic-"):   # the NIC port, named in the summary
+        if kind in ("nic-down", "nic-degraded"):   # the NIC port, named in the summary
             assert "NIC mlx5_0 port 1" in failing[check_id]["summary"]
         elif kind.startswith("ib-"):   # the port and the counters that grew in the soak
             grown = {"ib-symbol-errors": "symbol_error +137",
@@ -342,6 +342,10 @@ def test_each_fault_is_rejected_with_its_check_naming_the_gpu(rack, round_):
         elif kind == "firmware-old":   # the port, its firmware and the locked minimum
             assert "NIC mlx5_0 port 1 (MT4129): firmware 28.35.1002 below the locked " \
                 "minimum 28.39.1002" in failing[check_id]["summary"], failing[check_id]
+        elif kind == "nic-far":       # the GPU, and its nearest NICs now across the socket
+            assert "no NIC on its PCIe root complex (nearest mlx5_4 NODE, mlx5_6 NODE" in \
+                failing[check_id]["summary"], failing[check_id]
+            assert named and named["index"] == gpu, failing[check_id]
         elif kind == "cpu-powersave":   # every CPU, with the governor it runs
             assert failing[check_id]["summary"].startswith(
                 "CPUs 0-7: governor powersave, not performance"), failing[check_id]

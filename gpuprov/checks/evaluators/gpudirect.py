@@ -118,6 +118,7 @@ def gpudirect_rdma(ctx: Context, r: Results) -> CheckResult:
 # topo -m's codes for a path that stays on one PCIe root complex: one switch (PIX), several
 # (PXB), or through the host bridge (PHB); NODE and SYS cross root complexes or sockets
 NEAR_PATHS = ("PIX", "PXB", "PHB")
+DISTANCE = (*NEAR_PATHS, "NODE", "SYS")   # topo -m's legend, nearest first
 
 
 @check("gpu_nic_affinity", stage="snapshot", needs=(TOPO,), action=Action.RESEAT_OR_INSPECT,
@@ -139,9 +140,11 @@ def gpu_nic_affinity(ctx: Context, r: Results) -> CheckResult:
         nearest[gpu] = {"near": near, "numa": topo.numa_affinity.get(gpu)}
         if not near:
             index = int(gpu.removeprefix("GPU"))
-            closest = ", ".join(f"{nic} {path}" for nic, path in sorted(paths.items())[:3])
+            order = sorted(paths.items(), key=lambda item: (
+                DISTANCE.index(item[1]) if item[1] in DISTANCE else len(DISTANCE), item[0]))
+            closest = ", ".join(f"{nic} {path}" for nic, path in order[:3])
             problems.append((index, f"{ctx.gpu_label(index)}: no NIC on its PCIe root complex "
-                                    f"({closest}{', …' if len(paths) > 3 else ''})"))
+                                    f"(nearest {closest}{', …' if len(paths) > 3 else ''})"))
     values = {"nics": topo.nics, "gpus": nearest}
     if problems:
         problems[0] = (problems[0][0], problems[0][1] + ": its RDMA traffic crosses the "

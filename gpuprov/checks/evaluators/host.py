@@ -10,6 +10,10 @@ from gpuprov.model import Action, CheckResult
 from gpuprov.parsers.cpufreq import CPUFREQ, cpu_list
 
 
+def _cpus(cpus: list[int]) -> str:
+    return f"CPU{'s' if len(cpus) > 1 else ''} {cpu_list(cpus)}"
+
+
 @check("cpu_governor", stage="identity", needs=(CPUFREQ,), action=Action.NONE,
        applies=lambda profile: bool(profile.data.get("cpu_governor")),
        skip_reason="the profile sets no cpu_governor",
@@ -27,11 +31,11 @@ def cpu_governor(ctx: Context, r: Results) -> CheckResult:
               "governors": {g or "none": cpu_list(c) for g, c in sorted(by_governor.items())}}
     problems = []
     if by_governor.get(""):
-        problems.append(f"CPUs {cpu_list(by_governor[''])}: no cpufreq policy (the "
+        problems.append(f"{_cpus(by_governor[''])}: no cpufreq policy (the "
                         "firmware controls their frequency, or no cpufreq driver is loaded)")
     for governor, cpus in sorted(by_governor.items()):
         if governor and governor != want:
-            problems.append(f"CPUs {cpu_list(cpus)}: governor {governor}")
+            problems.append(f"{_cpus(cpus)}: governor {governor}")
     if problems:
         return r.fail("; ".join(problems) + f", not {want}: provision role cpu_governor "
                       "(it also stops Ubuntu's ondemand.service resetting it at boot)", values)

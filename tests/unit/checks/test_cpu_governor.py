@@ -54,7 +54,7 @@ def test_ubuntu_s_ondemand_on_acpi_cpufreq_fails_naming_the_cpus_and_the_fix(tmp
 def test_a_cpu_missing_from_the_policies_fails_with_the_others_fine(tmp_path):
     listing = cpufreq_listing({"performance": [0, 1, 2, 3, 5, 6, 7]})
     result = _check(replace(healthy_h100(tmp_path), "cpufreq.txt", listing))
-    assert result.status == Status.FAIL and result.summary.startswith("CPUs 4: no cpufreq")
+    assert result.status == Status.FAIL and result.summary.startswith("CPU 4: no cpufreq")
 
 
 @pytest.mark.parametrize("text, why", [

@@ -132,8 +132,8 @@ def test_a_real_node_whose_gpus_reach_their_nics_across_sockets_fails_naming_the
     result = _affinity(tmp_path, capture("topo/polaris-a100-4gpu-nv4-mlx5-odd-header.txt"))
     assert result.status == Status.FAIL and result.action == "reseat-or-inspect"
     assert result.summary.startswith("GPU 0 (00000000:18:00.0, serial 1654423001593): no NIC "
-                                     "on its PCIe root complex (mlx5_0 SYS, mlx5_1 SYS): its "
-                                     "RDMA traffic crosses"), result.summary
+                                     "on its PCIe root complex (nearest mlx5_0 SYS, mlx5_1 "
+                                     "SYS): its RDMA traffic crosses"), result.summary
     assert "; GPU 2 (" in result.summary and "GPU 1 (" not in result.summary
 
 
