@@ -44,6 +44,8 @@ def script(where: Where) -> str:
         f"for f in {smoke}/*.json; do [ -f \"$f\" ] && {{ echo \"## $f\"; cat \"$f\"; }}; "
         "done; true",
         f"echo '{MARK}vbios'",
+        # the query's vbios_version field, CSV rows "<value>, <value>, …": a real H100 node's
+        # (tests/fixtures/query-gpu/h100-x8-name-busid-vbios-elided.txt)
         "nvidia-smi --query-gpu=index,name,vbios_version --format=csv,noheader 2>/dev/null",
         f"echo '{MARK}ibstat'", f"( {where.ibstat_command} ) 2>/dev/null; true",
     ])
