@@ -32,6 +32,43 @@ def firmware_key(kind: str, version: str) -> tuple[int, ...] | None:
 
 
 @dataclass(frozen=True)
+class FirmwareJudged:
+    """One device a locked minimum applies to: a GPU (by index) or a ConnectX port (by name)."""
+    kind: str              # vbios | connectx
+    device: str            # "0", "mlx5_0 port 1"
+    model: str             # the product name or CA type the minimum matched
+    found: str | None      # the version read; None when none was
+    minimum: str
+
+    @property
+    def below(self) -> bool:
+        """Below the minimum, or unreadable (never a pass where a minimum applies)."""
+        return (firmware_key(self.kind, self.found or "") or ()) < \
+            firmware_key(self.kind, self.minimum)
+
+    @property
+    def readable(self) -> bool:
+        return firmware_key(self.kind, self.found or "") is not None
+
+
+def judge_firmware(minimums: dict, gpus: list[tuple[int, str, str | None]],
+                   ports: list[tuple[str, str | None, str | None]]) -> list[FirmwareJudged]:
+    """Every device a minimum applies to, in order: GPUs as (index, product name, VBIOS),
+    whose name contains a locked model; ConnectX ports as (name, CA type, firmware), whose CA
+    type is a locked model. The validator's `firmware` check and drift both judge by it."""
+    judged = []
+    for index, name, vbios in gpus:
+        for model, least in (minimums.get("vbios") or {}).items():
+            if model in (name or ""):
+                judged.append(FirmwareJudged("vbios", str(index), name, vbios, least))
+    for name, ca_type, firmware in ports:
+        least = (minimums.get("connectx") or {}).get(ca_type or "")
+        if least is not None:
+            judged.append(FirmwareJudged("connectx", name, ca_type or "", firmware, least))
+    return judged
+
+
+@dataclass(frozen=True)
 class Lock:
     driver_version: str          # exact, e.g. 550.90.07
     driver_flavour: str          # open | proprietary | auto (from the GPU architecture)

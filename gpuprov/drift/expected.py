@@ -21,7 +21,7 @@ import yaml
 from gpuprov import collection
 from gpuprov.checks.registry import CheckSet
 from gpuprov.drift.probe import HostState
-from gpuprov.lock import Lock, firmware_key
+from gpuprov.lock import Lock, judge_firmware
 from gpuprov.model import CheckResult, Status
 from gpuprov.packages import (
     CUDNN_HELD,
@@ -216,24 +216,18 @@ def _torch(h: Installed) -> list[CheckResult]:
 def _firmware(h: Installed) -> list[CheckResult]:
     minimums, state = h.lock.firmware_min or {}, h.state
     out = []
-    vbios_min = minimums.get("vbios") or {}
-    if vbios_min and not state.vbios:
+    if minimums.get("vbios") and not state.vbios:
         out.append(difference("firmware", "GPUs' VBIOS", "readable (nvidia-smi --query-gpu)",
                               "no answer"))
-    for index, (name, vbios) in sorted(state.vbios.items()):
-        for model, least in vbios_min.items():
-            if model in name and (firmware_key("vbios", vbios) or ()) < \
-                    firmware_key("vbios", least):
-                out.append(difference("firmware", f"VBIOS of GPU {index} ({name})",
-                                      f"{least} or newer", vbios))
-    connectx_min = minimums.get("connectx") or {}
-    if connectx_min and state.ibstat_error:
+    if minimums.get("connectx") and state.ibstat_error:
         out.append(difference("firmware", "RDMA NICs' firmware", "readable (ibstat)",
                               state.ibstat_error))
-    for port in state.nic_ports:
-        least = connectx_min.get(port.ca_type or "")
-        if least and (firmware_key("connectx", port.firmware or "") or ()) < \
-                firmware_key("connectx", least):
-            out.append(difference("firmware", f"firmware of NIC {port.name} ({port.ca_type})",
-                                  f"{least} or newer", port.firmware or "unreadable"))
+    for judged in judge_firmware(
+            minimums, [(index, *gpu) for index, gpu in sorted(state.vbios.items())],
+            [(p.name, p.ca_type, p.firmware) for p in state.nic_ports]):
+        if judged.below:
+            what = (f"VBIOS of GPU {judged.device}" if judged.kind == "vbios"
+                    else f"firmware of NIC {judged.device}")
+            out.append(difference("firmware", f"{what} ({judged.model})",
+                                  f"{judged.minimum} or newer", judged.found or "unreadable"))
     return out

@@ -4,7 +4,8 @@ Sections: every package with its version and dpkg status (`hi` when held), the l
 driver module's version (the driver role's `nvidia_driver_module_version_file`), where
 /usr/local/cuda points, Docker's daemon.json, the PyTorch environments' smoke records, each
 GPU's VBIOS (`nvidia-smi --query-gpu`) and each RDMA port's firmware (ibstat, or its form
-from sysfs, as the validator reads it). Read-only: nothing on the host changes.
+from sysfs, as the validator reads it), each only where the lock sets a minimum for it.
+Read-only: nothing on the host changes.
 """
 
 from __future__ import annotations
@@ -32,9 +33,11 @@ class Where:
     ibstat_command: str = IBSTAT_COMMAND
 
 
-def script(where: Where) -> str:
+def script(where: Where, firmware_min: dict) -> str:
+    """The probe; `firmware_min`: the lock's (Lock.firmware_min), whose kinds say which
+    firmware to read (nvidia-smi and ibstat take seconds on a loaded node)."""
     smoke = shlex.quote(where.smoke_dir)
-    return "; ".join([
+    parts = [
         f"echo '{MARK}packages'",
         "dpkg-query -W -f='${Package}\\t${Version}\\t${db:Status-Abbrev}\\n' 2>/dev/null",
         f"echo '{MARK}module'", f"cat {shlex.quote(where.module_file)} 2>/dev/null",
@@ -42,13 +45,15 @@ def script(where: Where) -> str:
         f"echo '{MARK}daemon.json'", f"cat {DAEMON_JSON} 2>/dev/null",
         f"echo '{MARK}torch'",
         f"for f in {smoke}/*.json; do [ -f \"$f\" ] && {{ echo \"## $f\"; cat \"$f\"; }}; "
-        "done; true",
-        f"echo '{MARK}vbios'",
+        "done; true"]
+    if firmware_min.get("vbios"):
         # the query's vbios_version field, CSV rows "<value>, <value>, …": a real H100 node's
         # (tests/fixtures/query-gpu/h100-x8-name-busid-vbios-elided.txt)
-        "nvidia-smi --query-gpu=index,name,vbios_version --format=csv,noheader 2>/dev/null",
-        f"echo '{MARK}ibstat'", f"( {where.ibstat_command} ) 2>/dev/null; true",
-    ])
+        parts += [f"echo '{MARK}vbios'", "nvidia-smi --query-gpu=index,name,vbios_version "
+                  "--format=csv,noheader 2>/dev/null"]
+    if firmware_min.get("connectx"):
+        parts += [f"echo '{MARK}ibstat'", f"( {where.ibstat_command} ) 2>/dev/null; true"]
+    return "; ".join(parts)
 
 
 @dataclass

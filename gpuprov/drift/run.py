@@ -42,8 +42,8 @@ def host_plans(inventory: Inventory, hosts: list[str]) -> dict[str, tuple[Lock, 
 def _check(host: str, lock: Lock, variables: dict, inventory: Path,
            control_dir: Path) -> DriftReport:
     try:
-        output = probing.run_script(host, inventory, control_dir,
-                                    probe.script(where_of(variables)), probe.MARK)
+        script = probe.script(where_of(variables), lock.firmware_min)
+        output = probing.run_script(host, inventory, control_dir, script, probe.MARK)
         state = probe.parse(output, f"host {host}")
     except (probing.ProbeFailed, InputError) as exc:
         return DriftReport(host, "unreachable", [str(exc)])

@@ -30,7 +30,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 
@@ -94,11 +94,12 @@ CPU_DIR = ("cpu_governor_sysfs_dir", "/sys/devices/system/cpu")
 
 
 def _script(variables: dict, files: list[str], units: list[str]) -> str:
+    """Drift's probe without firmware (see decide) and the snapshot's sections."""
     quoted = " ".join(shlex.quote(f) for f in files)
     release = str(variables.get(KERNEL_RELEASE[0]) or KERNEL_RELEASE[1])
     modules = shlex.quote(str(variables.get(MODULE_DIR[0]) or MODULE_DIR[1]))
     cpus = shlex.quote(str(variables.get(CPU_DIR[0]) or CPU_DIR[1]))
-    parts = [probe.script(where_of(variables)),
+    parts = [probe.script(where_of(variables), firmware_min={}),
              f"echo '{MARK}files'",
              f"for f in {quoted}; do if [ -L \"$f\" ]; then echo \"link $(readlink \"$f\") $f\";"
              " elif [ -f \"$f\" ]; then sha256sum -- \"$f\"; else echo \"absent - $f\"; fi;"
@@ -182,7 +183,9 @@ def decide(host: str, inventory: Path, control_dir: Path, lock: Lock, variables:
     unread = unreadable_units(now)
     if unread:
         return Decision(host, False, f"unit {unread[0]}: its state could not be read")
-    drifted = expected.differences(state, lock, variables)
+    # Firmware is no role's to change: below its minimum, a full run would not mend it, so
+    # the skip neither reads nor judges it (drift and validate do).
+    drifted = expected.differences(state, replace(lock, firmware_min={}), variables)
     if drifted:
         return Decision(host, False, f"drifted: {drifted[0].summary}")
     if now != baseline.snapshot:

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 
 import pytest
 
 from gpuprov.drift import expected, probe
 from gpuprov.ledger import DriftReport, Ledger
 from gpuprov.lock import Lock
+from gpuprov.parsers.ibstat import parse_ibstat
 from tests.conftest import gpuprov
 from tests.evidence_builder import capture
 
@@ -223,3 +225,21 @@ def test_firmware_unreadable_where_a_minimum_applies_is_drift():
     assert lines[0] == "node01: GPUs' VBIOS: expected readable (nvidia-smi --query-gpu), " \
         "found no answer"
     assert lines[1].startswith("node01: RDMA NICs' firmware: expected readable (ibstat), found")
+
+
+def test_the_probe_reads_firmware_only_where_the_lock_sets_a_minimum(tmp_path):
+    # run for real here (no nvidia-smi on this machine: the VBIOS section stays empty);
+    # ibstat's place taken by a real capture, as the lab's inventory points it elsewhere
+    (tmp_path / "ibstat.txt").write_text(IBSTAT)
+    where = probe.Where(ibstat_command=f"cat {tmp_path / 'ibstat.txt'}")
+    unlocked = probe.script(where, {})
+    assert "nvidia-smi" not in unlocked and "ibstat.txt" not in unlocked
+    output = subprocess.run(["sh", "-c", probe.script(where, FIRMWARE_LOCK.firmware_min)],
+                            capture_output=True, text=True, timeout=60, check=True).stdout
+    state = probe.parse(output, "host here")
+    assert state.vbios == {} and len(state.nic_ports) == len(parse_ibstat(IBSTAT, "capture"))
+    found = [d.summary for d in expected.differences(state, FIRMWARE_LOCK, VARIABLES)
+             if d.id == "firmware"]
+    assert found[0] == "GPUs' VBIOS: expected readable (nvidia-smi --query-gpu), found no answer"
+    assert [line.split(":")[0] for line in found[1:]] == [
+        f"firmware of NIC {p.name} (MT4125)" for p in state.nic_ports if p.ca_type == "MT4125"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from gpuprov.checks.context import Context
 from gpuprov.checks.registry import Results, check
-from gpuprov.lock import firmware_key as _key
+from gpuprov.lock import judge_firmware
 from gpuprov.model import Action, CheckResult, Status
 from gpuprov.parsers.ibstat import NICS
 from gpuprov.parsers.smi_gpu import SMI_BEFORE
@@ -26,34 +26,28 @@ def firmware(ctx: Context, r: Results) -> CheckResult:
     seen: dict[str, dict] = {"gpus": {}, "nics": {}}
     if minimums.get("vbios") and ctx.evidence.read(SMI_BEFORE) is None:
         problems.append((None, "no nvidia-smi report: the GPUs' VBIOS cannot be judged"))
-    for gpu in ctx.gpus():
-        for model, least in minimums.get("vbios", {}).items():
-            if model in (gpu.name or ""):
-                seen["gpus"][str(gpu.index)] = {"vbios": gpu.vbios, "minimum": least}
-                have = _key("vbios", gpu.vbios or "")
-                if have is None:
-                    problems.append((gpu.index, f"{ctx.gpu_label(gpu.index)}: VBIOS "
-                                                f"{gpu.vbios or 'unreadable'}, minimum {least}"))
-                elif have < _key("vbios", least):
-                    problems.append((gpu.index, f"{ctx.gpu_label(gpu.index)}: VBIOS "
-                                                f"{gpu.vbios} below the locked minimum {least}"))
+    ports = []
     if minimums.get("connectx") and ctx.profile.data.get("nics"):
         ports = ctx.evidence.read(NICS)
         if ports is None:
             problems.append((None, "no ibstat evidence: the NICs' firmware cannot be judged"))
-        for port in ports or []:
-            least = minimums["connectx"].get(port.ca_type or "")
-            if least is None:
-                continue
-            seen["nics"][port.name] = {"firmware": port.firmware, "ca_type": port.ca_type,
-                                       "minimum": least}
-            have = _key("connectx", port.firmware or "")
-            if have is None:
-                problems.append((None, f"NIC {port.name} ({port.ca_type}): firmware "
-                                       f"{port.firmware or 'unreadable'}, minimum {least}"))
-            elif have < _key("connectx", least):
-                problems.append((None, f"NIC {port.name} ({port.ca_type}): firmware "
-                                       f"{port.firmware} below the locked minimum {least}"))
+    for judged in judge_firmware(minimums, [(g.index, g.name, g.vbios) for g in ctx.gpus()],
+                                 [(p.name, p.ca_type, p.firmware) for p in ports or []]):
+        if judged.kind == "vbios":
+            index, noun = int(judged.device), "VBIOS"
+            label = ctx.gpu_label(index)
+            seen["gpus"][judged.device] = {"vbios": judged.found, "minimum": judged.minimum}
+        else:
+            index, noun = None, "firmware"
+            label = f"NIC {judged.device} ({judged.model})"
+            seen["nics"][judged.device] = {"firmware": judged.found, "ca_type": judged.model,
+                                           "minimum": judged.minimum}
+        if not judged.readable:
+            problems.append((index, f"{label}: {noun} {judged.found or 'unreadable'}, "
+                                    f"minimum {judged.minimum}"))
+        elif judged.below:
+            problems.append((index, f"{label}: {noun} {judged.found} below the locked "
+                                    f"minimum {judged.minimum}"))
     values = {"minimums": minimums, "judged": seen}
     if problems:
         return r.failed(problems, values)
