@@ -22,7 +22,7 @@ skip it in a container.
 
 from __future__ import annotations
 
-from gpuprov.lab.paths import NODE_LAB_DIR
+from gpuprov.lab.paths import NODE_LAB_DIR, enabled_link
 
 CPU_DIR = f"{NODE_LAB_DIR}/sys/devices/system/cpu"
 CPUS = 8
@@ -109,10 +109,8 @@ def files() -> list[tuple[str, bytes, int]]:
 
 def symlinks() -> list[tuple[str, str]]:
     """(path relative to /, target): both units enabled, as `systemctl enable` would."""
-    return [(f"etc/systemd/system/sysinit.target.wants/{BOOT_UNIT}",
-             f"/etc/systemd/system/{BOOT_UNIT}"),
-            (f"etc/systemd/system/multi-user.target.wants/{ONDEMAND_UNIT}",
-             f"/lib/systemd/system/{ONDEMAND_UNIT}")]
+    return [enabled_link(BOOT_UNIT, "sysinit.target"),
+            enabled_link(ONDEMAND_UNIT, "multi-user.target", "/lib/systemd/system")]
 
 
 def inventory_vars() -> str:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import ipaddress
 
 from gpuprov.errors import EnvironmentProblem
-from gpuprov.lab.paths import LABEL
+from gpuprov.lab.paths import LABEL, enabled_link
 from gpuprov.proc import run
 
 NETWORK = "gpuprov-lab-fabric"
@@ -76,8 +76,7 @@ def unit_files() -> list[tuple[str, bytes, int]]:
 
 
 def unit_links() -> list[tuple[str, str]]:
-    return [(f"etc/systemd/system/sysinit.target.wants/{ROUTE_UNIT}",
-             f"/etc/systemd/system/{ROUTE_UNIT}")]
+    return [enabled_link(ROUTE_UNIT, "sysinit.target")]
 
 
 def ensure_network() -> None:

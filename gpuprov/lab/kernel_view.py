@@ -27,7 +27,7 @@ import hashlib
 
 from gpuprov import packaging_facts
 from gpuprov.lab import pci
-from gpuprov.lab.paths import NODE_LAB_DIR
+from gpuprov.lab.paths import NODE_LAB_DIR, enabled_link
 from gpuprov.lab.sim import node as sim_node
 from gpuprov.parsers.ib_counters import ERROR_COUNTERS
 
@@ -329,10 +329,8 @@ def files(node: str) -> list[tuple[str, bytes, int]]:
 
 def symlinks() -> list[tuple[str, str]]:
     """(path relative to /, target): the boot unit enabled, as `systemctl enable` would."""
-    return [(f"etc/systemd/system/sysinit.target.wants/{BOOT_UNIT}",
-             f"/etc/systemd/system/{BOOT_UNIT}"),
-            (f"etc/systemd/system/multi-user.target.wants/{MODULES_UNIT}",
-             f"/etc/systemd/system/{MODULES_UNIT}")]
+    return [enabled_link(BOOT_UNIT, "sysinit.target"),
+            enabled_link(MODULES_UNIT, "multi-user.target")]
 
 
 def inventory_vars() -> str:

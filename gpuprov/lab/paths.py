@@ -14,6 +14,14 @@ NODE_MIRROR_PATH = "/srv/gpuprov-mirror"
 NODE_LAB_DIR = "/var/lib/gpuprov-lab"
 CONTAINER_PREFIX = "gpuprov-lab-"
 LABEL = "io.gpuprov.lab"
+# Where a node's own units go (the site's), as against a package's (/usr/lib/systemd/system).
+SITE_UNIT_DIR = "/etc/systemd/system"
+
+
+def enabled_link(unit: str, wanted_by: str, unit_dir: str = SITE_UNIT_DIR) -> tuple[str, str]:
+    """(path relative to /, target): the link `systemctl enable` makes for a unit whose
+    [Install] says WantedBy=`wanted_by`, written into a node's image instead."""
+    return f"etc/systemd/system/{wanted_by}.wants/{unit}", f"{unit_dir}/{unit}"
 
 
 @dataclass(frozen=True)

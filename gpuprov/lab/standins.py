@@ -22,6 +22,7 @@ from pathlib import Path
 from gpuprov import packaging_facts
 from gpuprov.lab import kernel_modules, kernel_view, sim
 from gpuprov.lab.debs import Deb
+from gpuprov.lab.paths import enabled_link
 from gpuprov.lab.sim import node
 from gpuprov.resources import data_file, load_yaml
 
@@ -259,8 +260,8 @@ def _loads_at_boot(deb: Deb) -> None:
             "DefaultDependencies=no\nBefore=sysinit.target\n\n[Service]\nType=oneshot\n"
             f"ExecStart=-{kernel_modules.MODPROBE_NVIDIA}\n\n"
             "[Install]\nWantedBy=sysinit.target\n")
-    deb.symlinks[f"/etc/systemd/system/sysinit.target.wants/{MODULE_UNIT}"] = \
-        f"{UNIT_DIR}/{MODULE_UNIT}"
+    link, target = enabled_link(MODULE_UNIT, "sysinit.target", UNIT_DIR)
+    deb.symlinks[f"/{link}"] = target
 
 
 def pinning_package(version: str) -> Deb:
