@@ -73,7 +73,9 @@ SCHEMA = {
                            # how much an error counter may grow over the soak (ib_counters)
                            "error_growth_max": {"type": "integer", "minimum": 0},
                            # one rail's ib_write_bw average between two nodes (fabric --rails)
-                           "write_bw_min_gbps": _NUM},
+                           "write_bw_min_gbps": _NUM,
+                           # and its ib_write_lat average, at 2 bytes
+                           "write_lat_max_usec": _NUM},
         },
         "ecc_required": {"type": "boolean"},
         # the cpufreq governor every online CPU runs (check cpu_governor, role cpu_governor)

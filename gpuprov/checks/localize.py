@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gpuprov.parsers.fabric import FabricRecord, GroupRun, RailRun
+from gpuprov.parsers.fabric import BANDWIDTH, LATENCY, FabricRecord, GroupRun, RailRun
 
 # A pair under this share of the best pair is slow, whatever the floor says.
 RELATIVE_SLOW = 0.5
@@ -152,22 +152,35 @@ def pair_rounds(nodes: list[str]) -> list[list[tuple[str, str]]]:
 
 
 def _rail_bad(run: RailRun) -> bool:
-    return not run.ok or (run.floor_gbps is not None
-                          and (run.average_gbps or 0.0) < run.floor_gbps)
+    """Failed, below its floor (bandwidth) or above its ceiling (latency); a latency run
+    with a ceiling but no figure is bad (never a pass)."""
+    if not run.ok:
+        return True
+    if run.test == LATENCY:
+        return run.ceiling_usec is not None and (run.latency_usec is None
+                                                 or run.latency_usec > run.ceiling_usec)
+    return run.floor_gbps is not None and (run.average_gbps or 0.0) < run.floor_gbps
 
 
 def _rail_said(node: str, run: RailRun) -> str:
-    got = (f"{run.average_gbps:.4g} Gb/s" if run.ok and run.average_gbps is not None
-           else f"failed: {run.error}")
-    floor = f", floor {run.floor_gbps:g}" if run.floor_gbps is not None else ""
+    if run.test == LATENCY:
+        got = (f"{run.latency_usec:.3g} µs" if run.ok and run.latency_usec is not None
+               else f"failed: {run.error}")
+        limit = f", ceiling {run.ceiling_usec:g}" if run.ceiling_usec is not None else ""
+    else:
+        got = (f"{run.average_gbps:.4g} Gb/s" if run.ok and run.average_gbps is not None
+               else f"failed: {run.error}")
+        limit = f", floor {run.floor_gbps:g}" if run.floor_gbps is not None else ""
     if run.loopback:
-        return f"alone (loopback): {got}{floor}"
-    return f"with {next(x for x in run.nodes if x != node)}: {got}{floor}"
+        return f"alone (loopback): {got}{limit}"
+    return f"with {next(x for x in run.nodes if x != node)}: {got}{limit}"
 
 
 def rail_findings(record: FabricRecord) -> dict[str, NodeFinding]:
-    """Per-rail `ib_write_bw` (gpuprov fabric --rails). On each rail a run is bad when it
-    failed or fell below its floor (a pair's: the lower of its two ends' profile floors).
+    """Per-rail `ib_write_bw` and `ib_write_lat` (gpuprov fabric --rails), each test of
+    each rail placed on its own. A run is bad when it failed, fell below its floor (a
+    pair's: the lower of its two ends' profile floors) or, for latency, rose above its
+    ceiling (a pair's: the higher of its two ends').
     An HCA bad alone (its loopback) is at fault on its node, whatever its pairs say, and
     its pairs are explained by it. The remaining pairs place the rest: a node's HCA is at
     fault when every pair it is in there is bad while another pair is good; a bad pair
@@ -177,18 +190,23 @@ def rail_findings(record: FabricRecord) -> dict[str, NodeFinding]:
     problems: dict[str, list[str]] = {n: [] for n in members}
     rails = sorted({r.rail for r in record.rails})
     views: dict[str, list[dict]] = {}
-    for rail in rails:
-        runs = [r for r in record.rails if r.rail == rail]
+    # each test of each rail is placed on its own: bandwidth as `mlx5_3`, latency as
+    # `mlx5_3 (ib_write_lat)`
+    for hca, test in sorted({(r.rail, r.test) for r in record.rails}):
+        runs = [r for r in record.rails if r.rail == hca and r.test == test]
+        rail = hca if test == BANDWIDTH else f"{hca} ({test})"
         views[rail] = [{"nodes": list(r.nodes), "loopback": r.loopback, "ok": r.ok,
-                        "average_gbps": r.average_gbps, "floor_gbps": r.floor_gbps,
+                        **({"latency_usec": r.latency_usec, "ceiling_usec": r.ceiling_usec}
+                           if test == LATENCY else
+                           {"average_gbps": r.average_gbps, "floor_gbps": r.floor_gbps}),
                         "error": r.error, "bad": _rail_bad(r)} for r in runs]
         alone = {r.nodes[0]: r for r in runs if r.loopback and r.nodes[0] in problems}
         hca_at_fault = {n for n, r in alone.items() if _rail_bad(r)}
         for n in sorted(hca_at_fault):
-            problems[n].append(f"rail {rail}: {n} {rail} is at fault, "
+            problems[n].append(f"rail {rail}: {n} {hca} is at fault, "
                                f"{_rail_said(n, alone[n])}")
         pairs = [r for r in runs if not r.loopback and not set(r.nodes) & hca_at_fault]
-        _place_rail_pairs(rail, pairs, [n for n in members if n not in hca_at_fault],
+        _place_rail_pairs(rail, hca, pairs, [n for n in members if n not in hca_at_fault],
                           set(alone), problems)
     values = {"rails": views}
     out: dict[str, NodeFinding] = {}
@@ -199,7 +217,9 @@ def rail_findings(record: FabricRecord) -> dict[str, NodeFinding]:
             own = [r for r in record.rails if n in r.nodes]   # no run of its own: untested
             how = ("alone (loopback) and with every peer" if any(r.loopback for r in own)
                    else "with every peer")
-            out[n] = NodeFinding(True, f"{len(rails)} rail(s) at or above their floors {how}",
+            limits = ("at or above their floors, within their latency ceilings"
+                      if any(r.test == LATENCY for r in own) else "at or above their floors")
+            out[n] = NodeFinding(True, f"{len(rails)} rail(s) {limits} {how}",
                                  values, tested=bool(own))
     for m in record.members:
         if m.problem:
@@ -207,9 +227,10 @@ def rail_findings(record: FabricRecord) -> dict[str, NodeFinding]:
     return out
 
 
-def _place_rail_pairs(rail: str, runs: list[RailRun], members: list[str],
+def _place_rail_pairs(rail: str, hca: str, runs: list[RailRun], members: list[str],
                       passed_alone: set[str], problems: dict[str, list[str]]) -> None:
-    """One rail's pairs between HCAs not at fault alone: who is at fault, or which link."""
+    """One rail's pairs (one test's) between HCAs not at fault alone: who is at fault, or
+    which link; `rail` names the rail and test, `hca` the adapter."""
     bad_runs = [r for r in runs if _rail_bad(r)]
     mine = {n: [r for r in runs if n in r.nodes] for n in members}
     at_fault = {n for n in members if mine[n] and all(_rail_bad(r) for r in mine[n])
@@ -226,9 +247,9 @@ def _place_rail_pairs(rail: str, runs: list[RailRun], members: list[str],
             problems[n].append(f"rail {rail}: every pair slow or failed ({listed}): {ends}")
         elif len(bad_runs) == len(runs):
             problems[n].append(f"rail {rail}: every pair slow or failed ({listed}): the "
-                               "rail's switch, or a floor it cannot meet")
+                               "rail's switch, or a limit it cannot meet")
         elif n in at_fault:
-            problems[n].append(f"rail {rail}: {n} {rail} is at fault, every pair with it "
+            problems[n].append(f"rail {rail}: {n} {hca} is at fault, every pair with it "
                                f"slow or failed ({listed})")
         else:
             links = [r for r in own_bad if not set(r.nodes) & (at_fault - {n})]

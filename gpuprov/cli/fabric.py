@@ -32,9 +32,10 @@ from gpuprov.validation.service import FabricRequest, fabric_test
               help="Inter-node all-reduce bus bandwidth floor (default: the inventory's "
                    "gpuprov_fabric_busbw_min_gbps, else the profiles').")
 @click.option("--rails", is_flag=True,
-              help="Per-rail ib_write_bw between every pair instead of the all-reduce: each "
-                   "host's gpuprov_fabric_rails HCAs, floors from the profiles' "
-                   "nics.write_bw_min_gbps.")
+              help="Per-rail ib_write_bw and ib_write_lat, each HCA alone and between every "
+                   "pair, instead of the all-reduce: each host's gpuprov_fabric_rails HCAs, "
+                   "floors and ceilings from the profiles' nics.write_bw_min_gbps and "
+                   "nics.write_lat_max_usec.")
 @click.option("--network-only", is_flag=True,
               help="The all-reduce with NCCL's P2P and shared-memory transports off "
                    "(NCCL_P2P_DISABLE=1, NCCL_SHM_DISABLE=1): ranks on one node talk over "

@@ -6,8 +6,8 @@ A member is a node with its fabric address and interface, and the state of that 
 when the test began. A group run is one `torchrun` over some members: whether it finished,
 and the all-reduce bus bandwidth at each size. The whole group runs first; pairs run only
 when the group failed or fell below the floor. A per-rail run (`gpuprov fabric --rails`)
-holds instead one `ib_write_bw` result per rail (HCA) and node alone (loopback), and per
-rail and pair of nodes.
+holds instead one `ib_write_bw` and one `ib_write_lat` result per rail (HCA) and node alone
+(loopback), and per rail and pair of nodes.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ from dataclasses import asdict, dataclass, field
 
 from gpuprov.parsers.errors import ParseError
 from gpuprov.parsers.kind import EvidenceKind
+
+BANDWIDTH, LATENCY = "ib_write_bw", "ib_write_lat"     # a rail run's test
 
 
 @dataclass(frozen=True)
@@ -44,8 +46,9 @@ class GroupRun:
 
 @dataclass(frozen=True)
 class RailRun:
-    """One rail (HCA) between two nodes: `ib_write_bw` from the first to the second; with
-    both the same node, that HCA alone (server and client on it, a loopback)."""
+    """One rail (HCA) between two nodes: `ib_write_bw` (or `ib_write_lat`) from the first to
+    the second; with both the same node, that HCA alone (server and client on it, a
+    loopback)."""
     rail: str                          # the HCA on both ends, e.g. mlx5_3
     nodes: tuple[str, str]             # (client, server)
     ok: bool
@@ -53,6 +56,9 @@ class RailRun:
     floor_gbps: float | None = None    # the lower of the two ends' profile floors
     error: str | None = None
     seconds: float = 0.0
+    test: str = BANDWIDTH              # BANDWIDTH or LATENCY (records before it: bandwidth)
+    latency_usec: float | None = None  # ib_write_lat's t_avg at its smallest message size
+    ceiling_usec: float | None = None  # the higher of the two ends' profile ceilings
 
     @property
     def loopback(self) -> bool:

@@ -31,6 +31,7 @@ from gpuprov.validation.fabric_stage import (
 FLOOR_VAR = "gpuprov_fabric_busbw_min_gbps"
 RAILS_VAR = "gpuprov_fabric_rails"                    # a host's rail HCAs, in rail order
 WRITE_BW_VAR = "gpuprov_fabric_ib_write_bw_command"   # perftest's ib_write_bw on the host
+WRITE_LAT_VAR = "gpuprov_fabric_ib_write_lat_command"  # and its ib_write_lat
 MIN_MEMBERS = 2
 
 
@@ -105,7 +106,8 @@ def run_fabric_test(inventory_path: Path, places: dict[str, tuple[str, str]],
 
 def rail_settings(run_id: str, hosts: list[str], variables: dict[str, dict],
                   profiles: dict[str, Profile]) -> RailSettings:
-    """Every member's rails, floor and ib_write_bw, checked before anything runs."""
+    """Every member's rails, floor, ceiling and perftest commands, checked before anything
+    runs."""
     rails: dict[str, list[str]] = {}
     for host in hosts:
         value = variables[host].get(RAILS_VAR)
@@ -113,6 +115,10 @@ def rail_settings(run_id: str, hosts: list[str], variables: dict[str, dict],
             raise InputError(f"host {host}: no {RAILS_VAR} in the inventory (its rail HCAs in "
                              "rail order, e.g. [mlx5_0, mlx5_1])")
         rails[host] = list(value)
-    floors = {h: (profiles[h].data.get("nics") or {}).get("write_bw_min_gbps") for h in hosts}
-    commands = {h: str(variables[h].get(WRITE_BW_VAR) or "ib_write_bw") for h in hosts}
-    return RailSettings(run_id, rails, floors, commands)
+    nics = {h: profiles[h].data.get("nics") or {} for h in hosts}
+    return RailSettings(
+        run_id, rails, {h: nics[h].get("write_bw_min_gbps") for h in hosts},
+        {h: str(variables[h].get(WRITE_BW_VAR) or "ib_write_bw") for h in hosts},
+        latency_command={h: str(variables[h].get(WRITE_LAT_VAR) or "ib_write_lat")
+                         for h in hosts},
+        ceilings={h: nics[h].get("write_lat_max_usec") for h in hosts})

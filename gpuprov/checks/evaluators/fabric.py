@@ -27,8 +27,10 @@ def fabric(ctx: Context, r: Results) -> CheckResult:
        optional=True, skip_reason="per-rail test not run (`gpuprov fabric --rails`)",
        rule="every rail's ib_write_bw average alone (loopback) at or above the node's "
             "nics.write_bw_min_gbps and with every peer at or above the lower of the two "
-            "ends'; an HCA bad alone is at fault; else a node's HCA in only bad pairs on a "
-            "rail (while another pair there is good) is at fault, a bad pair between two "
+            "ends'; its ib_write_lat average (2 bytes) within nics.write_lat_max_usec alone "
+            "and the higher of the two ends' with every peer; each test of each rail placed "
+            "on its own: an HCA bad alone is at fault; else a node's HCA in only bad pairs on "
+            "a rail (while another pair there is good) is at fault, a bad pair between two "
             "others is a bad link, a rail bad everywhere is named as the rail's")
 def fabric_rails(ctx: Context, r: Results) -> CheckResult:
     record = ctx.evidence.read(FABRIC)

@@ -1,5 +1,5 @@
-"""Per-rail ib_write_bw: the lab's stand-in speaks perftest's report over TCP, the stage's
-results judge per rail, and a slow HCA is placed on its node and rail."""
+"""Per-rail ib_write_bw and ib_write_lat: the lab's stand-in speaks perftest's reports over
+TCP, the stage's results judge per rail, and a slow HCA is placed on its node and rail."""
 
 from __future__ import annotations
 
@@ -12,11 +12,12 @@ import yaml
 from gpuprov.checks.localize import rail_findings
 from gpuprov.lab import kinds, perftest
 from gpuprov.lab.paths import NODE_LAB_DIR
-from gpuprov.parsers.fabric import FabricRecord, Member, RailRun
-from gpuprov.parsers.perftest import parse_ib_write_bw
-from gpuprov.validation.fabric_stage import _rail_result
+from gpuprov.parsers.fabric import LATENCY, FabricRecord, Member, RailRun
+from gpuprov.parsers.perftest import parse_ib_write_bw, parse_ib_write_lat
+from gpuprov.validation.fabric_stage import _latency_result, _rail_result
 
 FLOOR = 380.0
+CEILING = 2.5
 
 
 def _record(rails: list[RailRun], nodes=("node01", "node02", "node04")) -> FabricRecord:
@@ -105,6 +106,41 @@ def test_two_hcas_that_pass_alone_but_not_together_name_the_link_between_them():
 def test_a_client_without_a_table_is_a_failed_rail_never_a_pass():
     run = _rail_result("mlx5_0", "node01", "node02", "", "127", FLOOR, 1.0)
     assert not run.ok and "exit status 127" in run.error
+    run = _latency_result("mlx5_0", "node01", "node02", "", "127", CEILING, 1.0)
+    assert not run.ok and "exit status 127" in run.error and run.test == LATENCY
+
+
+def _latencies(slow: dict[tuple[str, str], float], nodes=("node01", "node02"),
+               rails=("mlx5_0", "mlx5_5"), ceiling: float | None = CEILING) -> list[RailRun]:
+    """ib_write_lat alone and in every pair: a pair's figure the mean of its ends'."""
+    runs = []
+    for rail in rails:
+        for i, a in enumerate(nodes):
+            for b in nodes[i:]:
+                t = (slow.get((a, rail), 1.03) + slow.get((b, rail), 1.03)) / 2
+                runs.append(RailRun(rail, (a, b), True, test=LATENCY, latency_usec=t,
+                                    ceiling_usec=ceiling))
+    return runs
+
+
+def test_a_lagging_hca_is_placed_by_its_latency_apart_from_the_bandwidth():
+    slow = {("node02", "mlx5_5"): 4.0}
+    runs = _alone({}) + _all_pairs({}, nodes=("node01", "node02")) + _latencies(slow)
+    found = rail_findings(_record(runs, ("node01", "node02")))
+    assert found["node02"].summary == ("rail mlx5_5 (ib_write_lat): node02 mlx5_5 is at "
+                                       "fault, alone (loopback): 4 µs, ceiling 2.5")
+    assert found["node01"].ok and found["node01"].summary == (
+        "3 rail(s) at or above their floors, within their latency ceilings alone (loopback) "
+        "and with every peer")
+    view = found["node01"].values["rails"]["mlx5_5 (ib_write_lat)"]
+    assert [v["bad"] for v in view] == [False, True, True]     # node01 alone, pair, node02
+
+
+def test_latency_without_a_ceiling_judges_only_that_it_ran_and_without_a_figure_fails():
+    runs = _latencies({("node02", "mlx5_5"): 40.0}, ceiling=None)
+    assert all(found.ok for found in rail_findings(_record(runs, ("node01", "node02"))).values())
+    runs[0] = RailRun("mlx5_0", ("node01", "node01"), True, test=LATENCY, ceiling_usec=CEILING)
+    assert not rail_findings(_record(runs, ("node01", "node02")))["node01"].ok
 
 
 def _free_port() -> int:
@@ -118,11 +154,13 @@ def _stand_in(tmp_path):
     rail-slow fault), runnable here: (the script, the hardware description)."""
     hw = kinds.describe("node01", "h100-sxm-8")
     hw["nic_ports"][3]["write_bw_factor"] = 0.25
+    hw["nic_ports"][5]["write_lat_usec"] = 4.0
     (tmp_path / "hardware.yml").write_text(yaml.safe_dump(hw))
-    script = tmp_path / "ib_write_bw"
-    script.write_text(perftest._SCRIPT.replace(NODE_LAB_DIR, str(tmp_path)))
-    script.chmod(0o755)
-    return script, hw
+    for name in ("ib_write_bw", "ib-write-lat"):     # the latency stand-in by its name
+        script = tmp_path / name
+        script.write_text(perftest._SCRIPT.replace(NODE_LAB_DIR, str(tmp_path)))
+        script.chmod(0o755)
+    return tmp_path / "ib_write_bw", hw
 
 
 def test_the_lab_stand_in_runs_server_and_client_and_prints_perftest_s_report(tmp_path):
@@ -188,14 +226,24 @@ def test_the_loopback_runs_server_and_client_on_one_node_and_places_its_slow_hca
     rails = [p["ca"] for p in hw["nic_ports"]]
     node = FabricNode("node01", "127.0.0.1", "lo", _LocalHost())
     settings = RailSettings(f"t{_free_port()}", {"node01": rails}, {"node01": FLOOR},
-                            {"node01": str(script)}, seconds=1, port=_free_port())
+                            {"node01": str(script)}, seconds=1, port=_free_port(),
+                            latency_command={"node01": str(tmp_path / "ib-write-lat")},
+                            ceilings={"node01": CEILING})
     record = run_rails([node], settings, tmp_path / "out", lambda line: None)
-    assert [(r.rail, r.nodes, r.ok) for r in record.rails] == [
-        (rail, ("node01", "node01"), True) for rail in rails]
-    assert {r.rail: r.average_gbps for r in record.rails}["mlx5_3"] == 97.5
+    assert [(r.rail, r.nodes, r.ok, r.test) for r in record.rails] == [
+        (rail, ("node01", "node01"), True, test) for test in ("ib_write_bw", LATENCY)
+        for rail in rails]
+    assert {r.rail: r.average_gbps for r in record.rails if r.test != LATENCY}["mlx5_3"] == 97.5
+    latency = {r.rail: r.latency_usec for r in record.rails if r.test == LATENCY}
+    assert latency["mlx5_5"] == 4.0 and latency["mlx5_0"] == perftest.WRITE_LATENCY_USEC
     assert (tmp_path / "out" / "loop-mlx5_3-node01-server.txt").read_text()
+    served = (tmp_path / "out" / "loop-mlx5_5-node01-lat-server.txt").read_text()
+    assert parse_ib_write_lat(served, "server").average_usec == 4.0   # both ends report
     found = rail_findings(record)["node01"]
-    assert not found.ok and found.summary.startswith("rail mlx5_3: node01 mlx5_3 is at fault")
+    assert not found.ok and found.summary == (
+        "rail mlx5_3: node01 mlx5_3 is at fault, alone (loopback): 97.5 Gb/s, floor 380; "
+        "rail mlx5_5 (ib_write_lat): node01 mlx5_5 is at fault, alone (loopback): 4 µs, "
+        "ceiling 2.5")
 
 
 def test_a_member_with_no_rail_run_of_its_own_is_untested_never_a_pass():

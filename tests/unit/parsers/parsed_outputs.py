@@ -25,7 +25,7 @@ from gpuprov.parsers.kernel_log import parse_kernel_log
 from gpuprov.parsers.nccl_tests import parse_nccl_tests
 from gpuprov.parsers.nvlink import parse_nvlink_status
 from gpuprov.parsers.pci_tree import parse_lspci_vvv
-from gpuprov.parsers.perftest import parse_ib_write_bw
+from gpuprov.parsers.perftest import parse_ib_write_bw, parse_ib_write_lat
 from gpuprov.parsers.smi_gpu import parse_smi_query
 from gpuprov.parsers.smi_table import parse_smi_header
 from gpuprov.parsers.smi_tree import parse_any
@@ -49,8 +49,10 @@ def _lspci_vvv(text: str, source: str) -> object:
     return parse_lspci_vvv(_output(text), source)
 
 
-def _ib_write_bw(text: str, source: str) -> object:
-    return parse_ib_write_bw(_output(text), source)
+def _perftest(text: str, source: str) -> object:
+    """A latency report by its title (`… Latency Test`), else a bandwidth one."""
+    parse = parse_ib_write_lat if "Latency Test" in text else parse_ib_write_bw
+    return parse(_output(text), source)
 
 
 def _smi_query(text: str, source: str) -> dict:
@@ -72,7 +74,7 @@ PARSERS: dict[str, Callable[[str, str], object]] = {
     "nvidia-smi": parse_smi_header,
     "nvidia-smi-q": _smi_query,
     "nvlink": parse_nvlink_status,
-    "perftest": _ib_write_bw,
+    "perftest": _perftest,
     "topo": parse_topo,
 }
 
