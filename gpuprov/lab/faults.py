@@ -261,6 +261,16 @@ def _rail_slow(access, hw, gpu):
     return f"NIC {port['ca']} at a quarter of its rate (ib_write_bw)", {}
 
 
+def _rail_lag(access, hw, gpu):
+    """One HCA of the node (the sixth rail, else the first) answers ib_write_lat in 4 us,
+    above NVIDIA's 2.5 us ceiling, its bandwidth healthy (its PCIe link saving power or
+    replaying, say): alone (loopback) and with every peer."""
+    ports = hw.get("nic_ports") or []
+    port = ports[5] if len(ports) > 5 else _first_nic(access, hw)
+    port["write_lat_usec"] = 4.0
+    return f"NIC {port['ca']} at 4 us ib_write_lat", {}
+
+
 def _nic_far(access, hw, gpu):
     """The GPU's NIC in a slot of the other socket (a card moved, a riser cabled to the other
     CPU): `topo -m` shows it SYS from its GPU, which has no NIC on its root complex left."""
@@ -585,6 +595,8 @@ FAULTS = {f.name: f for f in (
               "a GPU's DMA translated by the IOMMU (no iommu=pt)"),
     FaultKind("rail-slow", False, _rail_slow,
               "one RDMA NIC (rail 4) at a quarter of its ib_write_bw rate, alone or paired"),
+    FaultKind("rail-lag", False, _rail_lag,
+              "one RDMA NIC (rail 6) at 4 us ib_write_lat, alone or paired"),
     FaultKind("cpu-powersave", False, _cpu_powersave, "every CPU at the powersave governor"),
     FaultKind("nic-far", True, _nic_far,
               "a GPU's NIC on the other socket: no NIC on the GPU's PCIe root complex"),

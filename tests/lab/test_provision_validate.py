@@ -212,22 +212,26 @@ def test_the_fabric_test_names_a_slow_node_and_fails_fast_on_a_dead_link(rack):
                           .read_text())
         assert kept["network_only"] and kept["group"]["nccl_env"] == {
             "NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1", "NCCL_SOCKET_IFNAME": "eth0"}
-        # per-rail ib_write_bw (issue 40) on the lab's two RDMA nodes: every rail at its
-        # floor alone and between them; then one HCA of node01 at a quarter of its rate: its
-        # loopback names node01 and the HCA, node02 passes; node03 has no rails: exit 2
+        # per-rail ib_write_bw and ib_write_lat (issue 40) on the lab's two RDMA nodes: every
+        # rail at its floor and ceiling alone and between them; then one HCA of node01 at a
+        # quarter of its rate and one of node02 slow to answer: each loopback names its node
+        # and HCA, each test apart; node03 has no rails: exit 2
         rails = rack.cli("fabric", "node01", "node02", "--rails", "--inventory",
                          str(rack.inventory), "--json")
         assert rails.returncode == 0, rails.stdout + rails.stderr[-2000:]
-        assert "8 rail(s) at or above their floors alone (loopback) and with every peer" \
-            in rails.stdout
+        assert "8 rail(s) at or above their floors, within their latency ceilings alone " \
+            "(loopback) and with every peer" in rails.stdout
         fault("node01", "rail-slow")
+        fault("node02", "rail-lag")
         rails = rack.cli("fabric", "node01", "node02", "--rails", "--inventory",
                          str(rack.inventory), "--json")
         found = {n["node"]: n for n in json.loads(rails.stdout)["nodes"]}
         assert rails.returncode == 1 and found["node01"]["status"] == "fail", found
         assert found["node01"]["summary"] == (
             "rail mlx5_3: node01 mlx5_3 is at fault, alone (loopback): 97.5 Gb/s, floor 380")
-        assert found["node02"]["status"] == "pass", found
+        assert found["node02"]["summary"] == (
+            "rail mlx5_5 (ib_write_lat): node02 mlx5_5 is at fault, alone (loopback): 4 µs, "
+            "ceiling 2.5")
         refused = rack.cli("fabric", "node01", "node03", "--rails", "--inventory",
                            str(rack.inventory))
         assert refused.returncode == 2 and refused.stderr.startswith(
