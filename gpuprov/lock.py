@@ -17,8 +17,10 @@ PREFIX = "gpuprov_"
 FIRMWARE_MIN = "firmware_min"
 # The firmware minimums a site may lock (`gpuprov_firmware_min`, optional), per device
 # model: `vbios` by a GPU's product name as nvidia-smi prints it (a substring: "H100 80GB
-# HBM3"), `connectx` by the HCA's CA type as ibstat prints it ("MT4129", a ConnectX-7), and
-# the version forms each takes (nvidia-smi's "96.00.74.00.0E", ibstat's "28.39.1002").
+# HBM3"), `connectx` by the HCA's CA type as ibstat prints it ("MT4129", a ConnectX-7) or by
+# its PSID ("MT_0000000838": one card's firmware image; an OEM's image has its own PSID and
+# its own releases), and the version forms each takes (nvidia-smi's "96.00.74.00.0E",
+# ibstat's "28.39.1002").
 FIRMWARE_FORMS = {"vbios": re.compile(r"^[0-9A-Fa-f]{2}(\.[0-9A-Fa-f]{2}){4}$"),
                   "connectx": re.compile(r"^\d+\.\d+\.\d+$")}
 
@@ -31,12 +33,20 @@ def firmware_key(kind: str, version: str) -> tuple[int, ...] | None:
     return tuple(int(part, 16 if kind == "vbios" else 10) for part in version.split("."))
 
 
+_CA_TYPE = re.compile(r"^MT\d+$")   # ibstat's CA type; any other connectx key is a PSID
+
+
+def psid_keys(minimums: dict) -> list[str]:
+    """The `connectx` minimums locked by PSID rather than by CA type."""
+    return [k for k in minimums.get("connectx") or {} if not _CA_TYPE.match(k)]
+
+
 @dataclass(frozen=True)
 class FirmwareJudged:
     """One device a locked minimum applies to: a GPU (by index) or a ConnectX port (by name)."""
     kind: str              # vbios | connectx
     device: str            # "0", "mlx5_0 port 1"
-    model: str             # the product name or CA type the minimum matched
+    model: str             # the product name, CA type or PSID the minimum matched
     found: str | None      # the version read; None when none was
     minimum: str
 
@@ -52,19 +62,22 @@ class FirmwareJudged:
 
 
 def judge_firmware(minimums: dict, gpus: list[tuple[int, str, str | None]],
-                   ports: list[tuple[str, str | None, str | None]]) -> list[FirmwareJudged]:
+                   ports: list[tuple[str, str | None, str | None, str | None]]
+                   ) -> list[FirmwareJudged]:
     """Every device a minimum applies to, in order: GPUs as (index, product name, VBIOS),
-    whose name contains a locked model; ConnectX ports as (name, CA type, firmware), whose CA
-    type is a locked model. The validator's `firmware` check and drift both judge by it."""
+    whose name contains a locked model; ConnectX ports as (name, CA type, firmware, PSID),
+    whose PSID, else CA type, is a locked model. The validator's `firmware` check and drift
+    both judge by it."""
     judged = []
     for index, name, vbios in gpus:
         for model, least in (minimums.get("vbios") or {}).items():
             if model in (name or ""):
                 judged.append(FirmwareJudged("vbios", str(index), name, vbios, least))
-    for name, ca_type, firmware in ports:
-        least = (minimums.get("connectx") or {}).get(ca_type or "")
-        if least is not None:
-            judged.append(FirmwareJudged("connectx", name, ca_type or "", firmware, least))
+    connectx = minimums.get("connectx") or {}
+    for name, ca_type, firmware, psid in ports:
+        model = psid if psid in connectx else ca_type
+        if model in connectx:
+            judged.append(FirmwareJudged("connectx", name, model, firmware, connectx[model]))
     return judged
 
 

@@ -15,8 +15,15 @@ import shlex
 from dataclasses import dataclass, field
 
 from gpuprov.errors import InputError
+from gpuprov.lock import psid_keys
 from gpuprov.parsers.errors import ParseError
-from gpuprov.parsers.ibstat import IBSTAT_COMMAND, NicPort, parse_ibstat
+from gpuprov.parsers.ibstat import (
+    BOARD_ID_COMMAND,
+    IBSTAT_COMMAND,
+    NicPort,
+    parse_board_ids,
+    parse_ibstat,
+)
 from gpuprov.remote import probing
 
 MARK = "### gpuprov-drift "
@@ -31,6 +38,7 @@ class Where:
     module_file: str = MODULE_FILE
     smoke_dir: str = SMOKE_DIR
     ibstat_command: str = IBSTAT_COMMAND
+    board_id_command: str = BOARD_ID_COMMAND
 
 
 def script(where: Where, firmware_min: dict) -> str:
@@ -53,6 +61,8 @@ def script(where: Where, firmware_min: dict) -> str:
                   "--format=csv,noheader 2>/dev/null"]
     if firmware_min.get("connectx"):
         parts += [f"echo '{MARK}ibstat'", f"( {where.ibstat_command} ) 2>/dev/null; true"]
+    if psid_keys(firmware_min):
+        parts += [f"echo '{MARK}board_id'", f"( {where.board_id_command} ) 2>/dev/null; true"]
     return "; ".join(parts)
 
 
@@ -66,6 +76,7 @@ class HostState:
     vbios: dict[int, tuple[str, str]] = field(default_factory=dict)  # GPU -> (name, VBIOS)
     nic_ports: list[NicPort] = field(default_factory=list)
     ibstat_error: str | None = None   # ibstat printed something that does not parse
+    psids: dict[str, str] = field(default_factory=dict)   # CA -> PSID (board_id)
 
 
 def parse(text: str, source: str) -> HostState:
@@ -107,4 +118,9 @@ def parse(text: str, source: str) -> HostState:
             state.nic_ports = parse_ibstat(ibstat, f"{source} ibstat")
         except ParseError as exc:
             state.ibstat_error = str(exc)
+    try:
+        state.psids = parse_board_ids("\n".join(sections.get("board_id", [])),
+                                      f"{source} board_id")
+    except ParseError:
+        state.psids = {}     # unread: a minimum locked by PSID then finds no PSID (drift)
     return state

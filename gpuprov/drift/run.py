@@ -15,7 +15,8 @@ from gpuprov.remote import probing
 # the roles' variables that say where a host keeps what the probe reads
 ROLE_VARIABLES = ("nvidia_driver_module_version_file", "pytorch_env_smoke_dir",
                   "docker_source", "nvidia_driver_kernel_release_command",
-                  "gpudirect_sys_module_dir", "gpuprov_validate_ibstat_command")
+                  "gpudirect_sys_module_dir", "gpuprov_validate_ibstat_command",
+                  "gpuprov_validate_ib_board_id_command")
 
 
 def where_of(variables: dict) -> probe.Where:
@@ -25,7 +26,9 @@ def where_of(variables: dict) -> probe.Where:
                         probe.MODULE_FILE),
         smoke_dir=str(variables.get("pytorch_env_smoke_dir") or probe.SMOKE_DIR),
         ibstat_command=str(variables.get("gpuprov_validate_ibstat_command") or
-                           probe.IBSTAT_COMMAND))
+                           probe.IBSTAT_COMMAND),
+        board_id_command=str(variables.get("gpuprov_validate_ib_board_id_command") or
+                             probe.BOARD_ID_COMMAND))
 
 
 def host_plans(inventory: Inventory, hosts: list[str]) -> dict[str, tuple[Lock, dict]]:

@@ -96,13 +96,14 @@ LAB_FABRIC_FLOOR_GBPS = 0.08
 
 def _firmware_minimums() -> str:
     """The lab's firmware minimums: each kind's own VBIOS and ConnectX firmware (so a healthy
-    node meets them and the firmware-old fault falls below)."""
+    node meets them and the firmware-old fault falls below), the ConnectX one locked by the
+    kind's PSID where it names one, else by its CA type."""
     vbios, connectx = {}, {}
     for name in kinds.names():
         spec = kinds.load(name)
         vbios[spec["gpu"]["name"].removeprefix("NVIDIA ")] = spec["gpu"]["vbios"]
         if spec.get("nics"):
-            connectx[kinds.ca_type(spec)] = spec["nics"]["firmware"]
+            connectx[spec["nics"].get("psid") or kinds.ca_type(spec)] = spec["nics"]["firmware"]
     return ("# Firmware minimums (gpuprov/lock.py): the kinds' own versions\n"
             + yaml.safe_dump({"gpuprov_firmware_min": {"vbios": vbios, "connectx": connectx}},
                              sort_keys=True))

@@ -42,6 +42,7 @@ LOADED_MODULES_DIR = f"{sim_node.RUN_DIR}/modules"   # one empty file per loaded
 KERNEL_RELEASE = "6.1.0-gpuprov-lab"
 IBSTAT = "/usr/local/sbin/gpuprov-lab-ibstat"
 IB_COUNTERS = "/usr/local/sbin/gpuprov-lab-ib-counters"
+IB_BOARD_ID = "/usr/local/sbin/gpuprov-lab-ib-board-id"
 
 _LSMOD_SCRIPT = f"""#!/bin/sh
 # gpuprov lab: lsmod of the simulated kernel (see gpuprov/lab/kernel_view.py)
@@ -201,6 +202,20 @@ for p in ports:
 sys.exit(0 if ports else 2)
 """
 
+# `grep -s . /sys/class/infiniband/*/board_id` of the described adapters: each one's PSID
+# (its kind's `nics.psid`), grep's exit status 2 where none has one
+_IB_BOARD_ID_SCRIPT = f"""#!/usr/bin/python3
+# gpuprov lab: the board_id (PSID) of the node's described NIC ports (see kernel_view.py)
+import sys
+import yaml
+with open("{NODE_LAB_DIR}/hardware.yml") as fh:
+    hw = yaml.safe_load(fh)
+ports = [p for p in hw.get("nic_ports") or [] if p.get("psid")]
+for p in ports:
+    print(f"/sys/class/infiniband/{{p['ca']}}/board_id:{{p['psid']}}")
+sys.exit(0 if ports else 2)
+"""
+
 # the simulated `uname -r`; its headers, as linux-headers-<release> would leave them
 KERNEL_RELEASE_COMMAND = "/usr/local/sbin/gpuprov-lab-uname-r"
 HEADERS_DIR = f"/lib/modules/{KERNEL_RELEASE}/build"
@@ -317,6 +332,7 @@ def files(node: str) -> list[tuple[str, bytes, int]]:
             (MODPROBE.lstrip("/"), _MODPROBE_SCRIPT.encode(), 0o755),
             (IBSTAT.lstrip("/"), _IBSTAT_SCRIPT.encode(), 0o755),
             (IB_COUNTERS.lstrip("/"), _IB_COUNTERS_SCRIPT.encode(), 0o755),
+            (IB_BOARD_ID.lstrip("/"), _IB_BOARD_ID_SCRIPT.encode(), 0o755),
             (KERNEL_RELEASE_COMMAND.lstrip("/"), f"#!/bin/sh\necho {KERNEL_RELEASE}\n".encode(),
              0o755),
             (f"{HEADERS_DIR.lstrip('/')}/Makefile", HEADERS_MAKEFILE.encode(), 0o644),
@@ -346,6 +362,8 @@ def inventory_vars() -> str:
             f"gpudirect_sys_module_dir: {LOADED_MODULES_DIR}\n"
             f"gpuprov_validate_ibstat_command: {IBSTAT}\n"
             f"gpuprov_validate_ib_counters_command: {IB_COUNTERS}\n"
+            # drift reads it too (gpuprov/drift/run.py); grep's status 2 read as no adapter
+            f"gpuprov_validate_ib_board_id_command: {IB_BOARD_ID} || true\n"
             f"gpuprov_validate_kernel_log: {sim_node.KERNEL_LOG}\n"
             f"gpuprov_doctor_kernel_release_command: {KERNEL_RELEASE_COMMAND}\n"
             "# the lab's stand-in stack is small; a real one needs the doctor's defaults\n"

@@ -86,6 +86,7 @@ def describe(node: str, kind: str) -> dict:
                   "rate_gbps": nics["rate_gbps"], "link_layer": nics["link_layer"],
                   "firmware": nics["firmware"], "ca_type": ca_type(spec),
                   "node_guid": node_guid(seed, i),
+                  **({"psid": nics["psid"]} if nics.get("psid") else {}),
                   "beside_gpu": gpus[i]["bus_id"],
                   "bus_id": f"00000000:{pci.nic_bus(spec['bus_ids'][i])}:00.0"}
                  for i in range(nics.get("count", 0))]

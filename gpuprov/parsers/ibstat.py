@@ -110,3 +110,36 @@ NICS = EvidenceKind("ibstat.txt", "identity", parse_ibstat, "{ibstat_command}",
                     "`ibstat`, or the same form printed from /sys/class/infiniband where "
                     "infiniband-diags is not installed: every RDMA NIC port",
                     lab="kernel_view.py", when="nics")
+
+
+# -- the adapters' PSIDs ------------------------------------------------------
+# `/sys/class/infiniband/<CA>/board_id` holds the adapter's PSID, the firmware image's board
+# identity (mlx5: the firmware's QUERY_ADAPTER vsd_contd_psid, Linux's
+# drivers/net/ethernet/mellanox/mlx5/core/vport.c mlx5_query_board_id); ibv_devinfo prints
+# that same file as `board_id` (rdma-core libibverbs/examples/devinfo.c). NVIDIA's own cards
+# read `MT_` and ten digits (a ConnectX-7 of a real H200 node: MT_0000000838,
+# deepseek-ai/DeepEP#355); an OEM's image carries its own prefix.
+_BOARD_ID = re.compile(r"^\S*/(?P<ca>[^/\s]+)/board_id:(?P<psid>\S*)\s*$")
+
+
+def parse_board_ids(text: str, source: str) -> dict[str, str]:
+    """`grep -s . …/infiniband/*/board_id`: each adapter's PSID by CA name; an empty listing
+    is no adapter (its absence where the profile has NICs is the nics check's to judge)."""
+    psids: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        m = _BOARD_ID.match(line.strip())
+        if m is None or not m.group("psid"):
+            raise ParseError(source, f"not a board_id listing line: {line.strip()[:120]}")
+        psids[m.group("ca")] = m.group("psid")
+    return psids
+
+
+# no adapter: grep's exit 2 and an empty listing, read as no adapter
+BOARD_ID_COMMAND = "grep -s . /sys/class/infiniband/*/board_id || true"
+BOARD_IDS = EvidenceKind("ib-board-id.txt", "identity", parse_board_ids,
+                         "{ib_board_id_command}",
+                         "each RDMA adapter's PSID (`grep -s . /sys/class/infiniband/*/"
+                         "board_id`), for firmware minimums locked by PSID",
+                         lab="kernel_view.py", when="nics")

@@ -32,7 +32,7 @@ from gpuprov.parsers.dcgm import DCGM_DIAG
 from gpuprov.parsers.dcgm_health import DCGM_HEALTH
 from gpuprov.parsers.errors import ParseError
 from gpuprov.parsers.gpu_burn import GPU_BURN
-from gpuprov.parsers.ibstat import IBSTAT_COMMAND
+from gpuprov.parsers.ibstat import BOARD_ID_COMMAND, IBSTAT_COMMAND
 from gpuprov.parsers.kernel_log import KERNEL_LOG
 from gpuprov.parsers.nccl_tests import NCCL_TESTS
 from gpuprov.parsers.nvbandwidth import NVBANDWIDTH
@@ -83,6 +83,8 @@ class NodeSettings:
     # be read, as where none exists: the listing is read either way (a counter it lacks
     # fails ib_counters, an empty listing is unreadable evidence)
     ib_counters_command: str = "grep -s . /sys/class/infiniband/*/ports/*/counters/* || true"
+    # every RDMA adapter's PSID (parsers/ibstat.py BOARD_IDS); no adapter: an empty listing
+    ib_board_id_command: str = BOARD_ID_COMMAND
     gpu_burn_dir: str = "/opt/gpu-burn"
     pytorch_env: str = "default"       # the pytorch_env role's smoke record to validate with
     nccl_tests_dir: str = "/opt/nccl-tests/build"
@@ -106,7 +108,7 @@ class NodeSettings:
                             "module_version_file", "lspci_command", "kernel_log", "gpu_burn_dir",
                             "pytorch_env", "fabric_manager_log", "ibstat_command",
                             "nccl_tests_dir", "dcgmi_command", "taint_file",
-                            "nvbandwidth_command", "ib_counters_command",
+                            "nvbandwidth_command", "ib_counters_command", "ib_board_id_command",
                             "lspci_vvv_command", "pci_devices_dir", "cpu_sysfs_dir")
                if variables.get(f"gpuprov_validate_{name}")}
         expected = {"expects_dcgm": bool(variables.get("gpuprov_dcgm_version")),

@@ -314,8 +314,8 @@ def test_drift_names_what_changed_by_hand_and_nothing_else(rack):
         *(line for p in DCGM for line in (
             f"node01: package {p}: expected 4.2.3, found 1:4.4.1-1",
             f"node01: hold on {p}: expected held, found not held")),
-        "node01: firmware of NIC mlx5_0 port 1 (MT4129): expected 28.39.1002 or newer, found "
-        "28.35.1002",
+        "node01: firmware of NIC mlx5_0 port 1 (MT_0000000838): expected 28.39.1002 or newer, "
+        "found 28.35.1002",
         f"node03: loaded driver module: expected {LAB_DRIVER}, found "
         f"{report['node03']['differences'][0]['found']}",
         "node03: GPUs' VBIOS: expected readable (nvidia-smi --query-gpu), found no answer"]

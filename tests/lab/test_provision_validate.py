@@ -344,7 +344,7 @@ def test_each_fault_is_rejected_with_its_check_naming_the_gpu(rack, round_):
             assert "ACS redirect on at bridge 0000:" in failing[check_id]["summary"]
             assert named and named["index"] == gpu, failing[check_id]
         elif kind == "firmware-old":   # the port, its firmware and the locked minimum
-            assert "NIC mlx5_0 port 1 (MT4129): firmware 28.35.1002 below the locked " \
+            assert "NIC mlx5_0 port 1 (MT_0000000838): firmware 28.35.1002 below the locked " \
                 "minimum 28.39.1002" in failing[check_id]["summary"], failing[check_id]
         elif kind == "nic-far":       # the GPU, and its nearest NICs now across the socket
             assert "no NIC on its PCIe root complex (nearest mlx5_4 NODE, mlx5_6 NODE" in \

@@ -243,3 +243,18 @@ def test_the_probe_reads_firmware_only_where_the_lock_sets_a_minimum(tmp_path):
     assert found[0] == "GPUs' VBIOS: expected readable (nvidia-smi --query-gpu), found no answer"
     assert [line.split(":")[0] for line in found[1:]] == [
         f"firmware of NIC {p.name} (MT4125)" for p in state.nic_ports if p.ca_type == "MT4125"]
+
+
+def test_a_minimum_locked_by_psid_reads_board_id_and_a_port_without_one_is_drift():
+    lock = Lock(**{**LOCK.__dict__, "firmware_min": {"connectx": {"MT_0000000838": "28.39.1002"}}})
+    assert "board_id" in probe.script(probe.Where(), lock.firmware_min)
+    assert "board_id" not in probe.script(probe.Where(), FIRMWARE_LOCK.firmware_min)
+    ports = parse_ibstat(IBSTAT, "capture")
+    psids = "".join(f"/sys/class/infiniband/{p.ca}/board_id:MT_0000000838\n"
+                    for p in ports if p.ca_type == "MT4129")
+    text = (_output() + probe.MARK + "ibstat\n" + IBSTAT + probe.MARK + "board_id\n" + psids)
+    # the ConnectX-7s are judged by their PSID (28.39.1002: at it); the ConnectX-6 Dx has no
+    # PSID listed and no CA type minimum: which minimum applies is unknown
+    assert _lines(text, lock) == [
+        f"node01: PSID of NIC {p.name}: expected readable (board_id), found none"
+        for p in ports if p.ca_type == "MT4125"]

@@ -5,19 +5,20 @@ from __future__ import annotations
 
 from gpuprov.checks.context import Context
 from gpuprov.checks.registry import Results, check
-from gpuprov.lock import judge_firmware
+from gpuprov.lock import judge_firmware, psid_keys
 from gpuprov.model import Action, CheckResult, Status
-from gpuprov.parsers.ibstat import NICS
+from gpuprov.parsers.ibstat import BOARD_IDS, NICS
 from gpuprov.parsers.smi_gpu import SMI_BEFORE
 
 
 # no `needs`: where the lock sets no minimum the check skips whatever was collected
 @check("firmware", stage="identity", needs=(), action=Action.NONE,
        rule="every GPU whose product name contains a model in the lock's "
-            "gpuprov_firmware_min.vbios has that VBIOS or newer; every ConnectX port whose CA "
-            "type is in gpuprov_firmware_min.connectx has that firmware or newer; a version "
-            "unreadable where a minimum applies fails; no device matching a locked model warns; "
-            "skipped where the lock sets none")
+            "gpuprov_firmware_min.vbios has that VBIOS or newer; every ConnectX port whose "
+            "PSID, else CA type, is in gpuprov_firmware_min.connectx has that firmware or "
+            "newer; a version unreadable where a minimum applies fails, as does a PSID "
+            "unreadable where minimums are locked by PSID and none by the port's CA type; no "
+            "device matching a locked model warns; skipped where the lock sets none")
 def firmware(ctx: Context, r: Results) -> CheckResult:
     minimums = ctx.lock.firmware_min if ctx.lock else {}
     if not minimums:
@@ -26,13 +27,26 @@ def firmware(ctx: Context, r: Results) -> CheckResult:
     seen: dict[str, dict] = {"gpus": {}, "nics": {}}
     if minimums.get("vbios") and ctx.evidence.read(SMI_BEFORE) is None:
         problems.append((None, "no nvidia-smi report: the GPUs' VBIOS cannot be judged"))
-    ports = []
+    ports, psids = [], {}
     if minimums.get("connectx") and ctx.profile.data.get("nics"):
-        ports = ctx.evidence.read(NICS)
-        if ports is None:
-            problems.append((None, "no ibstat evidence: the NICs' firmware cannot be judged"))
+        ports = ctx.evidence.read(NICS) or []
+        if not ports:
+            problems.append((None, "no NIC port in the ibstat evidence: the NICs' firmware "
+                                   "cannot be judged"))
+        if psid_keys(minimums):
+            psids = ctx.evidence.read(BOARD_IDS) or {}
+            # a port without a PSID falls back on its CA type's minimum; with none, which
+            # minimum applies is unknown: never a pass
+            unread = [p.name for p in ports
+                      if p.ca not in psids and p.ca_type not in minimums["connectx"]]
+            if unread:
+                problems.append((None, f"NIC(s) {', '.join(unread)}: PSID unreadable "
+                                       "(board_id), and minimums are locked by PSID "
+                                       f"({', '.join(psid_keys(minimums))})"))
+    by_name = {p.name: p for p in ports}
     for judged in judge_firmware(minimums, [(g.index, g.name, g.vbios) for g in ctx.gpus()],
-                                 [(p.name, p.ca_type, p.firmware) for p in ports or []]):
+                                 [(p.name, p.ca_type, p.firmware, psids.get(p.ca))
+                                  for p in ports]):
         if judged.kind == "vbios":
             index, noun = int(judged.device), "VBIOS"
             label = ctx.gpu_label(index)
@@ -40,7 +54,10 @@ def firmware(ctx: Context, r: Results) -> CheckResult:
         else:
             index, noun = None, "firmware"
             label = f"NIC {judged.device} ({judged.model})"
-            seen["nics"][judged.device] = {"firmware": judged.found, "ca_type": judged.model,
+            port = by_name[judged.device]
+            seen["nics"][judged.device] = {"firmware": judged.found, "ca_type": port.ca_type,
+                                           **({"psid": psids[port.ca]} if port.ca in psids
+                                              else {}),
                                            "minimum": judged.minimum}
         if not judged.readable:
             problems.append((index, f"{label}: {noun} {judged.found or 'unreadable'}, "

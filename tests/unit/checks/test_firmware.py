@@ -79,3 +79,34 @@ def test_a_malformed_minimum_is_refused_naming_the_key(minimums, says):
     with pytest.raises(InputError, match="versions.yml: " + says.replace(".", r"\.")
                        .replace("(", r"\(")):
         _lock(minimums)
+
+
+# the board_id listing of the healthy node's eight ConnectX-7: the PSID of a real H200 node's
+# ConnectX-7 (deepseek-ai/DeepEP#355: ibv_devinfo's board_id, which is the sysfs file)
+BOARD_IDS = "".join(f"/sys/class/infiniband/mlx5_{i}/board_id:MT_0000000838\n"
+                    for i in range(8))
+
+
+def test_a_minimum_locked_by_psid_is_taken_before_the_ca_type_s(tmp_path):
+    node = replace(healthy_h100(tmp_path), "ib-board-id.txt", BOARD_IDS)
+    lock = _lock({"connectx": {"MT4129": "28.35.1002", "MT_0000000838": "28.40.1000"}})
+    result = _check(node, lock)
+    assert result.status == Status.FAIL
+    assert result.summary.startswith("NIC mlx5_0 port 1 (MT_0000000838): firmware 28.39.1002 "
+                                     "below the locked minimum 28.40.1000")
+    judged = result.values["judged"]["nics"]["mlx5_0 port 1"]
+    assert judged == {"firmware": "28.39.1002", "ca_type": "MT4129", "psid": "MT_0000000838",
+                      "minimum": "28.40.1000"}
+    # another card's PSID: the CA type's minimum applies, which the port meets
+    other = replace(node, "ib-board-id.txt", BOARD_IDS.replace("0838", "1045"))
+    assert _check(other, lock).status == Status.PASS
+
+
+def test_a_psid_unreadable_where_only_psids_are_locked_fails_never_passes(tmp_path):
+    lock = _lock({"connectx": {"MT_0000000838": "28.39.1002"}})
+    result = _check(healthy_h100(tmp_path), lock)          # no board_id listing collected
+    assert result.status == Status.FAIL
+    assert "PSID unreadable (board_id), and minimums are locked by PSID (MT_0000000838)" \
+        in result.summary
+    node = replace(tmp_path, "ib-board-id.txt", BOARD_IDS)
+    assert _check(node, lock).status == Status.PASS

@@ -128,3 +128,17 @@ def test_gpu_burn_errors_are_the_worst_of_each_interval_summed_over_intervals():
     assert (run.gpus[0].warning, run.gpus[1].warning) == (True, True)
     assert (run.gpus[0].max_temp_c, run.gpus[1].max_temp_c) == (69, 67)
     assert not run.aborted and not run.finished and run.progress_lines == 4
+
+
+def test_a_board_id_listing_gives_each_adapter_s_psid_and_junk_is_a_parse_error():
+    from gpuprov.parsers.ibstat import parse_board_ids
+    # the PSIDs of a real H200 node's ConnectX-7s (deepseek-ai/DeepEP#355), as grep lists them
+    listing = ("/sys/class/infiniband/mlx5_0/board_id:MT_0000000838\n"
+               "/sys/class/infiniband/mlx5_10/board_id:MT_0000001045\n")
+    assert parse_board_ids(listing, "x") == {"mlx5_0": "MT_0000000838",
+                                             "mlx5_10": "MT_0000001045"}
+    assert parse_board_ids("", "x") == {}
+    with pytest.raises(ParseError):
+        parse_board_ids("grep: /sys/class/infiniband/mlx5_0/board_id: Permission denied\n", "x")
+    with pytest.raises(ParseError):
+        parse_board_ids("/sys/class/infiniband/mlx5_0/board_id:\n", "x")
