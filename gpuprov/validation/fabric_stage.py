@@ -13,6 +13,7 @@ fabric evidence directory; the record goes there and into each member's own dire
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import time
 from collections.abc import Callable
@@ -335,10 +336,24 @@ def _perftest(client: FabricNode, server: FabricNode, rails: list[str],
     # a server whose client never came waits until its timeout: stopped now, so the port is
     # free for the next round (timeout passes the signal on to perftest)
     _run(server.host, f"kill $(cat {workdir}/servers.pid) 2>/dev/null; true", 30)
-    return {rail: (_run(client.host, f"cat {workdir}/client-{rail}.txt", 30).stdout,
-                   _run(client.host, f"cat {workdir}/client-{rail}.rc", 30).stdout.strip(),
-                   _run(server.host, f"cat {workdir}/server-{rail}.txt", 30).stdout, seconds)
-            for rail in rails}
+    said = _read_all(client.host, [f"{workdir}/client-{rail}.{ext}" for rail in rails
+                                   for ext in ("txt", "rc")])
+    served = _read_all(server.host, [f"{workdir}/server-{rail}.txt" for rail in rails])
+    return {rail: (said[f"{workdir}/client-{rail}.txt"],
+                   said[f"{workdir}/client-{rail}.rc"].strip(),
+                   served[f"{workdir}/server-{rail}.txt"], seconds) for rail in rails}
+
+
+def _read_all(host: Host, paths: list[str]) -> dict[str, str]:
+    """Several files of one host in one round trip (a pair's eight rails: two, not 24),
+    each as cat prints it, a last line without its newline too; one not there reads empty."""
+    out = _run(host, "; ".join(f"printf '\\n### gpuprov-file %s\\n' {p}; cat {p} 2>/dev/null"
+                               for p in paths), 30).stdout
+    parts = re.split(r"\n### gpuprov-file (\S+)\n", out)
+    files = dict.fromkeys(paths, "")
+    files.update((p, text) for p, text in zip(parts[1::2], parts[2::2], strict=True)
+                 if p in files)
+    return files
 
 
 def _rail_result(rail: str, client: str, server: str, said: str, rc: str,
