@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import yaml
 
-from gpuprov.lab import cpufreq, fabric, kernel_modules, kernel_view, kinds, pci, perftest
+from gpuprov.lab import (
+    boot_loader,
+    cpufreq,
+    fabric,
+    kernel_modules,
+    kernel_view,
+    kinds,
+    pci,
+    perftest,
+)
 from gpuprov.lab.mirror import KEYRING_NAME, read_sha256sums
 from gpuprov.lab.paths import NODE_MIRROR_PATH, LabPaths
 from gpuprov.lab.sim.node import MODULE_VERSION as NODE_MODULE_VERSION_FILE
@@ -83,6 +92,7 @@ def write_inventory(paths: LabPaths, plan: dict[str, str]) -> None:
         + perftest.inventory_vars()
         + kernel_modules.inventory_vars()
         + cpufreq.inventory_vars()
+        + boot_loader.inventory_vars()
         + "# The lab fabric carries gloo between CPUs over veth links (about 0.3 GB/s bus\n"
         "# bandwidth on a 2-core controller; a node under fabric-slow, about 0.025): the\n"
         "# site's floor, which the profiles' NCCL-over-InfiniBand floors cannot be here.\n"

@@ -20,7 +20,16 @@ from pathlib import Path
 import yaml
 
 from gpuprov.errors import CommandFailed
-from gpuprov.lab import cpufreq, docker, fabric, kernel_modules, kernel_view, pci, perftest
+from gpuprov.lab import (
+    boot_loader,
+    cpufreq,
+    docker,
+    fabric,
+    kernel_modules,
+    kernel_view,
+    pci,
+    perftest,
+)
 from gpuprov.lab.mirror import KEYRING_NAME
 from gpuprov.lab.paths import LABEL, NODE_LAB_DIR, NODE_MIRROR_PATH
 from gpuprov.proc import run
@@ -90,8 +99,10 @@ def config_tar(spec: NodeSpec, host_key: Path, client_pub: Path, keyring: Path,
         *perftest.files(),
         *kernel_modules.files(),
         *cpufreq.files(),
+        *boot_loader.files(),
     ]
-    return tar_of(files, [*kernel_view.symlinks(), *fabric.unit_links(), *cpufreq.symlinks()])
+    return tar_of(files, [*kernel_view.symlinks(), *fabric.unit_links(), *cpufreq.symlinks(),
+                          *boot_loader.symlinks()])
 
 
 def tar_of(files: list[tuple[str, bytes, int]], links: list[tuple[str, str]]) -> bytes:

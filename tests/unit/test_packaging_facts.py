@@ -97,3 +97,10 @@ def test_docker_s_units_run_the_packaged_binaries():
         assert start in shipped, unit
     assert "SocketGroup=docker" in docker["units"]["docker.socket"]
     assert docker["packages"]["docker-ce"]["creates_group"] == "docker"
+
+
+def test_the_kernel_cmdline_role_writes_where_grub_mkconfig_reads_and_runs_update_grub():
+    grub, defaults = FACTS["grub"], _defaults("kernel_cmdline")
+    assert defaults["kernel_cmdline_grub_dir"] == grub["drop_in_dir"]
+    assert defaults["kernel_cmdline_update_command"] == grub["update_command"]
+    assert defaults["kernel_cmdline_drop_in"].endswith(".cfg")    # only *.cfg is sourced
