@@ -25,7 +25,15 @@ from testinfra.host import Host
 
 from gpuprov.checks.localize import pair_rounds
 from gpuprov.parsers.errors import ParseError
-from gpuprov.parsers.fabric import FABRIC, LATENCY, FabricRecord, GroupRun, Member, RailRun
+from gpuprov.parsers.fabric import (
+    BANDWIDTH,
+    FABRIC,
+    LATENCY,
+    FabricRecord,
+    GroupRun,
+    Member,
+    RailRun,
+)
 from gpuprov.parsers.perftest import parse_ib_write_bw, parse_ib_write_lat
 from gpuprov.validation.collect import TORCH_RECORDS, probe_source
 
@@ -295,7 +303,8 @@ def _rail_pair(client: FabricNode, server: FabricNode, s: RailSettings,
         text, rc, served, seconds = said[rail]
         (out_dir / f"{tag.format(rail)}-client.txt").write_text(text)
         (out_dir / f"{tag.format(rail)}-server.txt").write_text(served)
-        runs.append(_rail_result(rail, client.name, server.name, text, rc, floor, seconds))
+        runs.append(_rail_result(BANDWIDTH, rail, client.name, server.name, text, rc, floor,
+                                 seconds))
     if s.latency_command:
         said = _perftest(client, server, rails, s.latency_command,
                          f"-n {s.latency_iterations} -F", 30, f"{workdir}/lat", s.port)
@@ -303,8 +312,8 @@ def _rail_pair(client: FabricNode, server: FabricNode, s: RailSettings,
             text, rc, served, seconds = said[rail]
             (out_dir / f"{tag.format(rail)}-lat-client.txt").write_text(text)
             (out_dir / f"{tag.format(rail)}-lat-server.txt").write_text(served)
-            runs.append(_latency_result(rail, client.name, server.name, text, rc, ceiling,
-                                        seconds))
+            runs.append(_rail_result(LATENCY, rail, client.name, server.name, text, rc,
+                                     ceiling, seconds))
     for node in {client.name: client, server.name: server}.values():
         _run(node.host, f"rm -rf {workdir}", 30)
     return runs
@@ -356,32 +365,27 @@ def _read_all(host: Host, paths: list[str]) -> dict[str, str]:
     return files
 
 
-def _rail_result(rail: str, client: str, server: str, said: str, rc: str,
-                 floor: float | None, seconds: float) -> RailRun:
-    nodes = (client, server)
-    try:
-        report = parse_ib_write_bw(said, f"ib_write_bw {rail} {client}->{server}")
-    except ParseError:
-        return RailRun(rail, nodes, False, floor_gbps=floor, seconds=seconds,
-                       error=_no_result(said, rc))
-    if report.errors or rc != "0" or report.average_gbps is None:
-        why = "; ".join(report.errors) or f"exit status {rc or '?'}"
-        return RailRun(rail, nodes, False, report.average_gbps, floor, why, seconds)
-    return RailRun(rail, nodes, True, report.average_gbps, floor, None, seconds)
+# each test's parser, the report's figure, and the RailRun fields of that figure and its limit
+_RAIL_TESTS = {
+    BANDWIDTH: (parse_ib_write_bw, lambda r: r.average_gbps, "average_gbps", "floor_gbps"),
+    LATENCY: (parse_ib_write_lat, lambda r: r.average_usec, "latency_usec", "ceiling_usec"),
+}
 
 
-def _latency_result(rail: str, client: str, server: str, said: str, rc: str,
-                    ceiling: float | None, seconds: float) -> RailRun:
-    nodes = (client, server)
+def _rail_result(test: str, rail: str, client: str, server: str, said: str, rc: str,
+                 limit: float | None, seconds: float) -> RailRun:
+    """One client's report as its RailRun: failed where perftest said so, exited non-zero or
+    printed no figure (never a pass), its figure kept where there is one."""
+    parse, figure_of, figure_field, limit_field = _RAIL_TESTS[test]
+    nodes, fields = (client, server), {"test": test, limit_field: limit, "seconds": seconds}
     try:
-        report = parse_ib_write_lat(said, f"ib_write_lat {rail} {client}->{server}")
+        report = parse(said, f"{test} {rail} {client}->{server}")
     except ParseError:
-        return RailRun(rail, nodes, False, error=_no_result(said, rc), seconds=seconds,
-                       test=LATENCY, ceiling_usec=ceiling)
-    ok = not report.errors and rc == "0" and report.average_usec is not None
+        return RailRun(rail, nodes, False, error=_no_result(said, rc), **fields)
+    figure = figure_of(report)
+    ok = not report.errors and rc == "0" and figure is not None
     why = None if ok else ("; ".join(report.errors) or f"exit status {rc or '?'}")
-    return RailRun(rail, nodes, ok, error=why, seconds=seconds, test=LATENCY,
-                   latency_usec=report.average_usec, ceiling_usec=ceiling)
+    return RailRun(rail, nodes, ok, error=why, **{figure_field: figure}, **fields)
 
 
 def _no_result(said: str, rc: str) -> str:

@@ -12,9 +12,9 @@ import yaml
 from gpuprov.checks.localize import rail_findings
 from gpuprov.lab import kinds, perftest
 from gpuprov.lab.paths import NODE_LAB_DIR
-from gpuprov.parsers.fabric import LATENCY, FabricRecord, Member, RailRun
+from gpuprov.parsers.fabric import BANDWIDTH, LATENCY, FabricRecord, Member, RailRun
 from gpuprov.parsers.perftest import parse_ib_write_bw, parse_ib_write_lat
-from gpuprov.validation.fabric_stage import _latency_result, _rail_result
+from gpuprov.validation.fabric_stage import _rail_result
 
 FLOOR = 380.0
 CEILING = 2.5
@@ -104,10 +104,11 @@ def test_two_hcas_that_pass_alone_but_not_together_name_the_link_between_them():
 
 
 def test_a_client_without_a_table_is_a_failed_rail_never_a_pass():
-    run = _rail_result("mlx5_0", "node01", "node02", "", "127", FLOOR, 1.0)
-    assert not run.ok and "exit status 127" in run.error
-    run = _latency_result("mlx5_0", "node01", "node02", "", "127", CEILING, 1.0)
-    assert not run.ok and "exit status 127" in run.error and run.test == LATENCY
+    run = _rail_result(BANDWIDTH, "mlx5_0", "node01", "node02", "", "127", FLOOR, 1.0)
+    assert not run.ok and "exit status 127" in run.error and run.floor_gbps == FLOOR
+    run = _rail_result(LATENCY, "mlx5_0", "node01", "node02", "", "127", CEILING, 1.0)
+    assert not run.ok and "exit status 127" in run.error and run.ceiling_usec == CEILING
+    assert run.test == LATENCY
 
 
 def _latencies(slow: dict[tuple[str, str], float], nodes=("node01", "node02"),
