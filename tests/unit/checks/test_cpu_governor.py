@@ -27,6 +27,13 @@ def test_the_controller_s_real_listing_has_online_cpus_and_no_cpufreq():
     assert (state.online, state.governors, state.drivers) == ([0, 1], {}, {})
 
 
+def test_a_real_h100_guest_without_cpufreq_fails_naming_its_sixteen_cpus(tmp_path):
+    listing = capture("cpufreq/h100-firecracker-vm-no-cpufreq-own.txt")
+    assert parse_cpufreq(listing, "x").online == list(range(16))
+    result = _check(replace(healthy_h100(tmp_path), "cpufreq.txt", listing))
+    assert result.status == Status.FAIL and result.summary.startswith("CPUs 0-15: no cpufreq")
+
+
 def test_a_real_machine_without_cpufreq_fails_naming_its_cpus(tmp_path):
     result = _check(replace(healthy_h100(tmp_path), "cpufreq.txt", capture(OWN_VM)))
     assert result.status == Status.FAIL and str(result.action) == "none"

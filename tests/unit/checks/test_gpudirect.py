@@ -84,6 +84,10 @@ def test_passthrough_or_no_group_passes(tmp_path):
     off = replace(node, "iommu.txt", "/proc/cmdline:BOOT_IMAGE=/vmlinuz ro quiet\n")
     result = _check(off, "iommu")
     assert result.status == Status.PASS and "no group (IOMMU off)" in result.summary
+    # a real H100 guest without an IOMMU: its command line, and not one group
+    real = replace(node, "iommu.txt", capture("iommu/h100-firecracker-vm-no-iommu-own.txt"))
+    result = _check(real, "iommu")
+    assert result.status == Status.PASS and "no group (IOMMU off)" in result.summary
 
 
 def test_translated_dma_on_a_gpu_fails_naming_it(tmp_path):
