@@ -258,3 +258,15 @@ def test_a_minimum_locked_by_psid_reads_board_id_and_a_port_without_one_is_drift
     assert _lines(text, lock) == [
         f"node01: PSID of NIC {p.name}: expected readable (board_id), found none"
         for p in ports if p.ca_type == "MT4125"]
+
+
+def test_a_real_h100_s_vbios_is_read_and_compared_field_by_field_in_hex():
+    # a real H100's answer to the probe's query: 96.00.DA.00.0C (0xDA > 0x74)
+    real = capture("query-gpu/h100-580.159.04-index-name-vbios-own.txt")
+    text = _output() + probe.MARK + "vbios\n" + real
+    assert probe.parse(text, "host node01").vbios == {0: ("NVIDIA H100 80GB HBM3",
+                                                          "96.00.DA.00.0C")}
+    assert _lines(text, FIRMWARE_LOCK) == []          # above 96.00.74.00.0E
+    newer = Lock(**{**LOCK.__dict__, "firmware_min": {"vbios": {"H100": "96.00.DB.00.01"}}})
+    assert _lines(text, newer) == ["node01: VBIOS of GPU 0 (NVIDIA H100 80GB HBM3): expected "
+                                   "96.00.DB.00.01 or newer, found 96.00.DA.00.0C"]
