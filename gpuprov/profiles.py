@@ -75,7 +75,10 @@ SCHEMA = {
                            # one rail's ib_write_bw average between two nodes (fabric --rails)
                            "write_bw_min_gbps": _NUM,
                            # and its ib_write_lat average, at 2 bytes
-                           "write_lat_max_usec": _NUM},
+                           "write_lat_max_usec": _NUM,
+                           # the farthest GPU-to-NIC path (topo -m) NCCL still uses
+                           # GPUDirect RDMA over: NCCL_NET_GDR_LEVEL (check gpu_nic_affinity)
+                           "gdr_path_max": {"enum": ["PIX", "PXB", "PHB", "NODE", "SYS"]}},
         },
         "ecc_required": {"type": "boolean"},
         # the cpufreq governor every online CPU runs (check cpu_governor, role cpu_governor)

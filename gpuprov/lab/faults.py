@@ -273,7 +273,7 @@ def _rail_lag(access, hw, gpu):
 
 def _nic_far(access, hw, gpu):
     """The GPU's NIC in a slot of the other socket (a card moved, a riser cabled to the other
-    CPU): `topo -m` shows it SYS from its GPU, which has no NIC on its root complex left."""
+    CPU): `topo -m` shows it SYS from its GPU, which has no NIC within PXB left."""
     nics = hw.get("topo_nics") or []
     if gpu["index"] >= len(nics):
         raise InputError(f"{access.node}: GPU {gpu['index']} has no NIC of its own in topo -m")
@@ -599,7 +599,7 @@ FAULTS = {f.name: f for f in (
               "one RDMA NIC (rail 6) at 4 us ib_write_lat, alone or paired"),
     FaultKind("cpu-powersave", False, _cpu_powersave, "every CPU at the powersave governor"),
     FaultKind("nic-far", True, _nic_far,
-              "a GPU's NIC on the other socket: no NIC on the GPU's PCIe root complex"),
+              "a GPU's NIC on the other socket: no NIC within PXB of the GPU"),
     FaultKind("firmware-old", False, _firmware_old,
               "the first RDMA NIC port's firmware below the lock's minimum"),
     FaultKind("gpu-swap", True, _gpu_swap,

@@ -347,7 +347,7 @@ def test_each_fault_is_rejected_with_its_check_naming_the_gpu(rack, round_):
             assert "NIC mlx5_0 port 1 (MT_0000000838): firmware 28.35.1002 below the locked " \
                 "minimum 28.39.1002" in failing[check_id]["summary"], failing[check_id]
         elif kind == "nic-far":       # the GPU, and its nearest NICs now across the socket
-            assert "no NIC on its PCIe root complex (nearest mlx5_4 NODE, mlx5_6 NODE" in \
+            assert "no NIC within PXB (nearest mlx5_4 NODE, mlx5_6 NODE" in \
                 failing[check_id]["summary"], failing[check_id]
             assert named and named["index"] == gpu, failing[check_id]
         elif kind == "cpu-powersave":   # every CPU, with the governor it runs

@@ -1,6 +1,6 @@
 """GPUDirect's host settings: peer traffic between GPUs and NICs crosses the PCIe switches
 directly (ACS redirect off above them), GPUDirect RDMA's kernel module is loaded, and every
-GPU has a NIC on its own PCIe root complex."""
+GPU has a NIC near enough for NCCL to use GPUDirect RDMA (PXB by default)."""
 
 from __future__ import annotations
 
@@ -115,41 +115,49 @@ def gpudirect_rdma(ctx: Context, r: Results) -> CheckResult:
     return r.passed(f"{PEERMEM_MODULE} loaded (GPUDirect RDMA)", values)
 
 
-# topo -m's codes for a path that stays on one PCIe root complex: one switch (PIX), several
-# (PXB), or through the host bridge (PHB); NODE and SYS cross root complexes or sockets
-NEAR_PATHS = ("PIX", "PXB", "PHB")
-DISTANCE = (*NEAR_PATHS, "NODE", "SYS")   # topo -m's legend, nearest first
+# topo -m's path codes, nearest first (its legend): one PCIe switch (PIX), several (PXB),
+# through the host bridge (PHB), across root complexes of one socket (NODE), across sockets
+# (SYS)
+DISTANCE = ("PIX", "PXB", "PHB", "NODE", "SYS")
+# NCCL uses GPUDirect RDMA between a GPU and a NIC only up to PXB unless NCCL_NET_GDR_LEVEL
+# says otherwise (NVIDIA/nccl@5067397c src/graph/paths.cc ncclTopoCheckGdr: netGdrLevel =
+# PATH_PXB, "GPU Direct RDMA Disabled" beyond it): a profile's nics.gdr_path_max mirrors a
+# site's NCCL_NET_GDR_LEVEL
+GDR_PATH_MAX = "PXB"
 
 
 @check("gpu_nic_affinity", stage="snapshot", needs=(TOPO,), action=Action.RESEAT_OR_INSPECT,
        applies=lambda profile: bool(profile.data.get("nics")),
        skip_reason="no RDMA NICs in this profile",
-       rule="every GPU has a NIC on its own PCIe root complex in `topo -m` (" +
-            "/".join(NEAR_PATHS) + "): GPUDirect RDMA's best path, which NVIDIA's GPUDirect "
-            "RDMA manual requires the HCA and GPU to share; NODE or SYS fails")
+       rule="every GPU has a NIC within the profile's nics.gdr_path_max (default "
+            f"{GDR_PATH_MAX}, NCCL's default GPUDirect RDMA level) in `topo -m`; a GPU whose "
+            "nearest NIC is farther has NCCL stage its RDMA traffic through host memory")
 def gpu_nic_affinity(ctx: Context, r: Results) -> CheckResult:
     topo = ctx.evidence.read(TOPO)
     if not topo.nics:
         return r.fail("`topo -m` lists no NIC: the GPUs' RDMA paths cannot be judged "
                       "(the profile has RDMA NICs)", {"nics": []})
+    level = (ctx.profile.data.get("nics") or {}).get("gdr_path_max", GDR_PATH_MAX)
+    within = DISTANCE[:DISTANCE.index(level) + 1]
     nearest = {}
     problems = []
     for gpu in topo.gpus:
         paths = {nic: topo.link(gpu, nic) for nic in topo.nics}
-        near = sorted(nic for nic, path in paths.items() if path in NEAR_PATHS)
+        near = sorted(nic for nic, path in paths.items() if path in within)
         nearest[gpu] = {"near": near, "numa": topo.numa_affinity.get(gpu)}
         if not near:
             index = int(gpu.removeprefix("GPU"))
             order = sorted(paths.items(), key=lambda item: (
                 DISTANCE.index(item[1]) if item[1] in DISTANCE else len(DISTANCE), item[0]))
             closest = ", ".join(f"{nic} {path}" for nic, path in order[:3])
-            problems.append((index, f"{ctx.gpu_label(index)}: no NIC on its PCIe root complex "
+            problems.append((index, f"{ctx.gpu_label(index)}: no NIC within {level} "
                                     f"(nearest {closest}{', …' if len(paths) > 3 else ''})"))
-    values = {"nics": topo.nics, "gpus": nearest}
+    values = {"nics": topo.nics, "gpus": nearest, "gdr_path_max": level}
     if problems:
-        problems[0] = (problems[0][0], problems[0][1] + ": its RDMA traffic crosses the "
-                       "CPU's interconnect (a NIC in the wrong slot, or a riser cabled to "
-                       "the other socket)")
+        problems[0] = (problems[0][0], problems[0][1] + ": NCCL turns GPUDirect RDMA off "
+                       f"beyond {level} and stages that GPU's RDMA traffic through host "
+                       "memory (a NIC in the wrong slot, a riser cabled to the other socket, "
+                       "or NCCL_NET_GDR_LEVEL and nics.gdr_path_max to widen)")
         return r.failed(problems, values)
-    return r.passed(f"{len(topo.gpus)} GPU(s), each with a NIC on its PCIe root complex",
-                    values)
+    return r.passed(f"{len(topo.gpus)} GPU(s), each with a NIC within {level} (GPUDirect "
+                    "RDMA)", values)

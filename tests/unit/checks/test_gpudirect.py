@@ -130,17 +130,41 @@ def test_real_dgx_topologies_pass(tmp_path, fixture):
     assert _affinity(tmp_path, capture(fixture)).status == Status.PASS
 
 
-def test_a_real_node_whose_gpus_reach_their_nics_across_sockets_fails_naming_them(tmp_path):
-    """ALCF Polaris: two NICs for four A100s; GPUs 0 and 2 reach both across the CPU's
-    fabric (SYS)."""
-    result = _affinity(tmp_path, capture("topo/polaris-a100-4gpu-nv4-mlx5-odd-header.txt"))
+POLARIS = "topo/polaris-a100-4gpu-nv4-mlx5-odd-header.txt"
+
+
+def test_a_real_node_whose_gpus_reach_their_nics_through_the_host_bridge_fails_by_default(
+        tmp_path):
+    """ALCF Polaris: two NICs for four A100s; GPUs 1 and 3 reach one through the host bridge
+    (PHB), beyond NCCL's default GPUDirect RDMA level, GPUs 0 and 2 across the sockets."""
+    result = _affinity(tmp_path, capture(POLARIS))
     assert result.status == Status.FAIL and result.action == "reseat-or-inspect"
     assert result.summary.startswith("GPU 0 (00000000:18:00.0, serial 1654423001593): no NIC "
-                                     "on its PCIe root complex (nearest mlx5_0 SYS, mlx5_1 "
-                                     "SYS): its RDMA traffic crosses"), result.summary
+                                     "within PXB (nearest mlx5_0 SYS, mlx5_1 SYS): NCCL turns "
+                                     "GPUDirect RDMA off beyond PXB"), result.summary
+    assert "GPU 1 (" in result.summary and "nearest mlx5_1 PHB" in result.summary
+    assert result.values["gdr_path_max"] == "PXB"
+
+
+def test_a_profile_widened_to_phb_as_the_site_s_nccl_is_fails_only_the_sys_gpus(tmp_path):
+    """A site running NCCL_NET_GDR_LEVEL=PHB says so in its profile: on Polaris, GPUs 1 and
+    3 then pass, GPUs 0 and 2 (SYS) still fail."""
+    profile = load_profile("h100-sxm-8")
+    profile.data["nics"] = {**profile.data["nics"], "gdr_path_max": "PHB"}
+    node = replace(healthy_h100(tmp_path), "nvidia-smi-topo.txt", capture(POLARIS))
+    result = judge(Evidence(node), profile, None, only=("gpu_nic_affinity",)).checks[0]
+    assert result.status == Status.FAIL and "no NIC within PHB" in result.summary
     assert "; GPU 2 (" in result.summary and "GPU 1 (" not in result.summary
 
 
 def test_a_topology_without_nics_fails_where_the_profile_has_them(tmp_path):
     result = _affinity(tmp_path, topo_all_pairs(8, "NV18"))
     assert result.status == Status.FAIL and "lists no NIC" in result.summary
+
+
+def test_a_real_h100_pcie_server_whose_nic_sits_behind_the_host_bridge_fails(tmp_path):
+    """One H100 PCIe and one NIC through the host bridge (PHB): NCCL would not use
+    GPUDirect RDMA between them."""
+    result = _affinity(tmp_path, capture("topo/h100-pcie-1gpu-1nic-legend-575.txt"))
+    assert result.status == Status.FAIL and "no NIC within PXB (nearest NIC0 PHB)" in \
+        result.summary
