@@ -114,3 +114,27 @@ def test_only_the_baseline_of_a_host_s_latest_run_stands(tmp_path):
     assert standing["node01"] == _baseline("node01", "p1")
     # the run deciding now is not its own predecessor
     assert sorted(ledger.current_baselines(["node01"], besides="p1")) == []
+
+
+def test_the_skip_neither_reads_nor_judges_firmware(tmp_path, monkeypatch):
+    """No role changes firmware, so a full run would not mend it: a lock with firmware
+    minimums still skips an in-sync host whose probe read no VBIOS (drift and validate
+    judge it)."""
+    from pathlib import Path
+
+    from gpuprov.drift import probe
+    from gpuprov.lock import Lock
+    lock = Lock("550.90.07", "auto", "12.4", "9.1.0.70", "1.16.2", "", "2.13.0", "cpu", "3.11",
+                firmware_min={"vbios": {"H100": "96.00.74.00.0E"},
+                              "connectx": {"MT_0000000838": "28.39.1002"}})
+    script = insync._script({}, [], [])
+    assert "nvidia-smi" not in script and "ibstat" not in script and "board_id" not in script
+    snapshot = {"packages": "p", "files": [], "units": [], "host": [], "modules": [],
+                "governors": []}
+    monkeypatch.setattr(insync, "_read", lambda *a: (snapshot, probe.HostState()))
+    monkeypatch.setattr(insync.expected, "differences",
+                        lambda state, lock, variables: [lock.firmware_min] if
+                        lock.firmware_min else [])
+    baseline = ProvisionBaseline("node01", "p1", "f" * 64, [], [], snapshot)
+    decision = insync.decide("node01", Path("inv"), tmp_path, lock, {}, "f" * 64, baseline)
+    assert decision.skip, decision.why
