@@ -12,12 +12,7 @@
 set -u
 OUT=${1:?usage: $0 OUT_DIR}
 mkdir -p "$OUT"
-run() {  # run STEP TIMEOUT CMD...: the output, then its exit status, in OUT/STEP.txt
-  local step=$1 limit=$2 rc; shift 2
-  { echo "# command: $*"; echo "# captured: $(date -u +%FT%TZ)"; echo
-    timeout "$limit" "$@"; rc=$?; echo "# exit status: $rc"; } > "$OUT/$step.txt" 2>&1
-  echo "$step: $(tail -1 "$OUT/$step.txt")"
-}
+. "$(dirname "$0")/lib/capture-run.sh"
 run system 20 bash -c 'uname -a; cat /etc/os-release; nvidia-smi -L; nproc'
 run cpufreq 20 bash -c 'grep -H . /sys/devices/system/cpu/online /sys/devices/system/cpu/cpu[0-9]*/cpufreq/scaling_governor /sys/devices/system/cpu/cpu[0-9]*/cpufreq/scaling_driver'
 run iommu 20 bash -c 'grep -H . /proc/cmdline /sys/bus/pci/devices/*/iommu_group/type'

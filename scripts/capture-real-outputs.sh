@@ -15,12 +15,7 @@ OUT=${1:?usage: $0 OUT_DIR [GPU_BURN_SRC.tar] [NVBANDWIDTH_SRC.tar] [BOOST_DEBS_
 GB_SRC=${2:-} NB_SRC=${3:-} BOOST=${4:-}
 mkdir -p "$OUT"
 W=$(mktemp -d)
-run() {  # run STEP TIMEOUT CMD...: the output, then its exit status, in OUT/STEP.txt
-  local step=$1 limit=$2 rc; shift 2
-  { echo "# command: $*"; echo "# captured: $(date -u +%FT%TZ)"; echo
-    timeout "$limit" "$@"; rc=$?; echo "# exit status: $rc"; } > "$OUT/$step.txt" 2>&1
-  echo "$step: $(tail -1 "$OUT/$step.txt")"
-}
+. "$(dirname "$0")/lib/capture-run.sh"
 run system 20 bash -c 'uname -a; cat /etc/os-release; nvcc --version; cat /proc/cmdline'
 run nvidia-smi 20 nvidia-smi
 run nvidia-smi-q 30 nvidia-smi -q
