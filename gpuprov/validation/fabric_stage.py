@@ -297,23 +297,22 @@ def _rail_pair(client: FabricNode, server: FabricNode, s: RailSettings,
     workdir = f"/var/tmp/gpuprov-rails/{s.run_id}"
     tag = "loop-{}-" + client.name if client is server else \
         "rail-{}-" + f"{client.name}-{server.name}"
-    said = _perftest(client, server, rails, s.command, f"-D {s.seconds} -F --report_gbits",
-                     s.seconds + 30, f"{workdir}/bw", s.port)
-    for rail in rails:
-        text, rc, served, seconds = said[rail]
-        (out_dir / f"{tag.format(rail)}-client.txt").write_text(text)
-        (out_dir / f"{tag.format(rail)}-server.txt").write_text(served)
-        runs.append(_rail_result(BANDWIDTH, rail, client.name, server.name, text, rc, floor,
-                                 seconds))
+    # (test, its commands, flags, hard limit, evidence suffix, limit judged): bandwidth,
+    # then latency, never under the other's traffic
+    tests = [(BANDWIDTH, s.command, f"-D {s.seconds} -F --report_gbits", s.seconds + 30, "",
+              floor)]
     if s.latency_command:
-        said = _perftest(client, server, rails, s.latency_command,
-                         f"-n {s.latency_iterations} -F", 30, f"{workdir}/lat", s.port)
+        tests.append((LATENCY, s.latency_command, f"-n {s.latency_iterations} -F", 30, "-lat",
+                      ceiling))
+    for test, command, flags, limit, suffix, judged_by in tests:
+        said = _perftest(client, server, rails, command, flags, limit,
+                         f"{workdir}/{test}", s.port)
         for rail in rails:
             text, rc, served, seconds = said[rail]
-            (out_dir / f"{tag.format(rail)}-lat-client.txt").write_text(text)
-            (out_dir / f"{tag.format(rail)}-lat-server.txt").write_text(served)
-            runs.append(_rail_result(LATENCY, rail, client.name, server.name, text, rc,
-                                     ceiling, seconds))
+            (out_dir / f"{tag.format(rail)}{suffix}-client.txt").write_text(text)
+            (out_dir / f"{tag.format(rail)}{suffix}-server.txt").write_text(served)
+            runs.append(_rail_result(test, rail, client.name, server.name, text, rc,
+                                     judged_by, seconds))
     for node in {client.name: client, server.name: server}.values():
         _run(node.host, f"rm -rf {workdir}", 30)
     return runs
