@@ -61,6 +61,17 @@ class FirmwareJudged:
         return firmware_key(self.kind, self.found or "") is not None
 
 
+def psid_unmatched(minimums: dict, ports: list[tuple[str, str | None, str | None]]
+                   ) -> list[str]:
+    """The ports, as (name, CA type, PSID), whose minimum cannot be known: minimums are
+    locked by PSID, the port's PSID was not read and its CA type has none to fall back on.
+    Never a pass (the validator's firmware check and drift)."""
+    if not psid_keys(minimums):
+        return []
+    return [name for name, ca_type, psid in ports
+            if psid is None and ca_type not in minimums["connectx"]]
+
+
 def judge_firmware(minimums: dict, gpus: list[tuple[int, str, str | None]],
                    ports: list[tuple[str, str | None, str | None, str | None]]
                    ) -> list[FirmwareJudged]:

@@ -21,7 +21,7 @@ import yaml
 from gpuprov import collection
 from gpuprov.checks.registry import CheckSet
 from gpuprov.drift.probe import HostState
-from gpuprov.lock import Lock, judge_firmware, psid_keys
+from gpuprov.lock import Lock, judge_firmware, psid_unmatched
 from gpuprov.model import CheckResult, Status
 from gpuprov.packages import (
     CUDNN_HELD,
@@ -222,10 +222,9 @@ def _firmware(h: Installed) -> list[CheckResult]:
     if minimums.get("connectx") and state.ibstat_error:
         out.append(difference("firmware", "RDMA NICs' firmware", "readable (ibstat)",
                               state.ibstat_error))
-    if psid_keys(minimums):     # as the validator: no PSID and no CA type minimum
-        out += [difference("firmware", f"PSID of NIC {p.name}", "readable (board_id)",
-                           "none") for p in state.nic_ports
-                if p.ca not in state.psids and p.ca_type not in minimums["connectx"]]
+    out += [difference("firmware", f"PSID of NIC {name}", "readable (board_id)", "none")
+            for name in psid_unmatched(minimums, [(p.name, p.ca_type, state.psids.get(p.ca))
+                                                  for p in state.nic_ports])]
     for judged in judge_firmware(
             minimums, [(index, *gpu) for index, gpu in sorted(state.vbios.items())],
             [(p.name, p.ca_type, p.firmware, state.psids.get(p.ca))

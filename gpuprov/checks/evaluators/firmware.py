@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from gpuprov.checks.context import Context
 from gpuprov.checks.registry import Results, check
-from gpuprov.lock import judge_firmware, psid_keys
+from gpuprov.lock import judge_firmware, psid_keys, psid_unmatched
 from gpuprov.model import Action, CheckResult, Status
 from gpuprov.parsers.ibstat import BOARD_IDS, NICS
 from gpuprov.parsers.smi_gpu import SMI_BEFORE
@@ -35,10 +35,8 @@ def firmware(ctx: Context, r: Results) -> CheckResult:
                                    "cannot be judged"))
         if psid_keys(minimums):
             psids = ctx.evidence.read(BOARD_IDS) or {}
-            # a port without a PSID falls back on its CA type's minimum; with none, which
-            # minimum applies is unknown: never a pass
-            unread = [p.name for p in ports
-                      if p.ca not in psids and p.ca_type not in minimums["connectx"]]
+            unread = psid_unmatched(minimums, [(p.name, p.ca_type, psids.get(p.ca))
+                                               for p in ports])
             if unread:
                 problems.append((None, f"NIC(s) {', '.join(unread)}: PSID unreadable "
                                        "(board_id), and minimums are locked by PSID "
