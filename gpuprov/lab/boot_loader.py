@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from gpuprov import packaging_facts
 from gpuprov.lab.kernel_view import KERNEL_RELEASE
-from gpuprov.lab.paths import NODE_LAB_DIR, enabled_link
+from gpuprov.lab.paths import NODE_LAB_DIR, boot_unit, enabled_link
 
 GRUB = packaging_facts.facts()["grub"]
 
@@ -44,18 +44,8 @@ echo "{_IMAGE} ${{GRUB_CMDLINE_LINUX}} ${{GRUB_CMDLINE_LINUX_DEFAULT}}" | tr -s 
 echo done >&2
 """
 
-_BOOT_UNIT = f"""[Unit]
-Description=gpuprov lab: the kernel command line GRUB's configuration boots with
-DefaultDependencies=no
-After=local-fs.target
-
-[Service]
-Type=oneshot
-ExecStart=/bin/sh -c '[ -e {NEXT_CMDLINE} ] && cp {NEXT_CMDLINE} {PROC_CMDLINE}; true'
-
-[Install]
-WantedBy=sysinit.target
-"""
+_BOOT_UNIT = boot_unit("gpuprov lab: the kernel command line GRUB's configuration boots with",
+                       f"[ -e {NEXT_CMDLINE} ] && cp {NEXT_CMDLINE} {PROC_CMDLINE}; true")
 
 
 def files() -> list[tuple[str, bytes, int]]:

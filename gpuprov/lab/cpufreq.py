@@ -22,7 +22,7 @@ skip it in a container.
 
 from __future__ import annotations
 
-from gpuprov.lab.paths import NODE_LAB_DIR, enabled_link
+from gpuprov.lab.paths import NODE_LAB_DIR, boot_unit, enabled_link
 
 CPU_DIR = f"{NODE_LAB_DIR}/sys/devices/system/cpu"
 CPUS = 8
@@ -35,18 +35,7 @@ SET_CPUFREQ = "/lib/systemd/set-cpufreq"
 
 _BOOT_LOOP = (f"for f in {CPU_DIR}/cpu[0-9]*/cpufreq/scaling_governor; "
               f"do echo {BOOT_GOVERNOR} > $$f; done")
-_BOOT_UNIT = f"""[Unit]
-Description=gpuprov lab: the kernel's default cpufreq governor at boot
-DefaultDependencies=no
-After=local-fs.target
-
-[Service]
-Type=oneshot
-ExecStart=/bin/sh -c '{_BOOT_LOOP}'
-
-[Install]
-WantedBy=sysinit.target
-"""
+_BOOT_UNIT = boot_unit("gpuprov lab: the kernel's default cpufreq governor at boot", _BOOT_LOOP)
 
 _ONDEMAND_UNIT = f"""[Unit]
 Description=Set the CPU Frequency Scaling governor

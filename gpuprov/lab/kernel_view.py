@@ -27,7 +27,7 @@ import hashlib
 
 from gpuprov import packaging_facts
 from gpuprov.lab import pci
-from gpuprov.lab.paths import NODE_LAB_DIR, enabled_link
+from gpuprov.lab.paths import NODE_LAB_DIR, boot_unit, enabled_link
 from gpuprov.lab.sim import node as sim_node
 from gpuprov.parsers.ib_counters import ERROR_COUNTERS
 
@@ -294,20 +294,9 @@ _FIRMWARE_ACS = (f"for f in {pci.DEVICES_DIR}/*/{pci.ACS_CTL_FILE}; do [ -e $$f 
 # systemd-modules-load: the modules /etc/modules-load.d names, once the driver's is loaded
 _MODULES_LOAD = (f"for m in $$(cat /etc/modules-load.d/*.conf 2>/dev/null | sed \"s/#.*//\"); "
                  f"do {MODPROBE} $$m; done; true")
-_BOOT_UNIT = f"""[Unit]
-Description=gpuprov lab: the kernel's boot line in {sim_node.KERNEL_LOG}, its taint at boot
-DefaultDependencies=no
-After=local-fs.target
-
-[Service]
-Type=oneshot
-ExecStart=/bin/sh -c 'echo "{_BOOT_LINE}" >> {sim_node.KERNEL_LOG}'
-ExecStart=/bin/sh -c '{_FRESH_TAINT}'
-ExecStart=/bin/sh -c '{_FIRMWARE_ACS}'
-
-[Install]
-WantedBy=sysinit.target
-"""
+_BOOT_UNIT = boot_unit(
+    f"gpuprov lab: the kernel's boot line in {sim_node.KERNEL_LOG}, its taint at boot",
+    f'echo "{_BOOT_LINE}" >> {sim_node.KERNEL_LOG}', _FRESH_TAINT, _FIRMWARE_ACS)
 
 MODULES_UNIT = "gpuprov-lab-modules-load.service"
 # after sysinit.target, so after the driver's own module unit (standins: Before=sysinit.target)

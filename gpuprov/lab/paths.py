@@ -18,6 +18,16 @@ LABEL = "io.gpuprov.lab"
 SITE_UNIT_DIR = "/etc/systemd/system"
 
 
+def boot_unit(description: str, *shell: str) -> str:
+    """A oneshot unit run early at every boot (before sysinit.target), each of `shell` an
+    `sh -c` line in order: what the lab does where a server's firmware or kernel acts at
+    boot. Enabled with enabled_link(unit, "sysinit.target")."""
+    starts = "".join(f"ExecStart=/bin/sh -c '{command}'\n" for command in shell)
+    return (f"[Unit]\nDescription={description}\nDefaultDependencies=no\n"
+            f"After=local-fs.target\n\n[Service]\nType=oneshot\n{starts}\n"
+            "[Install]\nWantedBy=sysinit.target\n")
+
+
 def enabled_link(unit: str, wanted_by: str, unit_dir: str = SITE_UNIT_DIR) -> tuple[str, str]:
     """(path relative to /, target): the link `systemctl enable` makes for a unit whose
     [Install] says WantedBy=`wanted_by`, written into a node's image instead."""
