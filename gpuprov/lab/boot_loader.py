@@ -4,9 +4,10 @@ A container boots no kernel of its own, so a lab node keeps a simulated `/proc/c
 (PROC_CMDLINE). The kernel_cmdline role's `update-grub` is a stand-in (UPDATE_GRUB) that
 sources `/etc/default/grub`, then every `/etc/default/grub.d/*.cfg`, as Debian's
 grub-mkconfig does (grub-common 2.06-13+deb12u2, /usr/sbin/grub-mkconfig lines 160-167),
-prints its words on stderr (line 273's progress line, line 326's "done"), and writes the command line a normal entry would boot with
-(/etc/grub.d/10_linux: `GRUB_CMDLINE_LINUX GRUB_CMDLINE_LINUX_DEFAULT`) to NEXT_CMDLINE; a
-boot (BOOT_UNIT) makes that the simulated `/proc/cmdline`. The lab's nodes boot with
+prints its words on stderr (line 273's progress line, line 326's "done"), and writes
+the command line a normal entry would boot with (/etc/grub.d/10_linux:
+`GRUB_CMDLINE_LINUX GRUB_CMDLINE_LINUX_DEFAULT`) to NEXT_CMDLINE; a boot (BOOT_UNIT)
+makes that the simulated `/proc/cmdline`. The lab's nodes boot with
 `iommu=pt` already: their IOMMU groups are `identity` (gpuprov/lab/pci.py).
 """
 
