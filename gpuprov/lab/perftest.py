@@ -129,4 +129,7 @@ def files() -> list[tuple[str, bytes, int]]:
 def inventory_vars() -> str:
     """The lab's group_vars lines pointing the per-rail test at the stand-ins."""
     return (f"gpuprov_fabric_ib_write_bw_command: {STANDIN}\n"
-            f"gpuprov_fabric_ib_write_lat_command: {LATENCY_STANDIN}\n")
+            f"gpuprov_fabric_ib_write_lat_command: {LATENCY_STANDIN}\n"
+            "# one second per timed bandwidth run: the stand-in's figure does not depend on\n"
+            "# it, and every second is the suite's\n"
+            "gpuprov_fabric_ib_write_bw_seconds: 1\n")

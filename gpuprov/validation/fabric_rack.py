@@ -32,6 +32,7 @@ FLOOR_VAR = "gpuprov_fabric_busbw_min_gbps"
 RAILS_VAR = "gpuprov_fabric_rails"                    # a host's rail HCAs, in rail order
 WRITE_BW_VAR = "gpuprov_fabric_ib_write_bw_command"   # perftest's ib_write_bw on the host
 WRITE_LAT_VAR = "gpuprov_fabric_ib_write_lat_command"  # and its ib_write_lat
+SECONDS_VAR = "gpuprov_fabric_ib_write_bw_seconds"    # each timed ib_write_bw run (-D)
 MIN_MEMBERS = 2
 
 
@@ -104,6 +105,21 @@ def run_fabric_test(inventory_path: Path, places: dict[str, tuple[str, str]],
     return record
 
 
+def _run_seconds(hosts: list[str], variables: dict[str, dict]) -> int:
+    """The members' one -D (both ends of a pair run for the same time); where no host sets
+    it, perftest's own default duration, 5 s (src/perftest_parameters.h DEF_DURATION at
+    linux-rdma/perftest@00b55b6)."""
+    values = {h: variables[h].get(SECONDS_VAR, RailSettings.seconds) for h in hosts}
+    for host, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InputError(f"host {host}: {SECONDS_VAR} must be a whole number of seconds, "
+                             f"1 or more; got {value!r}")
+    if len(set(values.values())) > 1:
+        raise InputError(f"{SECONDS_VAR} differs between the members: "
+                         + ", ".join(f"{h}={v}" for h, v in sorted(values.items())))
+    return next(iter(values.values()), RailSettings.seconds)
+
+
 def rail_settings(run_id: str, hosts: list[str], variables: dict[str, dict],
                   profiles: dict[str, Profile]) -> RailSettings:
     """Every member's rails, floor, ceiling and perftest commands, checked before anything
@@ -119,6 +135,7 @@ def rail_settings(run_id: str, hosts: list[str], variables: dict[str, dict],
     return RailSettings(
         run_id, rails, {h: nics[h].get("write_bw_min_gbps") for h in hosts},
         {h: str(variables[h].get(WRITE_BW_VAR) or "ib_write_bw") for h in hosts},
+        seconds=_run_seconds(hosts, variables),
         latency_command={h: str(variables[h].get(WRITE_LAT_VAR) or "ib_write_lat")
                          for h in hosts},
         ceilings={h: nics[h].get("write_lat_max_usec") for h in hosts})

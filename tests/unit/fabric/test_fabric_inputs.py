@@ -134,3 +134,24 @@ def test_bad_fabric_input_is_one_line_exit_2_and_no_ledger(tmp_path, command, ar
     assert result.returncode == 2, result.stderr
     assert message in result.stderr and len(result.stderr.splitlines()) == 1
     assert not (state / "ledger.sqlite3").exists()
+
+
+def test_each_rail_run_lasts_perftest_s_default_or_the_members_one_site_value():
+    from gpuprov.validation.fabric_rack import rail_settings
+
+    hosts = ["node01", "node02"]
+    rails = {"gpuprov_fabric_rails": ["mlx5_0"]}
+    default = rail_settings("v1", hosts, {h: dict(rails) for h in hosts}, PROFILES)
+    assert default.seconds == 5       # perftest's DEF_DURATION
+    site = {h: {**rails, "gpuprov_fabric_ib_write_bw_seconds": 1} for h in hosts}
+    assert rail_settings("v1", hosts, site, PROFILES).seconds == 1
+    site["node02"]["gpuprov_fabric_ib_write_bw_seconds"] = 10
+    with pytest.raises(InputError, match=r"^gpuprov_fabric_ib_write_bw_seconds differs between "
+                                         r"the members: node01=1, node02=10$"):
+        rail_settings("v1", hosts, site, PROFILES)
+    for bad in ("5", 0, True, 2.5):
+        site["node02"]["gpuprov_fabric_ib_write_bw_seconds"] = bad
+        with pytest.raises(InputError, match=r"^host node02: gpuprov_fabric_ib_write_bw_seconds "
+                                             r"must be a whole number of seconds, 1 or more; "
+                                             rf"got {bad!r}$"):
+            rail_settings("v1", hosts, site, PROFILES)
