@@ -32,6 +32,7 @@ from gpuprov.packages import (
     dcgm_packages,
     upstream,
 )
+from gpuprov.profiles import load_profile
 
 
 @dataclass(frozen=True)
@@ -210,9 +211,21 @@ def _torch(h: Installed) -> list[CheckResult]:
     return out
 
 
+def _expected_nics(variables: dict) -> int:
+    """How many RDMA NICs the host's profile (gpuprov_profile) gives it; 0 without one."""
+    name = variables.get("gpuprov_profile")
+    return _profile_nics(str(name)) if name else 0
+
+
+@cache
+def _profile_nics(name: str) -> int:
+    return int((load_profile(name).data.get("nics") or {}).get("count") or 0)
+
+
 @DRIFT.check("firmware", rule="every GPU's VBIOS and every ConnectX port's firmware at or "
              "above the lock's gpuprov_firmware_min for its model; unreadable where a minimum "
-             "applies is a difference; not judged where the lock sets none")
+             "applies (no port listed where the host's profile has NICs) is a difference; "
+             "not judged where the lock sets none")
 def _firmware(h: Installed) -> list[CheckResult]:
     minimums, state = h.lock.firmware_min or {}, h.state
     out = []
@@ -222,6 +235,12 @@ def _firmware(h: Installed) -> list[CheckResult]:
     if minimums.get("connectx") and state.ibstat_error:
         out.append(difference("firmware", "RDMA NICs' firmware", "readable (ibstat)",
                               state.ibstat_error))
+    elif minimums.get("connectx") and not state.nic_ports and _expected_nics(h.variables):
+        # ibstat missing, or the NICs gone from it: their firmware is unjudged, never fine
+        profile = h.variables["gpuprov_profile"]
+        out.append(difference("firmware", "RDMA NICs' firmware", "readable (ibstat)",
+                              f"no port listed (profile {profile}: "
+                              f"{_expected_nics(h.variables)} NICs)"))
     out += [difference("firmware", f"PSID of NIC {name}", "readable (board_id)", "none")
             for name in psid_unmatched(minimums, [(p.name, p.ca_type, state.psids.get(p.ca))
                                                   for p in state.nic_ports])]

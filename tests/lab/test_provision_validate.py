@@ -168,12 +168,13 @@ def test_three_healthy_nodes_of_different_kinds_are_accepted(rack, tmp_path):
             result["gpus"])
         assert [k for k in found if k[:2] == ("gpuprov_lock_info", node)]
     # --stale re-validates the expired acceptances, not a fresh one (issue 41): under this
-    # configuration node03's profile holds an acceptance for a month
-    config.write_text("acceptance:\n  valid_for: 1s\n  profiles: {l40s-pcie-4: 30d}\n")
+    # configuration the two eight-GPU profiles hold an acceptance for a month
+    config.write_text("acceptance:\n  valid_for: 1s\n"
+                      "  profiles: {h100-sxm-8: 30d, a100-sxm-8: 30d}\n")
     again = gpuprov("validate", "--stale", "--inventory", str(rack.inventory), "--soak", SOAK,
                     "--json", env={**rack.env(), "GPUPROV_CONFIG": str(config)}, timeout=600)
     assert again.returncode == 0, again.stderr[-2000:]
-    assert sorted(report_of(again)) == ["node01", "node02"]
+    assert sorted(report_of(again)) == ["node03"]
 
 
 def test_the_fabric_test_names_a_slow_node_and_fails_fast_on_a_dead_link(rack):
@@ -459,12 +460,10 @@ def test_a_node_rejected_three_times_is_quarantined_until_its_repair_is_recorded
 
 
 def test_a_kernel_fault_from_before_a_reboot_is_reported_and_the_node_accepted(rack):
-    """Same boot: the Xid rejects the node; after a reboot it is an earlier boot's event."""
+    """An Xid logged in this boot rejects the node (the rounds above, node03's xid); after
+    a reboot it is an earlier boot's event: reported, and the node accepted."""
     fault("node03", "xid", 1)
     try:
-        before = report_of(rack.validate("node03", "--json"))["node03"]
-        kernel = blocking(before)["kernel_log"]
-        assert (kernel["gpu"]["index"], kernel["action"]) == (1, "reset-gpu")
         assert gpuprov("lab", "power-off", "node03").returncode == 0
         up = gpuprov("lab", "up")
         assert up.returncode == 0, up.stderr

@@ -1,6 +1,7 @@
 """Every molecule scenario of every role on the shared lab: prepare (bare), --check,
-converge, idempotence (changed=0), --check on the converged node, verify (testinfra).
-Under Mitogen's strategy, as `gpuprov provision` runs the roles by default."""
+converge, idempotence (changed=0), verify (testinfra). Under Mitogen's strategy, as
+`gpuprov provision` runs the roles by default. (--check on converged nodes, every role at
+once with changed=0: test_provision.py's run from the wheel.)"""
 
 import os
 import subprocess

@@ -270,3 +270,17 @@ def test_a_real_h100_s_vbios_is_read_and_compared_field_by_field_in_hex():
     newer = Lock(**{**LOCK.__dict__, "firmware_min": {"vbios": {"H100": "96.00.DB.00.01"}}})
     assert _lines(text, newer) == ["node01: VBIOS of GPU 0 (NVIDIA H100 80GB HBM3): expected "
                                    "96.00.DB.00.01 or newer, found 96.00.DA.00.0C"]
+
+
+def test_no_rdma_port_listed_where_the_profile_has_nics_is_drift_not_silence():
+    """ibstat not installed (its error goes nowhere) or the NICs gone from it: where a
+    ConnectX minimum is locked and the host's profile gives it NICs, their firmware is
+    unjudged, a difference; a profile without NICs (an L40S server's) is not."""
+    empty = _output() + probe.MARK + "vbios\n" + "".join(
+        f"{i}, NVIDIA H100 80GB HBM3, 96.00.74.00.0E\n" for i in range(2)) + probe.MARK + "ibstat\n"
+    assert _lines(empty, FIRMWARE_LOCK, {**VARIABLES, "gpuprov_profile": "h100-sxm-8"}) == [
+        "node01: RDMA NICs' firmware: expected readable (ibstat), found no port listed "
+        "(profile h100-sxm-8: 8 NICs)"]
+    assert _lines(empty, FIRMWARE_LOCK, {**VARIABLES, "gpuprov_profile": "l40s-pcie-4"}) == []
+    listed = _lines(_with_firmware(), FIRMWARE_LOCK, {**VARIABLES, "gpuprov_profile": "h100-sxm-8"})
+    assert listed and not any("RDMA NICs'" in line for line in listed), listed
