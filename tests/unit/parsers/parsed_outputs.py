@@ -18,7 +18,9 @@ from pathlib import Path
 from unittest import mock
 
 from gpuprov.parsers.dcgm import parse_dcgm_diag
+from gpuprov.parsers.errors import ParseError
 from gpuprov.parsers.fabric_manager import parse_fabric_manager_log
+from gpuprov.parsers.gdrcopy import parse_gdrcopy_sanity
 from gpuprov.parsers.gpu_burn import parse_gpu_burn
 from gpuprov.parsers.ibstat import parse_ibstat
 from gpuprov.parsers.kernel_log import parse_kernel_log
@@ -55,6 +57,14 @@ def _perftest(text: str, source: str) -> object:
     return parse(_output(text), source)
 
 
+def _gdrcopy(text: str, source: str) -> object:
+    """A report, or (its stderr alone) the refusal: no summary is never a pass."""
+    try:
+        return parse_gdrcopy_sanity(text, source)
+    except ParseError as exc:
+        return {"refused": str(exc)}
+
+
 def _smi_query(text: str, source: str) -> dict:
     return {"report": parse_smi_query(text, source), "tree": parse_any(text, source)}
 
@@ -63,6 +73,7 @@ PARSERS: dict[str, Callable[[str, str], object]] = {
     "dcgmi": parse_dcgm_diag,
     "dmesg-xid": parse_kernel_log,
     "fabricmanager": parse_fabric_manager_log,
+    "gdrcopy": _gdrcopy,
     "gpu-burn": parse_gpu_burn,
     "ibstat": parse_ibstat,
     "kernel-log": parse_kernel_log,
