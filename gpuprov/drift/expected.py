@@ -235,12 +235,12 @@ def _firmware(h: Installed) -> list[CheckResult]:
     if minimums.get("connectx") and state.ibstat_error:
         out.append(difference("firmware", "RDMA NICs' firmware", "readable (ibstat)",
                               state.ibstat_error))
-    elif minimums.get("connectx") and not state.nic_ports and _expected_nics(h.variables):
+    elif minimums.get("connectx") and not state.nic_ports and (
+            nics := _expected_nics(h.variables)):
         # ibstat missing, or the NICs gone from it: their firmware is unjudged, never fine
-        profile = h.variables["gpuprov_profile"]
         out.append(difference("firmware", "RDMA NICs' firmware", "readable (ibstat)",
-                              f"no port listed (profile {profile}: "
-                              f"{_expected_nics(h.variables)} NICs)"))
+                              f"no port listed (profile {h.variables['gpuprov_profile']}: "
+                              f"{nics} NICs)"))
     out += [difference("firmware", f"PSID of NIC {name}", "readable (board_id)", "none")
             for name in psid_unmatched(minimums, [(p.name, p.ca_type, state.psids.get(p.ca))
                                                   for p in state.nic_ports])]
