@@ -24,6 +24,8 @@ def dcgm_packages(cuda_major: str) -> tuple[str, ...]:
     """The DCGM packages gpuprov installs and holds for a CUDA major."""
     return (DCGM_CORE, f"{DCGM_CUDA_PREFIX}{cuda_major}", f"{DCGM_PLUGINS_PREFIX}{cuda_major}")
 NCCL_PACKAGES = ("libnccl2", "libnccl-dev")
+# NVIDIA's GDRCopy packages, which the gdrcopy role installs and holds (data/packaging.yml)
+GDRCOPY_PACKAGES = tuple(packaging_facts.facts()["gdrcopy"]["packages"])
 # what the cudnn role installs and holds: the runtime and its headers (cuDNN 8: libcudnn8,
 # libcudnn8-dev; cuDNN 9: libcudnn9-cuda-12, libcudnn9-dev-cuda-12)
 CUDNN_HELD = re.compile(r"^libcudnn\d+(-dev)?(-cuda-\d+)?$")

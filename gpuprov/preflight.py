@@ -26,7 +26,7 @@ PYTHON = re.compile(r"^3\.\d+$")
 
 # Locked beside the versions lock, only where a site uses them (the roles run where set):
 # recorded with each run's lock, so a rollback brings them back too.
-SEPARATELY_LOCKED = ("dcgm_version", "nccl_version")
+SEPARATELY_LOCKED = ("dcgm_version", "nccl_version", "gdrcopy_version")
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from gpuprov.model import CheckResult, Status
 from gpuprov.packages import (
     CUDNN_HELD,
     DRIVER_PACKAGE,
+    GDRCOPY_PACKAGES,
     NCCL_PACKAGES,
     TOOLKIT_PACKAGES,
     cuda_toolkit_package,
@@ -158,6 +159,14 @@ def _nccl(h: Installed) -> list[CheckResult]:
     nccl = str(h.variables["gpuprov_nccl_version"])
     return [d for name in NCCL_PACKAGES for d in _package(
         "nccl", h.state, name, nccl, matches=lambda found, wanted: found.startswith(wanted + "+"))]
+
+
+@DRIFT.check("gdrcopy", rule="GDRCopy's packages at the locked release, held (where the "
+             "inventory sets gpuprov_gdrcopy_version)",
+             applies=lambda h: bool(h.variables.get("gpuprov_gdrcopy_version")))
+def _gdrcopy(h: Installed) -> list[CheckResult]:
+    gdrcopy = str(h.variables["gpuprov_gdrcopy_version"])
+    return [d for name in GDRCOPY_PACKAGES for d in _package("gdrcopy", h.state, name, gdrcopy)]
 
 
 @DRIFT.check("driver-module", rule="the loaded driver module at the driver version")

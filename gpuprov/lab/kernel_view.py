@@ -40,6 +40,9 @@ LOADED_MODULES_DIR = f"{sim_node.RUN_DIR}/modules"   # one empty file per loaded
 # The simulated kernel's release, as `uname -r` would print it (the container's own
 # `uname -r` is the controller's).
 KERNEL_RELEASE = "6.1.0-gpuprov-lab"
+# GDRCopy's module (data/packaging.yml `gdrcopy`) as DKMS installs it for the running kernel
+GDRDRV = packaging_facts.facts()["gdrcopy"]["module"]
+GDRDRV_BUILT = f"/lib/modules/{KERNEL_RELEASE}/updates/dkms/{GDRDRV}.ko"
 IBSTAT = "/usr/local/sbin/gpuprov-lab-ibstat"
 IB_COUNTERS = "/usr/local/sbin/gpuprov-lab-ib-counters"
 IB_BOARD_ID = "/usr/local/sbin/gpuprov-lab-ib-board-id"
@@ -57,12 +60,17 @@ grep -qsE '^[[:space:]]*blacklist[[:space:]]+nouveau' /etc/modprobe.d/*.conf \\
 if [ -s {sim_node.MODULE_VERSION} ] && [ -e {LOADED_MODULES_DIR}/nvidia_peermem ]; then
   echo "nvidia_peermem         16384  0"
 fi
+if [ -s {sim_node.MODULE_VERSION} ] && [ -e {LOADED_MODULES_DIR}/{GDRDRV} ]; then
+  echo "{GDRDRV}                 32768  0"
+fi
 """
 
 # `modprobe nvidia-peermem`: the module ships with the driver (NCCL's troubleshooting guide),
 # so it loads where the nvidia module is loaded; elsewhere kmod's "Module … not found in
-# directory …" (as users quote it; not checked against kmod's source here). The lsmod line's
-# size is the lab's own figure: no check reads it.
+# directory …" (as users quote it; not checked against kmod's source here). `modprobe gdrdrv`
+# (GDRCopy's, from the gdrcopy role's packages): DKMS's build for the running kernel, loaded
+# where the nvidia module is (it needs nvidia's P2P symbols). The lsmod lines' sizes are the
+# lab's own figures: no check reads them.
 _MODPROBE_SCRIPT = f"""#!/bin/sh
 # gpuprov lab: modprobe of the simulated kernel (see gpuprov/lab/kernel_view.py)
 name=$(echo "$1" | tr - _)
@@ -70,6 +78,17 @@ case "$name" in
   nvidia_peermem)
     if [ -s {sim_node.MODULE_VERSION} ]; then
       mkdir -p {LOADED_MODULES_DIR} && touch {LOADED_MODULES_DIR}/$name
+    else
+      echo "modprobe: FATAL: Module $1 not found in directory /lib/modules/{KERNEL_RELEASE}" >&2
+      exit 1
+    fi ;;
+  {GDRDRV})
+    if [ -s {sim_node.MODULE_VERSION} ] && [ -e {GDRDRV_BUILT} ]; then
+      mkdir -p {LOADED_MODULES_DIR} && touch {LOADED_MODULES_DIR}/$name
+    elif [ -e {GDRDRV_BUILT} ]; then
+      # the lab's own words: its nvidia module is loaded by the driver's unit, not modprobe
+      echo "gpuprov lab: modprobe $1: its dependency, the nvidia module, is not loaded" >&2
+      exit 1
     else
       echo "modprobe: FATAL: Module $1 not found in directory /lib/modules/{KERNEL_RELEASE}" >&2
       exit 1

@@ -11,8 +11,9 @@ Layout (bind-mounted read-only into every node at NODE_MIRROR_PATH):
     archive/                        stand-in of the distribution archive: the lab kernel's
                                     headers, Canonical's driver packages and precompiled modules
     wheels/                         pip wheelhouse (the CPU build of torch and its needs)
-    files/                          file store with SHA256SUMS (gpu-burn and nccl-tests
-                                    sources, conda installer)
+    files/                          file store with SHA256SUMS (gpu-burn, nccl-tests and
+                                    nvbandwidth sources, conda installer, GDRCopy's
+                                    package files)
 
 Each part records the digest of what it was built from and is rebuilt only when that
 changes; a part is built beside the old one and swapped in whole.
@@ -29,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpuprov.lab import docker_standins, standins
+from gpuprov.lab import docker_standins, gdrcopy, standins
 from gpuprov.lab.image import ImageRecipe, rootfs_tarball
 from gpuprov.lab.paths import LabPaths
 from gpuprov.lab.repo import SigningKey, build_flat_repo, build_suite_repo
@@ -121,6 +122,7 @@ def ensure_mirror(paths: LabPaths, image: ImageRecipe, log) -> Path:
     standins.nccl_tests_tarball(files)
     standins.nvbandwidth_tarball(files)
     standins.conda_installer(files)
+    gdrcopy.build_files(files, mirror / "gdrcopy.digest")
     write_sha256sums(files)
     return mirror
 

@@ -140,6 +140,9 @@ def driver_packages(branch: str, version: str, revision: str) -> Iterator[Deb]:
         _exclusive(dkms, "nvidia-dkms-kernel")
         dkms.add(f"/usr/src/nvidia-{version}/dkms.conf",
                  f'PACKAGE_NAME="nvidia"\nPACKAGE_VERSION="{version}"\n')
+        # the module's sources, nv-p2p.c among them: what GDRCopy's gdrdrv builds against
+        # (its Makefile finds the first nv-p2p.c under /usr/src/nvidia-*, data/packaging.yml)
+        dkms.add(f"/usr/src/nvidia-{version}/nvidia/nv-p2p.c", "/* stand-in */\n")
         _loads_at_boot(dkms)
         dkms.scripts["postinst"] = dkms_postinst(version)
         dkms.scripts["prerm"] = f"dkms remove -m nvidia -v {version} --all || true\n"

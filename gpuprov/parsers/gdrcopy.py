@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass, field
 
 from gpuprov.parsers.errors import ParseError
+from gpuprov.parsers.kind import EvidenceKind
 
 _SUMMARY = re.compile(r"^Total: (\d+), Passed: (\d+), Failed: (\d+), Waived: (\d+)$")
 _LISTS = {"List of failed tests:": "failed_tests", "List of waived tests:": "waived_tests"}
@@ -58,3 +59,11 @@ def parse_gdrcopy_sanity(text: str, source: str) -> SanityReport:
                                  f"{report.waived} waived, its lists name "
                                  f"{len(report.failed_tests)} and {len(report.waived_tests)}")
     return report
+
+
+# -- the evidence kind this module reads (docs/evidence-kinds.md) ----------
+
+GDRCOPY_SANITY = EvidenceKind(
+    "gdrcopy-sanity.txt", "ddp", parse_gdrcopy_sanity, None,
+    "`gdrcopy_sanity` (stdout and stderr): GDRCopy's functional tests on the node's GPU, "
+    "where the lock sets gpuprov_gdrcopy_version (absent elsewhere)", lab="gdrcopy.py")

@@ -31,6 +31,7 @@ from gpuprov.lock import Lock
 from gpuprov.parsers.dcgm import DCGM_DIAG
 from gpuprov.parsers.dcgm_health import DCGM_HEALTH
 from gpuprov.parsers.errors import ParseError
+from gpuprov.parsers.gdrcopy import GDRCOPY_SANITY
 from gpuprov.parsers.gpu_burn import GPU_BURN
 from gpuprov.parsers.ibstat import BOARD_ID_COMMAND, IBSTAT_COMMAND
 from gpuprov.parsers.kernel_log import KERNEL_LOG
@@ -89,6 +90,7 @@ class NodeSettings:
     pytorch_env: str = "default"       # the pytorch_env role's smoke record to validate with
     nccl_tests_dir: str = "/opt/nccl-tests/build"
     nvbandwidth_command: str = "nvbandwidth"
+    gdrcopy_sanity_command: str = "gdrcopy_sanity"
     dcgmi_command: str = "dcgmi"
     dcgm_level: int = 2
     ddp_timeout_s: int = 120
@@ -99,6 +101,7 @@ class NodeSettings:
     expects_dcgm: bool = False
     expects_nccl_tests: bool = False
     expects_nvbandwidth: bool = False   # the inventory sets nvbandwidth_url
+    expects_gdrcopy: bool = False       # the lock sets gpuprov_gdrcopy_version
 
     @classmethod
     def from_vars(cls, node: str, variables: dict, **fixed) -> NodeSettings:
@@ -109,11 +112,13 @@ class NodeSettings:
                             "pytorch_env", "fabric_manager_log", "ibstat_command",
                             "nccl_tests_dir", "dcgmi_command", "taint_file",
                             "nvbandwidth_command", "ib_counters_command", "ib_board_id_command",
-                            "lspci_vvv_command", "pci_devices_dir", "cpu_sysfs_dir")
+                            "lspci_vvv_command", "pci_devices_dir", "cpu_sysfs_dir",
+                            "gdrcopy_sanity_command")
                if variables.get(f"gpuprov_validate_{name}")}
         expected = {"expects_dcgm": bool(variables.get("gpuprov_dcgm_version")),
                     "expects_nccl_tests": bool(variables.get("nccl_tests_url")),
-                    "expects_nvbandwidth": bool(variables.get("nvbandwidth_url"))}
+                    "expects_nvbandwidth": bool(variables.get("nvbandwidth_url")),
+                    "expects_gdrcopy": bool(variables.get("gpuprov_gdrcopy_version"))}
         if variables.get("gpuprov_validate_telemetry_interval_ms"):
             expected["telemetry_interval_ms"] = int(
                 variables["gpuprov_validate_telemetry_interval_ms"])
@@ -405,6 +410,24 @@ def nvbandwidth(c: Collector) -> None:
             c.skip("nvbandwidth", f"{tool} not found: nvbandwidth is not installed")
             return
         c.keep_output(NVBANDWIDTH, command)
+
+
+def gdrcopy(c: Collector) -> None:
+    """GDRCopy's functional tests (`gdrcopy_sanity`), where the lock has the gdrcopy role
+    install it: its report with what it said on stderr (gdr_open's errors name a missing
+    gdrdrv), kept whatever its exit status."""
+    tool = c.settings.gdrcopy_sanity_command
+    command = f"{shlex.quote(tool)} 2>&1"
+    with c.stage("gdrcopy"):
+        if c.run(f"command -v {shlex.quote(tool)}").rc != 0:
+            if c.settings.expects_gdrcopy:   # the role was to install it: a finding
+                c.record_failure(GDRCOPY_SANITY, command, 127,
+                                 f"{tool} not found, though the lock sets "
+                                 "gpuprov_gdrcopy_version (role gdrcopy did not install it)\n")
+                return
+            c.skip("gdrcopy", f"{tool} not found: GDRCopy is not installed")
+            return
+        c.keep_output(GDRCOPY_SANITY, command, timeout=300)
 
 
 # `dcgmi diag` run lengths per level (NVIDIA's DCGM guide: r1 seconds, r2 about 2 minutes,

@@ -31,6 +31,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gpuprov.lab import gdrcopy as lab_gdrcopy
 from gpuprov.lab import kernel_modules, kernel_view
 from gpuprov.lab import nodes as lab_nodes
 from gpuprov.lab.inventory import LAB_LOCK
@@ -192,8 +193,12 @@ def test_full_provision_from_bare_nodes(rack):
     # the running kernel's headers from the archive, the driver built by DKMS for it
     assert rack.lab.ssh("node02", "dpkg-query -W -f='${Status}' linux-headers-6.1.0-gpuprov-lab"
                         ).stdout == "install ok installed"
-    assert rack.lab.ssh("node02", "dkms status").stdout == \
-        f"nvidia/{LAB_DRIVER}, 6.1.0-gpuprov-lab, x86_64: installed\n"
+    # ... and GDRCopy's gdrdrv (the lab lock sets gpuprov_gdrcopy_version), its service
+    # having loaded it
+    assert rack.lab.ssh("node02", "dkms status").stdout == (
+        f"gdrdrv/{lab_gdrcopy.VERSION}, 6.1.0-gpuprov-lab, x86_64: installed\n"
+        f"nvidia/{LAB_DRIVER}, 6.1.0-gpuprov-lab, x86_64: installed\n")
+    assert rack.lab.ssh("node02", "gdrcopy_sanity").returncode == 0
     smoke = rack.lab.ssh("node02", "cat /var/lib/gpuprov/pytorch-envs/default.json").stdout
     assert '"torch": "2.13.0+cpu"' in smoke
     nodes = gpuprov("nodes", env=rack.env())
@@ -468,8 +473,11 @@ def test_canonical_precompiled_modules_load_under_secure_boot_with_nothing_enrol
     inventory = _inventory_copy(rack, tmp_path)
     host_vars = inventory.parent / "host_vars"
     host_vars.mkdir(exist_ok=True)
+    # Canonical's modules ship no driver sources, which GDRCopy's gdrdrv builds against:
+    # the operator leaves GDRCopy off this node
     (host_vars / "node03.yml").write_text(
-        yaml.safe_dump({"gpuprov_module_signing": "canonical-precompiled"}))
+        yaml.safe_dump({"gpuprov_module_signing": "canonical-precompiled",
+                        "gpuprov_gdrcopy_version": ""}))
     branch = LAB_DRIVER.split(".")[0]
     # the flavour the role picks for node03's GPUs, either way for the lab's kernel
     module_package = re.compile(rf"^linux-modules-nvidia-{branch}-server(-open)?-"

@@ -284,3 +284,16 @@ def test_no_rdma_port_listed_where_the_profile_has_nics_is_drift_not_silence():
     assert _lines(empty, FIRMWARE_LOCK, {**VARIABLES, "gpuprov_profile": "l40s-pcie-4"}) == []
     listed = _lines(_with_firmware(), FIRMWARE_LOCK, {**VARIABLES, "gpuprov_profile": "h100-sxm-8"})
     assert listed and not any("RDMA NICs'" in line for line in listed), listed
+
+
+def test_gdrcopy_judged_where_locked_at_its_release_and_held():
+    gdrcopy = {**VARIABLES, "gpuprov_gdrcopy_version": "2.6"}
+    packages = {**PACKAGES, "libgdrapi": ("2.6-1", "hi"), "gdrdrv-dkms": ("2.6-1", "hi"),
+                "gdrcopy-tests": ("2.5-1", "ii")}
+    lines = _lines(_output(packages=packages), LOCK, gdrcopy)
+    assert lines == ["node01: package gdrcopy-tests: expected 2.6, found 2.5-1",
+                     "node01: hold on gdrcopy-tests: expected held, found not held"]
+    assert _lines(_output(packages=packages), LOCK, VARIABLES) == []     # not locked
+    assert _lines(_output(), LOCK, gdrcopy) == [
+        f"node01: package {p}: expected 2.6, found not installed"
+        for p in ("libgdrapi", "gdrdrv-dkms", "gdrcopy-tests")]

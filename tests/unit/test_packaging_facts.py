@@ -104,3 +104,15 @@ def test_the_kernel_cmdline_role_writes_where_grub_mkconfig_reads_and_runs_updat
     assert defaults["kernel_cmdline_grub_dir"] == grub["drop_in_dir"]
     assert defaults["kernel_cmdline_update_command"] == grub["update_command"]
     assert defaults["kernel_cmdline_drop_in"].endswith(".cfg")    # only *.cfg is sourced
+
+
+def test_the_gdrcopy_role_installs_starts_and_builds_against_what_the_facts_say():
+    gdrcopy = FACTS["gdrcopy"]
+    role_vars = yaml.safe_load((ROLES / "gdrcopy" / "vars" / "main.yml").read_text())
+    assert role_vars["gdrcopy_packages"] == gdrcopy["packages"]        # in install order
+    assert role_vars["gdrcopy_service"] == gdrcopy["service"]
+    assert role_vars["gdrcopy_nvidia_source_globs"] == gdrcopy["nvidia_source_globs"]
+    assert role_vars["gdrcopy_nvidia_source_file"] == gdrcopy["nvidia_source_file"]
+    # the validator runs the packaged tool by name
+    from gpuprov.validation.collect import NodeSettings
+    assert gdrcopy["sanity_command"].rsplit("/", 1)[1] == NodeSettings.gdrcopy_sanity_command

@@ -34,8 +34,8 @@ def test_junit_loads_in_a_junit_parser(recorded, tmp_path):
     skipped = [c.name for c in suites["node07"] if any(isinstance(r, Skipped) for r in c.result)]
     # the H100 profile skips nothing; no fabric stage ran, no nccl-tests or DCGM installed,
     # and the lock sets no firmware minimum
-    assert skipped == ["firmware", "nccl_bandwidth", "nvbandwidth", "dcgm_diag", "dcgm_health",
-                       "fabric", "fabric_rails"]
+    assert skipped == ["firmware", "nccl_bandwidth", "nvbandwidth", "gdrcopy", "dcgm_diag",
+                       "dcgm_health", "fabric", "fabric_rails"]
 
 
 def test_json_matches_the_documented_schema(recorded):

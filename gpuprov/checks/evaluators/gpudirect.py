@@ -1,6 +1,7 @@
 """GPUDirect's host settings: peer traffic between GPUs and NICs crosses the PCIe switches
-directly (ACS redirect off above them), GPUDirect RDMA's kernel module is loaded, and every
-GPU has a NIC near enough for NCCL to use GPUDirect RDMA (PXB by default)."""
+directly (ACS redirect off above them), GPUDirect RDMA's kernel module is loaded, every GPU
+has a NIC near enough for NCCL to use GPUDirect RDMA (PXB by default). (GDRCopy's own
+tests: workloads.py.)"""
 
 from __future__ import annotations
 
@@ -161,3 +162,4 @@ def gpu_nic_affinity(ctx: Context, r: Results) -> CheckResult:
         return r.failed(problems, values)
     return r.passed(f"{len(topo.gpus)} GPU(s), each with a NIC within {level} (GPUDirect "
                     "RDMA)", values)
+

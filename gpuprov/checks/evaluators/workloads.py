@@ -1,18 +1,21 @@
 """The workloads: gpu-burn soak, the PyTorch DDP smoke run, nccl-tests' all-reduce,
-nvbandwidth's copies."""
+nvbandwidth's copies, GDRCopy's tests."""
 
 from __future__ import annotations
 
 import math
 import statistics
 
+from gpuprov import packaging_facts
 from gpuprov.checks.context import Context
 from gpuprov.checks.registry import Problems, Results, check, shortfall_pct
 from gpuprov.model import Action, CheckResult
+from gpuprov.parsers.gdrcopy import GDRCOPY_SANITY
 from gpuprov.parsers.gpu_burn import GPU_BURN
 from gpuprov.parsers.nccl_tests import NCCL_TESTS
 from gpuprov.parsers.nvbandwidth import D2D_TEST, NVBANDWIDTH, TESTS
 from gpuprov.parsers.probes import DDP_JSON
+from gpuprov.parsers.system import LSMOD
 
 
 @check("gpu_burn", stage="soak", needs=(GPU_BURN,), action=Action.RMA,
@@ -183,3 +186,41 @@ def nvbandwidth(ctx: Context, r: Results) -> CheckResult:
         return r.failed(problems, values)
     return r.passed(f"{len(values['gpus'])} GPUs' copy bandwidth within "
                     f"{spec['spread_pct']}% of the node median", values)
+
+
+
+# -- GDRCopy: its functional tests on the node's GPU, where the lock installs it --
+
+# GDRCopy's module as lsmod names it (data/packaging.yml `gdrcopy`)
+GDRDRV_MODULE = packaging_facts.facts()["gdrcopy"]["module"]
+
+
+@check("gdrcopy", stage="ddp", needs=(GDRCOPY_SANITY, LSMOD), action=Action.NONE,
+       optional=True, skip_reason="GDRCopy not installed on the node (the lock sets no "
+       "gpuprov_gdrcopy_version)",
+       rule="gdrcopy_sanity fails no test and passes some (waived ones do not apply to the "
+            "node), and the gdrdrv module is loaded; where the lock sets "
+            "gpuprov_gdrcopy_version, gdrcopy_sanity absent fails")
+def gdrcopy(ctx: Context, r: Results) -> CheckResult:
+    report = ctx.evidence.read(GDRCOPY_SANITY)
+    loaded = GDRDRV_MODULE in ctx.evidence.read(LSMOD)
+    values = {"total": report.total, "passed": report.passed, "failed": report.failed,
+              "waived": report.waived, "failed_tests": report.failed_tests,
+              "module": GDRDRV_MODULE, "loaded": loaded}
+    problems = []
+    if report.failed:
+        named = ", ".join(report.failed_tests[:3]) + (
+            f" and {report.failed - 3} more" if report.failed > 3 else "")
+        problems.append(f"gdrcopy_sanity: {report.failed} of {report.total} tests failed "
+                        f"({named})")
+    elif not report.ok:
+        problems.append(f"gdrcopy_sanity: no test passed ({report.waived} of {report.total} "
+                        "waived)")
+    if not loaded:
+        problems.append(f"{GDRDRV_MODULE} not loaded (its service, gdrdrv, loads it and makes "
+                        "/dev/gdrdrv once the nvidia module is loaded)")
+    if problems:
+        return r.fail("; ".join(problems), values)
+    waived = f", {report.waived} waived" if report.waived else ""
+    return r.passed(f"gdrcopy_sanity: {report.passed} of {report.total} tests passed{waived}; "
+                    f"{GDRDRV_MODULE} loaded", values)
