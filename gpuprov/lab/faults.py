@@ -18,6 +18,7 @@ import yaml
 
 from gpuprov.errors import InputError
 from gpuprov.lab import cpufreq, docker, fabric, kernel_view, kinds, pci, standins
+from gpuprov.lab import gdrcopy as lab_gdrcopy
 from gpuprov.lab.sim import kmod
 from gpuprov.lab.sim import node as sim_node
 from gpuprov.parsers import kernel_log
@@ -248,6 +249,15 @@ def _peermem_missing(access, hw, gpu):
     marker = f"{kernel_view.LOADED_MODULES_DIR}/nvidia_peermem"
     docker.exec_in(access.container, "rm", "-f", marker)
     return "nvidia-peermem unloaded", {"write_files": [[marker, ""]]}
+
+
+def _gdrdrv_unloaded(access, hw, gpu):
+    """GDRCopy's gdrdrv not loaded and /dev/gdrdrv gone (its service stopped, or failed at
+    boot before the nvidia module was there): every gdrcopy_sanity test fails at gdr_open."""
+    marker = f"{kernel_view.LOADED_MODULES_DIR}/{kernel_view.GDRDRV}"
+    docker.exec_in(access.container, "rm", "-f", marker, lab_gdrcopy.DEVICE)
+    return "gdrdrv unloaded, /dev/gdrdrv gone", {"write_files": [[marker, ""],
+                                                                 [lab_gdrcopy.DEVICE, ""]]}
 
 
 def _rail_slow(access, hw, gpu):
@@ -591,6 +601,8 @@ FAULTS = {f.name: f for f in (
     FaultKind("acs-enabled", True, _acs_enabled,
               "ACS redirect on at the PCIe switch port above a GPU"),
     FaultKind("peermem-missing", False, _peermem_missing, "nvidia-peermem not loaded"),
+    FaultKind("gdrdrv-unloaded", False, _gdrdrv_unloaded,
+              "GDRCopy's gdrdrv not loaded, /dev/gdrdrv gone"),
     FaultKind("iommu-translated", True, _iommu_translated,
               "a GPU's DMA translated by the IOMMU (no iommu=pt)"),
     FaultKind("rail-slow", False, _rail_slow,

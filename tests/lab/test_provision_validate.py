@@ -282,7 +282,9 @@ ROUNDS = [
     # GPU-to-GPU copies, and by DCGM's memtest (level 4: the round runs --dcgm-level 4)
     [("node01", "thermal-outlier", 3, "load_thermal"), ("node02", "power-capped", 5, "load_power"),
      ("node03", "clock-throttle", 2, "load_throttle"),   # node03: L40S, 4 GPUs
-     ("node01", "slow-d2d", 6, "nvbandwidth"), ("node02", "hbm-errors", 1, "dcgm_diag")],
+     ("node01", "slow-d2d", 6, "nvbandwidth"), ("node02", "hbm-errors", 1, "dcgm_diag"),
+     # GDRCopy's gdrdrv gone (issue 40): its own tests fail at gdr_open
+     ("node03", "gdrdrv-unloaded", None, "gdrcopy")],
 ]
 # the action each of those rounds' faults must recommend
 ACTIONS = {"fallen-off-bus": "reboot", "gpu-lost-in-soak": "reboot", "gsp-timeout": "reset-gpu",
@@ -294,7 +296,7 @@ ACTIONS = {"fallen-off-bus": "reboot", "gpu-lost-in-soak": "reboot", "gsp-timeou
            "ib-symbol-errors": "reseat-or-inspect", "ib-link-flap": "reseat-or-inspect",
            "acs-enabled": "none", "peermem-missing": "none", "firmware-old": "none",
            "iommu-translated": "none", "cpu-powersave": "none",
-           "nic-far": "reseat-or-inspect"}
+           "nic-far": "reseat-or-inspect", "gdrdrv-unloaded": "none"}
 # what DCGM's health watches (dcgmi health -c) report for the faults they watch
 DCGM_HEALTH_SEES = {"ecc-uncorrectable": "Memory system: Detected 1 volatile double-bit ECC "
                                          "error(s) in GPU 5.",
@@ -354,6 +356,10 @@ def test_each_fault_is_rejected_with_its_check_naming_the_gpu(rack, round_):
         elif kind == "cpu-powersave":   # every CPU, with the governor it runs
             assert failing[check_id]["summary"].startswith(
                 "CPUs 0-7: governor powersave, not performance"), failing[check_id]
+        elif kind == "gdrdrv-unloaded":   # every test of the suite, and the module
+            assert failing[check_id]["summary"].startswith(
+                "gdrcopy_sanity: 36 of 36 tests failed (attributes_sanity"), failing[check_id]
+            assert "gdrdrv not loaded" in failing[check_id]["summary"]
         elif kind == "peermem-missing":
             assert "nvidia_peermem not loaded" in failing[check_id]["summary"]
         elif kind == "sxid":          # an NVSwitch, named in the summary
