@@ -399,17 +399,10 @@ def nvbandwidth(c: Collector) -> None:
     """Host-to-device, device-to-host and GPU-to-GPU copy bandwidth, where nvbandwidth is
     installed."""
     tool = c.settings.nvbandwidth_command
-    command = f"{shlex.quote(tool)} -t {' '.join(NVBANDWIDTH_TESTS)} 2>&1"
-    with c.stage("nvbandwidth"):
-        if c.run(f"command -v {shlex.quote(tool)}").rc != 0:
-            if c.settings.expects_nvbandwidth:   # the role was to install it: a finding
-                c.record_failure(NVBANDWIDTH, command, 127,
-                                 f"{tool} not found, though the inventory sets nvbandwidth_url "
-                                 "(role nvbandwidth did not install it)\n")
-                return
-            c.skip("nvbandwidth", f"{tool} not found: nvbandwidth is not installed")
-            return
-        c.keep_output(NVBANDWIDTH, command)
+    _tool_output(c, "nvbandwidth", NVBANDWIDTH, tool,
+                 f"{shlex.quote(tool)} -t {' '.join(NVBANDWIDTH_TESTS)} 2>&1", "nvbandwidth",
+                 "the inventory sets nvbandwidth_url (role nvbandwidth did not install it)"
+                 if c.settings.expects_nvbandwidth else None)
 
 
 def gdrcopy(c: Collector) -> None:
@@ -417,17 +410,24 @@ def gdrcopy(c: Collector) -> None:
     install it: its report with what it said on stderr (gdr_open's errors name a missing
     gdrdrv), kept whatever its exit status."""
     tool = c.settings.gdrcopy_sanity_command
-    command = f"{shlex.quote(tool)} 2>&1"
-    with c.stage("gdrcopy"):
+    _tool_output(c, "gdrcopy", GDRCOPY_SANITY, tool, f"{shlex.quote(tool)} 2>&1", "GDRCopy",
+                 "the lock sets gpuprov_gdrcopy_version (role gdrcopy did not install it)"
+                 if c.settings.expects_gdrcopy else None, timeout=300)
+
+
+def _tool_output(c: Collector, stage: str, kind: EvidenceKind, tool: str, command: str,
+                 product: str, expected: str | None, timeout: int = 600) -> None:
+    """`command`'s output as `kind` where `tool` is on the node. Absent, a finding where
+    `expected` says why it should be there (a role the inventory has install it), else a
+    skip."""
+    with c.stage(stage):
         if c.run(f"command -v {shlex.quote(tool)}").rc != 0:
-            if c.settings.expects_gdrcopy:   # the role was to install it: a finding
-                c.record_failure(GDRCOPY_SANITY, command, 127,
-                                 f"{tool} not found, though the lock sets "
-                                 "gpuprov_gdrcopy_version (role gdrcopy did not install it)\n")
-                return
-            c.skip("gdrcopy", f"{tool} not found: GDRCopy is not installed")
+            if expected:
+                c.record_failure(kind, command, 127, f"{tool} not found, though {expected}\n")
+            else:
+                c.skip(stage, f"{tool} not found: {product} is not installed")
             return
-        c.keep_output(GDRCOPY_SANITY, command, timeout=300)
+        c.keep_output(kind, command, timeout)
 
 
 # `dcgmi diag` run lengths per level (NVIDIA's DCGM guide: r1 seconds, r2 about 2 minutes,
