@@ -60,6 +60,7 @@ class Stack:
     """What the host's lock is installed with, beside the lock: for the release rules."""
     docker_source: str = "docker-ce"   # docker-ce (Docker's repository) or distro
     venv_python: bool = True           # some PyTorch environment is a venv (archive python3)
+    gdrcopy: bool = False              # the lock sets gpuprov_gdrcopy_version
 
 
 @dataclass(frozen=True)
@@ -212,6 +213,18 @@ def _dkms(h: Examined) -> list[CheckResult]:
             out.append(_finding(WARNING, "dkms", f"dkms status: {line}",
                                "see /var/lib/dkms/<module>/<version>/build/make.log"))
     return out
+
+
+@DOCTOR.check("gdrcopy-sources", rule="GDRCopy locked only where DKMS builds the driver: "
+              "gdrdrv builds against the driver's sources, which Canonical's prebuilt "
+              "modules do not install", applies=lambda h: h.precompiled and h.stack.gdrcopy)
+def _gdrcopy_without_sources(h: Examined) -> list[CheckResult]:
+    return [_finding(BLOCKER, "gdrcopy-sources", "gpuprov_gdrcopy_version with "
+                     f"gpuprov_module_signing: {PRECOMPILED}: GDRCopy's gdrdrv builds against "
+                     "the NVIDIA driver's sources (nv-p2p.c under /usr/src/nvidia-*), which "
+                     "Canonical's prebuilt modules do not install",
+                     "leave GDRCopy off this host (gpuprov_gdrcopy_version: \"\") or let DKMS "
+                     "build the driver (gpuprov_module_signing: none or site-mok)")]
 
 
 @DOCTOR.check("precompiled-module", rule="with Canonical's prebuilt modules, one of the "

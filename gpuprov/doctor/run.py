@@ -63,14 +63,15 @@ def _plan(inventory: Inventory, host: str
 
 
 def _stack(host: str, variables: dict) -> findings.Stack:
-    """Docker's source and whether a venv uses the archive's python3 (the roles' defaults:
-    docker-ce, one venv)."""
+    """Docker's source, whether a venv uses the archive's python3 (the roles' defaults:
+    docker-ce, one venv) and whether the lock installs GDRCopy."""
     envs = variables.get("pytorch_env_list") or [{"name": "default"}]
     if not isinstance(envs, list) or not all(isinstance(e, dict) for e in envs):
         raise InputError(f"host {host}: pytorch_env_list: expected a list of mappings, got "
                          f"{envs!r}")
     return findings.Stack(str(variables.get("gpuprov_docker_source") or "docker-ce"),
-                          any(e.get("kind", "venv") != "conda" for e in envs))
+                          any(e.get("kind", "venv") != "conda" for e in envs),
+                          bool(variables.get("gpuprov_gdrcopy_version")))
 
 
 def _signing(host: str, variables: dict) -> findings.ModuleSigning:

@@ -416,3 +416,15 @@ def test_an_unreadable_os_release_is_a_blocker_never_a_pass():
     found = only(findings.judge(healthy(os_release=None), LOCK))
     assert (found.id, found.status) == ("release", BLOCKER)
     assert found.summary.startswith("no /etc/os-release could be read")
+
+
+def test_gdrcopy_with_canonical_s_prebuilt_modules_is_a_blocker_before_anything_changes():
+    """gdrdrv builds against the driver's sources, which only DKMS's driver installs."""
+    ready = healthy(kernels={KERNEL: False}, precompiled_modules={MODULE})
+    gdrcopy = findings.Stack(gdrcopy=True)
+    found = only(findings.judge(ready, LOCK, signing=PRECOMPILED, stack=gdrcopy))
+    assert (found.status, found.id) == (BLOCKER, "gdrcopy-sources")
+    assert "nv-p2p.c under /usr/src/nvidia-*" in found.summary
+    assert found.fix.startswith('leave GDRCopy off this host (gpuprov_gdrcopy_version: "")')
+    assert findings.judge(ready, LOCK, signing=PRECOMPILED) == []       # GDRCopy off
+    assert findings.judge(healthy(), LOCK, stack=gdrcopy) == []         # DKMS: its sources
