@@ -19,18 +19,24 @@ FIRMWARE_MIN = "firmware_min"
 # model: `vbios` by a GPU's product name as nvidia-smi prints it (a substring: "H100 80GB
 # HBM3"), `connectx` by the HCA's CA type as ibstat prints it ("MT4129", a ConnectX-7) or by
 # its PSID ("MT_0000000838": one card's firmware image; an OEM's image has its own PSID and
-# its own releases), and the version forms each takes (nvidia-smi's "96.00.74.00.0E",
-# ibstat's "28.39.1002").
-FIRMWARE_FORMS = {"vbios": re.compile(r"^[0-9A-Fa-f]{2}(\.[0-9A-Fa-f]{2}){4}$"),
-                  "connectx": re.compile(r"^\d+\.\d+\.\d+$")}
+# its own releases), `nvswitch` by the switch's PCI vendor:device as `lspci -nn` prints it
+# ("10de:22a3", an HGX H100's NVSwitch: pci.ids often names none), and the version forms each
+# takes (nvidia-smi's "96.00.74.00.0E", ibstat's "28.39.1002", the driver's procfs
+# "96.10.3f.00.01": parsers/nvswitch_info.py).
+_HEX_FIVE = re.compile(r"^[0-9A-Fa-f]{2}(\.[0-9A-Fa-f]{2}){4}$")
+FIRMWARE_FORMS = {"vbios": _HEX_FIVE, "connectx": re.compile(r"^\d+\.\d+\.\d+$"),
+                  "nvswitch": _HEX_FIVE}
+_HEX_KINDS = ("vbios", "nvswitch")
+# the model keys a kind takes where they have a form of their own
+_MODEL_FORMS = {"nvswitch": re.compile(r"^10de:[0-9a-f]{4}$")}
 
 
 def firmware_key(kind: str, version: str) -> tuple[int, ...] | None:
-    """A firmware version as comparable numbers (VBIOS fields are hex), None when it is not
-    of its kind's form (FIRMWARE_FORMS)."""
+    """A firmware version as comparable numbers (VBIOS and NVSwitch fields are hex), None
+    when it is not of its kind's form (FIRMWARE_FORMS)."""
     if not FIRMWARE_FORMS[kind].match(version or ""):
         return None
-    return tuple(int(part, 16 if kind == "vbios" else 10) for part in version.split("."))
+    return tuple(int(part, 16 if kind in _HEX_KINDS else 10) for part in version.split("."))
 
 
 _CA_TYPE = re.compile(r"^MT\d+$")   # ibstat's CA type; any other connectx key is a PSID
@@ -43,10 +49,11 @@ def psid_keys(minimums: dict) -> list[str]:
 
 @dataclass(frozen=True)
 class FirmwareJudged:
-    """One device a locked minimum applies to: a GPU (by index) or a ConnectX port (by name)."""
-    kind: str              # vbios | connectx
-    device: str            # "0", "mlx5_0 port 1"
-    model: str             # the product name, CA type or PSID the minimum matched
+    """One device a locked minimum applies to: a GPU (by index), a ConnectX port (by name) or
+    an NVSwitch (by PCI address)."""
+    kind: str              # vbios | connectx | nvswitch
+    device: str            # "0", "mlx5_0 port 1", "0000:05:00.0"
+    model: str             # the product name, CA type, PSID or PCI id the minimum matched
     found: str | None      # the version read; None when none was
     minimum: str
 
@@ -73,12 +80,14 @@ def psid_unmatched(minimums: dict, ports: list[tuple[str, str | None, str | None
 
 
 def judge_firmware(minimums: dict, gpus: list[tuple[int, str, str | None]],
-                   ports: list[tuple[str, str | None, str | None, str | None]]
+                   ports: list[tuple[str, str | None, str | None, str | None]],
+                   switches: list[tuple[str, str, str | None]] = ()
                    ) -> list[FirmwareJudged]:
     """Every device a minimum applies to, in order: GPUs as (index, product name, VBIOS),
     whose name contains a locked model; ConnectX ports as (name, CA type, firmware, PSID),
-    whose PSID, else CA type, is a locked model. The validator's `firmware` check and drift
-    both judge by it."""
+    whose PSID, else CA type, is a locked model; NVSwitches as (PCI address, PCI id,
+    version), whose id is a locked model. The validator's `firmware` check and drift both
+    judge by it."""
     judged = []
     for index, name, vbios in gpus:
         for model, least in (minimums.get("vbios") or {}).items():
@@ -89,6 +98,9 @@ def judge_firmware(minimums: dict, gpus: list[tuple[int, str, str | None]],
         model = psid if psid in connectx else ca_type
         if model in connectx:
             judged.append(FirmwareJudged("connectx", name, model, firmware, connectx[model]))
+    nvswitch = minimums.get("nvswitch") or {}
+    judged += [FirmwareJudged("nvswitch", address, pci_id, version, nvswitch[pci_id])
+               for address, pci_id, version in switches if pci_id in nvswitch]
     return judged
 
 
@@ -158,13 +170,14 @@ class Lock:
 
 
 def _firmware_min(value, source: str) -> dict[str, dict[str, str]]:
-    """`gpuprov_firmware_min`: {vbios|connectx: {model: minimum version}}, each version in
-    its tool's form; absent or empty locks no firmware."""
+    """`gpuprov_firmware_min`: {vbios|connectx|nvswitch: {model: minimum version}}, each
+    version in its tool's form; absent or empty locks no firmware."""
     key = PREFIX + FIRMWARE_MIN
     if not value:
         return {}
     if not isinstance(value, dict):
-        raise InputError(f"{source}: {key}: must be a mapping of vbios/connectx minimums")
+        raise InputError(f"{source}: {key}: must be a mapping of "
+                         f"{'/'.join(FIRMWARE_FORMS)} minimums")
     result: dict[str, dict[str, str]] = {}
     for kind, minimums in value.items():
         if kind not in FIRMWARE_FORMS:
@@ -173,6 +186,9 @@ def _firmware_min(value, source: str) -> dict[str, dict[str, str]]:
         if not isinstance(minimums, dict) or not minimums:
             raise InputError(f"{source}: {key}.{kind}: must map a device model to its minimum")
         for model, version in minimums.items():
+            if kind in _MODEL_FORMS and not _MODEL_FORMS[kind].match(str(model)):
+                raise InputError(f"{source}: {key}.{kind}.{model}: not a PCI id as lspci -nn "
+                                 "prints it (10de:xxxx, lowercase)")
             if not FIRMWARE_FORMS[kind].match(str(version)):
                 raise InputError(f"{source}: {key}.{kind}.{model}: {version!r} is not a "
                                  f"{kind} version")

@@ -16,6 +16,9 @@ FIXTURES = Path(__file__).parent / "fixtures"
 H100_Q = FIXTURES / "nvidia-smi-q/h100-sxm-x8-565.57.01-q.txt"
 H100_BUS = ["18", "2A", "3A", "5D", "9A", "AB", "BA", "DB"]
 H100_NVSWITCH_BUS = ["05", "06", "07", "08"]   # the board's four NVSwitches (lspci bridges)
+# their firmware after a DGX H100 GPU-tray update (HGX_FW_NVSwitch_0-3 96.10.3F.00.01, NVIDIA
+# Base Command Manager 11 Administrator Manual, section 14.5), in the driver's procfs form
+H100_NVSWITCH_BIOS = "96.10.3f.00.01"
 H100_UUID = "GPU-b42dd28e-ffdd-8720-1df0-98bd8cdc05b{}"
 
 
@@ -224,6 +227,14 @@ def cpufreq_listing(governors: dict[str, range], driver: str = "intel_pstate",
     return "\n".join(lines) + "\n"
 
 
+def nvswitch_info(versions: dict[str, str]) -> str:
+    """`grep -s . /proc/driver/nvidia-nvswitch/devices/*/information` of switches by bus:
+    the driver's one `BIOS Version: ` line each (procfs_nvswitch.c's format; no capture of
+    it was found published)."""
+    return "".join(f"/proc/driver/nvidia-nvswitch/devices/0000:{bus.lower()}:00.0/information:"
+                   f"BIOS Version: {version}\n" for bus, version in versions.items())
+
+
 def healthy_h100(directory: Path) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     files = {
@@ -271,6 +282,7 @@ def healthy_h100(directory: Path) -> Path:
                      + "".join(f"{b}:00.0 Bridge [0680]: NVIDIA Corporation Device [10de:22a3]"
                                " (rev a1)\n" for b in H100_NVSWITCH_BUS),
         "ibstat.txt": ibstat(),
+        "nvswitch-info.txt": nvswitch_info(dict.fromkeys(H100_NVSWITCH_BUS, H100_NVSWITCH_BIOS)),
         "fabricmanager.log": fabric_manager_log(),
         "systemctl.txt": systemctl({"nvidia-persistenced.service": "active",
                                     "nvidia-fabricmanager.service": "active",

@@ -222,19 +222,24 @@ def _torch(h: Installed) -> list[CheckResult]:
 
 def _expected_nics(variables: dict) -> int:
     """How many RDMA NICs the host's profile (gpuprov_profile) gives it; 0 without one."""
+    return int((_profile_of(variables).get("nics") or {}).get("count") or 0)
+
+
+def _profile_of(variables: dict) -> dict:
+    """The host's profile (gpuprov_profile) as data; {} without one."""
     name = variables.get("gpuprov_profile")
-    return _profile_nics(str(name)) if name else 0
+    return _profile_data(str(name)) if name else {}
 
 
 @cache
-def _profile_nics(name: str) -> int:
-    return int((load_profile(name).data.get("nics") or {}).get("count") or 0)
+def _profile_data(name: str) -> dict:
+    return load_profile(name).data
 
 
-@DRIFT.check("firmware", rule="every GPU's VBIOS and every ConnectX port's firmware at or "
-             "above the lock's gpuprov_firmware_min for its model; unreadable where a minimum "
-             "applies (no port listed where the host's profile has NICs) is a difference; "
-             "not judged where the lock sets none")
+@DRIFT.check("firmware", rule="every GPU's VBIOS, every ConnectX port's firmware and every "
+             "NVSwitch's at or above the lock's gpuprov_firmware_min for its model; unreadable "
+             "where a minimum applies (no port listed where the host's profile has NICs, no "
+             "NVSwitch where it has them) is a difference; not judged where the lock sets none")
 def _firmware(h: Installed) -> list[CheckResult]:
     minimums, state = h.lock.firmware_min or {}, h.state
     out = []
@@ -250,16 +255,22 @@ def _firmware(h: Installed) -> list[CheckResult]:
         out.append(difference("firmware", "RDMA NICs' firmware", "readable (ibstat)",
                               f"no port listed (profile {h.variables['gpuprov_profile']}: "
                               f"{nics} NICs)"))
+    if minimums.get("nvswitch") and not state.nvswitches and (
+            switches := _profile_of(h.variables).get("nvswitch_count")):
+        out.append(difference("firmware", "NVSwitches' firmware", "readable (lspci, procfs)",
+                              f"no NVSwitch listed (profile {h.variables['gpuprov_profile']}: "
+                              f"{switches} NVSwitches)"))
     out += [difference("firmware", f"PSID of NIC {name}", "readable (board_id)", "none")
             for name in psid_unmatched(minimums, [(p.name, p.ca_type, state.psids.get(p.ca))
                                                   for p in state.nic_ports])]
     for judged in judge_firmware(
             minimums, [(index, *gpu) for index, gpu in sorted(state.vbios.items())],
             [(p.name, p.ca_type, p.firmware, state.psids.get(p.ca))
-             for p in state.nic_ports]):
+             for p in state.nic_ports], state.nvswitches):
         if judged.below:
-            what = (f"VBIOS of GPU {judged.device}" if judged.kind == "vbios"
-                    else f"firmware of NIC {judged.device}")
+            what = {"vbios": f"VBIOS of GPU {judged.device}",
+                    "nvswitch": f"firmware of NVSwitch {judged.device}"}.get(
+                        judged.kind, f"firmware of NIC {judged.device}")
             out.append(difference("firmware", f"{what} ({judged.model})",
                                   f"{judged.minimum} or newer", judged.found or "unreadable"))
     return out

@@ -3,8 +3,9 @@
 Sections: every package with its version and dpkg status (`hi` when held), the loaded
 driver module's version (the driver role's `nvidia_driver_module_version_file`), where
 /usr/local/cuda points, Docker's daemon.json, the PyTorch environments' smoke records, each
-GPU's VBIOS (`nvidia-smi --query-gpu`) and each RDMA port's firmware (ibstat, or its form
-from sysfs, as the validator reads it), each only where the lock sets a minimum for it.
+GPU's VBIOS (`nvidia-smi --query-gpu`), each RDMA port's firmware (ibstat, or its form
+from sysfs, as the validator reads it) and each NVSwitch's (`lspci -nn` and the driver's
+procfs, as the validator reads them), each only where the lock sets a minimum for it.
 Read-only: nothing on the host changes.
 """
 
@@ -24,6 +25,12 @@ from gpuprov.parsers.ibstat import (
     parse_board_ids,
     parse_ibstat,
 )
+from gpuprov.parsers.nvswitch_info import (
+    NVSWITCH_INFO_COMMAND,
+    nvswitch_ids,
+    parse_nvswitch_info,
+)
+from gpuprov.parsers.system import LSPCI_COMMAND, parse_lspci
 from gpuprov.remote import probing
 
 MARK = "### gpuprov-drift "
@@ -39,6 +46,8 @@ class Where:
     smoke_dir: str = SMOKE_DIR
     ibstat_command: str = IBSTAT_COMMAND
     board_id_command: str = BOARD_ID_COMMAND
+    lspci_command: str = LSPCI_COMMAND
+    nvswitch_info_command: str = NVSWITCH_INFO_COMMAND
 
 
 def script(where: Where, firmware_min: dict) -> str:
@@ -63,6 +72,10 @@ def script(where: Where, firmware_min: dict) -> str:
         parts += [f"echo '{MARK}ibstat'", f"( {where.ibstat_command} ) 2>/dev/null; true"]
     if psid_keys(firmware_min):
         parts += [f"echo '{MARK}board_id'", f"( {where.board_id_command} ) 2>/dev/null; true"]
+    if firmware_min.get("nvswitch"):
+        parts += [f"echo '{MARK}lspci'", f"( {where.lspci_command} ) 2>/dev/null; true",
+                  f"echo '{MARK}nvswitch'",
+                  f"( {where.nvswitch_info_command} ) 2>/dev/null; true"]
     return "; ".join(parts)
 
 
@@ -77,6 +90,8 @@ class HostState:
     nic_ports: list[NicPort] = field(default_factory=list)
     ibstat_error: str | None = None   # ibstat printed something that does not parse
     psids: dict[str, str] = field(default_factory=dict)   # CA -> PSID (board_id)
+    # (PCI address, PCI id, firmware or None) of each NVSwitch on the bus
+    nvswitches: list[tuple[str, str, str | None]] = field(default_factory=list)
 
 
 def parse(text: str, source: str) -> HostState:
@@ -123,4 +138,12 @@ def parse(text: str, source: str) -> HostState:
                                       f"{source} board_id")
     except ParseError:
         state.psids = {}     # unread: a minimum locked by PSID then finds no PSID (drift)
+    try:
+        versions = parse_nvswitch_info("\n".join(sections.get("nvswitch", [])),
+                                       f"{source} nvswitch")
+    except ParseError:
+        versions = {}        # unread: each switch's firmware is then unreadable (drift)
+    switches = parse_lspci("\n".join(sections.get("lspci", [])), f"{source} lspci").nvswitches
+    state.nvswitches = [(address, pci_id, versions.get(address))
+                        for address, pci_id in nvswitch_ids(switches)]
     return state

@@ -16,7 +16,8 @@ from gpuprov.remote import probing
 ROLE_VARIABLES = ("nvidia_driver_module_version_file", "pytorch_env_smoke_dir",
                   "docker_source", "nvidia_driver_kernel_release_command",
                   "gpudirect_sys_module_dir", "gpuprov_validate_ibstat_command",
-                  "gpuprov_validate_ib_board_id_command")
+                  "gpuprov_validate_ib_board_id_command", "gpuprov_validate_lspci_command",
+                  "gpuprov_validate_nvswitch_info_command")
 
 
 def where_of(variables: dict) -> probe.Where:
@@ -28,7 +29,11 @@ def where_of(variables: dict) -> probe.Where:
         ibstat_command=str(variables.get("gpuprov_validate_ibstat_command") or
                            probe.IBSTAT_COMMAND),
         board_id_command=str(variables.get("gpuprov_validate_ib_board_id_command") or
-                             probe.BOARD_ID_COMMAND))
+                             probe.BOARD_ID_COMMAND),
+        lspci_command=str(variables.get("gpuprov_validate_lspci_command") or
+                          probe.LSPCI_COMMAND),
+        nvswitch_info_command=str(variables.get("gpuprov_validate_nvswitch_info_command") or
+                                  probe.NVSWITCH_INFO_COMMAND))
 
 
 def host_plans(inventory: Inventory, hosts: list[str]) -> dict[str, tuple[Lock, dict]]:

@@ -300,12 +300,20 @@ def _cpu_powersave(access, hw, gpu):
 
 
 def _firmware_old(access, hw, gpu):
-    """The first ConnectX port runs firmware older than the site locked (a replacement card
-    from stock, never updated): its minor release four below the kind's."""
+    """Firmware older than the site locked (parts from stock, never updated): the first
+    ConnectX port's minor release four below the kind's and, on a board whose NVSwitches
+    report a version, the first switch's third field four below."""
     port = _first_nic(access, hw)
     major, minor, build = port["firmware"].split(".")
     port["firmware"] = f"{major}.{int(minor) - 4}.{build}"
-    return f"NIC {port['ca']} port {port['port']} at firmware {port['firmware']}", {}
+    said = f"NIC {port['ca']} port {port['port']} at firmware {port['firmware']}"
+    switches = hw.get("nvswitch_bios") or {}
+    if switches and (bus := sorted(switches)[0]) and switches[bus]:
+        fields = switches[bus].split(".")
+        fields[2] = f"{int(fields[2], 16) - 4:02x}"
+        switches[bus] = ".".join(fields)
+        said += f"; NVSwitch 0000:{bus.lower()}:00.0 at firmware {switches[bus]}"
+    return said, {}
 
 
 def _gpu_swap(access, hw, gpu):
@@ -613,7 +621,8 @@ FAULTS = {f.name: f for f in (
     FaultKind("nic-far", True, _nic_far,
               "a GPU's NIC on the other socket: no NIC within PXB of the GPU"),
     FaultKind("firmware-old", False, _firmware_old,
-              "the first RDMA NIC port's firmware below the lock's minimum"),
+              "the first RDMA NIC port's firmware below the lock's minimum, and the first "
+              "NVSwitch's where the board reports a version"),
     FaultKind("gpu-swap", True, _gpu_swap,
               "a GPU replaced by another part (another serial in its slot; not a fault)"),
     FaultKind("nvswitch-swap", False, _nvswitch_swap,

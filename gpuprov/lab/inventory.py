@@ -112,17 +112,22 @@ LAB_FABRIC_FLOOR_GBPS = 0.08
 
 
 def _firmware_minimums() -> str:
-    """The lab's firmware minimums: each kind's own VBIOS and ConnectX firmware (so a healthy
-    node meets them and the firmware-old fault falls below), the ConnectX one locked by the
-    kind's PSID where it names one, else by its CA type."""
-    vbios, connectx = {}, {}
+    """The lab's firmware minimums: each kind's own VBIOS, ConnectX and NVSwitch firmware (so
+    a healthy node meets them and the firmware-old fault falls below), the ConnectX one
+    locked by the kind's PSID where it names one, else by its CA type, the NVSwitch one by
+    its PCI id where the kind names its version."""
+    vbios, connectx, nvswitch = {}, {}, {}
     for name in kinds.names():
         spec = kinds.load(name)
         vbios[spec["gpu"]["name"].removeprefix("NVIDIA ")] = spec["gpu"]["vbios"]
         if spec.get("nics"):
             connectx[spec["nics"].get("psid") or kinds.ca_type(spec)] = spec["nics"]["firmware"]
+        if (spec.get("nvswitch_pci") or {}).get("bios"):
+            pci_id = spec["nvswitch_pci"]["device_id"].lower().removeprefix("0x")
+            nvswitch[f"10de:{pci_id}"] = spec["nvswitch_pci"]["bios"]
     return ("# Firmware minimums (gpuprov/lock.py): the kinds' own versions\n"
-            + yaml.safe_dump({"gpuprov_firmware_min": {"vbios": vbios, "connectx": connectx}},
+            + yaml.safe_dump({"gpuprov_firmware_min": {"vbios": vbios, "connectx": connectx,
+                                                       "nvswitch": nvswitch}},
                              sort_keys=True))
 
 # The versions lock of the lab (fields documented in inventory/group_vars/all/versions.yml):

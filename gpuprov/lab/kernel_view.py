@@ -10,6 +10,7 @@ points the driver role at the simulated sysfs:
   nouveau while no modprobe.d file blacklists it (as on a fresh server; the lab has no
   initramfs, so the blacklist takes effect at once);
 - ibstat and the ports' sysfs counters (`grep -s .` of them), from the described NIC ports;
+- the NVSwitches' procfs `information` (`grep -s .` of it) while the driver is loaded;
 - lspci: `lspci -nn -d 10de:` lines for the simulated sysfs functions (a GPU that no
   longer enumerates to the driver stays on the bus, as one that fell off NVML does), and
   `lspci -vvv` of every simulated function with the switch ports' ACS control; setpci
@@ -30,6 +31,7 @@ from gpuprov.lab import pci
 from gpuprov.lab.paths import NODE_LAB_DIR, boot_unit, enabled_link
 from gpuprov.lab.sim import node as sim_node
 from gpuprov.parsers.ib_counters import ERROR_COUNTERS
+from gpuprov.parsers.nvswitch_info import UNREAD as NVSWITCH_UNREAD
 
 LSMOD = "/usr/local/sbin/gpuprov-lab-lsmod"
 LSPCI = "/usr/local/sbin/gpuprov-lab-lspci"
@@ -46,6 +48,7 @@ GDRDRV_BUILT = f"/lib/modules/{KERNEL_RELEASE}/updates/dkms/{GDRDRV}.ko"
 IBSTAT = "/usr/local/sbin/gpuprov-lab-ibstat"
 IB_COUNTERS = "/usr/local/sbin/gpuprov-lab-ib-counters"
 IB_BOARD_ID = "/usr/local/sbin/gpuprov-lab-ib-board-id"
+NVSWITCH_INFO = "/usr/local/sbin/gpuprov-lab-nvswitch-info"
 
 _LSMOD_SCRIPT = f"""#!/bin/sh
 # gpuprov lab: lsmod of the simulated kernel (see gpuprov/lab/kernel_view.py)
@@ -235,6 +238,25 @@ for p in ports:
 sys.exit(0 if ports else 2)
 """
 
+# `grep -s . /proc/driver/nvidia-nvswitch/devices/*/information` of the described switches
+# (parsers/nvswitch_info.py): their entries exist while the driver is loaded, each one line,
+# the version or N/A; grep's exit status 2 where none is listed
+_NVSWITCH_INFO_SCRIPT = f"""#!/usr/bin/python3
+# gpuprov lab: the NVSwitches' procfs information (see gpuprov/lab/kernel_view.py)
+import os
+import sys
+import yaml
+with open("{NODE_LAB_DIR}/hardware.yml") as fh:
+    hw = yaml.safe_load(fh)
+loaded = os.path.exists("{sim_node.MODULE_VERSION}") and \\
+    os.path.getsize("{sim_node.MODULE_VERSION}") > 0
+switches = sorted((hw.get("nvswitch_bios") or {{}}).items()) if loaded else []
+for bus, bios in switches:
+    print(f"/proc/driver/nvidia-nvswitch/devices/0000:{{bus.lower()}}:00.0/information:"
+          f"BIOS Version: {{bios or '{NVSWITCH_UNREAD}'}}")
+sys.exit(0 if switches else 2)
+"""
+
 # the simulated `uname -r`; its headers, as linux-headers-<release> would leave them
 KERNEL_RELEASE_COMMAND = "/usr/local/sbin/gpuprov-lab-uname-r"
 HEADERS_DIR = f"/lib/modules/{KERNEL_RELEASE}/build"
@@ -341,6 +363,7 @@ def files(node: str) -> list[tuple[str, bytes, int]]:
             (IBSTAT.lstrip("/"), _IBSTAT_SCRIPT.encode(), 0o755),
             (IB_COUNTERS.lstrip("/"), _IB_COUNTERS_SCRIPT.encode(), 0o755),
             (IB_BOARD_ID.lstrip("/"), _IB_BOARD_ID_SCRIPT.encode(), 0o755),
+            (NVSWITCH_INFO.lstrip("/"), _NVSWITCH_INFO_SCRIPT.encode(), 0o755),
             (KERNEL_RELEASE_COMMAND.lstrip("/"), f"#!/bin/sh\necho {KERNEL_RELEASE}\n".encode(),
              0o755),
             (f"{HEADERS_DIR.lstrip('/')}/Makefile", HEADERS_MAKEFILE.encode(), 0o644),
@@ -372,6 +395,7 @@ def inventory_vars() -> str:
             f"gpuprov_validate_ib_counters_command: {IB_COUNTERS}\n"
             # drift reads it too (gpuprov/drift/run.py); grep's status 2 read as no adapter
             f"gpuprov_validate_ib_board_id_command: {IB_BOARD_ID} || true\n"
+            f"gpuprov_validate_nvswitch_info_command: {NVSWITCH_INFO} || true\n"
             f"gpuprov_validate_kernel_log: {sim_node.KERNEL_LOG}\n"
             f"gpuprov_doctor_kernel_release_command: {KERNEL_RELEASE_COMMAND}\n"
             "# the lab's stand-in stack is small; a real one needs the doctor's defaults\n"

@@ -91,6 +91,9 @@ def describe(node: str, kind: str) -> dict:
                   "bus_id": f"00000000:{pci.nic_bus(spec['bus_ids'][i])}:00.0"}
                  for i in range(nics.get("count", 0))]
     switches = (spec.get("nvswitch_pci") or {}).get("bus_ids", [])
+    bios = (spec.get("nvswitch_pci") or {}).get("bios")
     return {"node": node, "kind": kind, **spec, "gpus": gpus, "nic_ports": nic_ports,
             "nvswitch_serials": {bus: nvswitch_serial(seed, bus) for bus in switches},
+            # each switch's firmware as the driver reports it; None: it reports N/A
+            "nvswitch_bios": {bus: bios for bus in switches},
             "fabric": fabric.description(node), "faults": []}

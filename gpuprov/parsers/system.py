@@ -36,6 +36,9 @@ class PciFunctions:
     nvswitches: list[str]  # NVIDIA bridges, class 0680 (NVSwitch chips on HGX boards)
 
 
+LSPCI_COMMAND = "lspci -nn -d 10de:"
+
+
 def parse_lspci(text: str, source: str) -> PciFunctions:
     lines = [line for line in text.splitlines() if "[10de:" in line]
     return PciFunctions(

@@ -38,8 +38,10 @@ from gpuprov.parsers.kernel_log import KERNEL_LOG
 from gpuprov.parsers.nccl_tests import NCCL_TESTS
 from gpuprov.parsers.nvbandwidth import NVBANDWIDTH
 from gpuprov.parsers.nvbandwidth import TESTS as NVBANDWIDTH_TESTS
+from gpuprov.parsers.nvswitch_info import NVSWITCH_INFO_COMMAND
 from gpuprov.parsers.probes import DDP_JSON, DDP_LOG, TORCH_ENV
 from gpuprov.parsers.smi_gpu import SMI_BEFORE
+from gpuprov.parsers.system import LSPCI_COMMAND
 from gpuprov.parsers.telemetry import SAMPLER, TELEMETRY
 from gpuprov.parsers.versions import CUDNN
 from gpuprov.profiles import Profile
@@ -72,7 +74,7 @@ class NodeSettings:
     kernel_release_command: str = "uname -r"
     modinfo_command: str = "modinfo"
     module_version_file: str = "/sys/module/nvidia/version"
-    lspci_command: str = "lspci -nn -d 10de:"
+    lspci_command: str = LSPCI_COMMAND
     lspci_vvv_command: str = "lspci -vvv"   # as root: the ACS capability needs it
     pci_devices_dir: str = "/sys/bus/pci/devices"   # where each function's iommu_group is
     cpu_sysfs_dir: str = "/sys/devices/system/cpu"  # the online CPUs and their cpufreq
@@ -86,6 +88,8 @@ class NodeSettings:
     ib_counters_command: str = "grep -s . /sys/class/infiniband/*/ports/*/counters/* || true"
     # every RDMA adapter's PSID (parsers/ibstat.py BOARD_IDS); no adapter: an empty listing
     ib_board_id_command: str = BOARD_ID_COMMAND
+    # every NVSwitch's firmware version (parsers/nvswitch_info.py); none: an empty listing
+    nvswitch_info_command: str = NVSWITCH_INFO_COMMAND
     gpu_burn_dir: str = "/opt/gpu-burn"
     pytorch_env: str = "default"       # the pytorch_env role's smoke record to validate with
     nccl_tests_dir: str = "/opt/nccl-tests/build"
@@ -113,7 +117,7 @@ class NodeSettings:
                             "nccl_tests_dir", "dcgmi_command", "taint_file",
                             "nvbandwidth_command", "ib_counters_command", "ib_board_id_command",
                             "lspci_vvv_command", "pci_devices_dir", "cpu_sysfs_dir",
-                            "gdrcopy_sanity_command")
+                            "gdrcopy_sanity_command", "nvswitch_info_command")
                if variables.get(f"gpuprov_validate_{name}")}
         expected = {"expects_dcgm": bool(variables.get("gpuprov_dcgm_version")),
                     "expects_nccl_tests": bool(variables.get("nccl_tests_url")),

@@ -291,9 +291,9 @@ DCGM_BY_HAND = ("apt-get install -y -q --allow-change-held-packages --allow-down
 
 def test_drift_names_what_changed_by_hand_and_nothing_else(rack):
     """node01: DCGM changed by hand (which drops its holds), the toolkit's hold removed and
-    a NIC's firmware below the lock's minimum (the firmware-old fault); node03: its driver
-    module at another version (the driver-mismatch fault), so its VBIOS cannot be read
-    either; node02 untouched. Then put back."""
+    a NIC's and an NVSwitch's firmware below the lock's minimums (the firmware-old fault);
+    node03: its driver module at another version (the driver-mismatch fault), so its VBIOS
+    cannot be read either; node02 untouched. Then put back."""
     clean = gpuprov("drift", "-i", str(rack.inventory), env=rack.env(), timeout=120)
     assert clean.returncode == 0, clean.stdout + clean.stderr
     assert "3 host(s)" in clean.stderr and "3 in sync, 0 drifted" in clean.stderr
@@ -321,13 +321,16 @@ def test_drift_names_what_changed_by_hand_and_nothing_else(rack):
             f"node01: hold on {p}: expected held, found not held")),
         "node01: firmware of NIC mlx5_0 port 1 (MT_0000000838): expected 28.39.1002 or newer, "
         "found 28.35.1002",
+        # the fault's NVSwitch, read from lspci and the driver's procfs
+        "node01: firmware of NVSwitch 0000:05:00.0 (10de:22a3): expected 96.10.3f.00.01 or "
+        "newer, found 96.10.3b.00.01",
         f"node03: loaded driver module: expected {LAB_DRIVER}, found "
         f"{report['node03']['differences'][0]['found']}",
         "node03: GPUs' VBIOS: expected readable (nvidia-smi --query-gpu), found no answer"]
     assert report["node03"]["differences"][0]["found"] != LAB_DRIVER
     nodes = {line.split()[0]: line for line in
              gpuprov("nodes", env=rack.env()).stdout.splitlines()[1:]}
-    assert "drifted (8," in nodes["node01"] and "drifted (2," in nodes["node03"]
+    assert "drifted (9," in nodes["node01"] and "drifted (2," in nodes["node03"]
     assert " in-sync " in nodes["node02"]
     again = gpuprov("drift", "-i", str(rack.inventory), env=rack.env(), timeout=120)
     assert again.returncode == 0, again.stdout      # put back: in sync again

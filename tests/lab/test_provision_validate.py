@@ -346,9 +346,11 @@ def test_each_fault_is_rejected_with_its_check_naming_the_gpu(rack, round_):
         elif kind == "acs-enabled":   # the switch port and the GPU below it
             assert "ACS redirect on at bridge 0000:" in failing[check_id]["summary"]
             assert named and named["index"] == gpu, failing[check_id]
-        elif kind == "firmware-old":   # the port, its firmware and the locked minimum
+        elif kind == "firmware-old":   # the port, the switch, each firmware and its minimum
             assert "NIC mlx5_0 port 1 (MT_0000000838): firmware 28.35.1002 below the locked " \
                 "minimum 28.39.1002" in failing[check_id]["summary"], failing[check_id]
+            assert "NVSwitch 0000:05:00.0 (10de:22a3): firmware 96.10.3b.00.01 below the " \
+                "locked minimum 96.10.3f.00.01" in failing[check_id]["summary"], failing[check_id]
         elif kind == "nic-far":       # the GPU, and its nearest NICs now across the socket
             assert "no NIC within PXB (nearest mlx5_4 NODE, mlx5_6 NODE" in \
                 failing[check_id]["summary"], failing[check_id]

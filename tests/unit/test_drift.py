@@ -286,6 +286,34 @@ def test_no_rdma_port_listed_where_the_profile_has_nics_is_drift_not_silence():
     assert listed and not any("RDMA NICs'" in line for line in listed), listed
 
 
+def test_nvswitch_firmware_read_from_lspci_and_procfs_where_locked_below_or_unlisted():
+    """The NVSwitches' firmware, where the lock sets an NVSwitch minimum: each switch lspci
+    lists judged by its procfs version; a switch the driver lists no version for, or none
+    listed where the profile has them, is a difference, never silence."""
+    lock = Lock(**{**LOCK.__dict__, "firmware_min": {"nvswitch": {"10de:22a3": "96.10.3f.00.01"}}})
+    assert "nvidia-nvswitch" in probe.script(probe.Where(), lock.firmware_min)
+    assert "nvidia-nvswitch" not in probe.script(probe.Where(), FIRMWARE_LOCK.firmware_min)
+    lspci = "".join(f"{b}:00.0 Bridge [0680]: NVIDIA Corporation Device [10de:22a3] (rev a1)\n"
+                    for b in ("05", "06"))
+    info = ("/proc/driver/nvidia-nvswitch/devices/0000:05:00.0/information:"
+            "BIOS Version: 96.10.3b.00.01\n"
+            "/proc/driver/nvidia-nvswitch/devices/0000:06:00.0/information:BIOS Version: N/A\n")
+    h100 = {**VARIABLES, "gpuprov_profile": "h100-sxm-8"}
+    text = _output() + probe.MARK + "lspci\n" + lspci + probe.MARK + "nvswitch\n" + info
+    assert _lines(text, lock, h100) == [
+        "node01: firmware of NVSwitch 0000:05:00.0 (10de:22a3): expected 96.10.3f.00.01 or "
+        "newer, found 96.10.3b.00.01",
+        "node01: firmware of NVSwitch 0000:06:00.0 (10de:22a3): expected 96.10.3f.00.01 or "
+        "newer, found unreadable"]
+    at_minimum = text.replace("3b.00", "3f.00").replace("N/A", "96.10.40.00.01")
+    assert _lines(at_minimum, lock, h100) == []
+    unlisted = _output() + probe.MARK + "lspci\n" + probe.MARK + "nvswitch\n"
+    assert _lines(unlisted, lock, h100) == [
+        "node01: NVSwitches' firmware: expected readable (lspci, procfs), found no NVSwitch "
+        "listed (profile h100-sxm-8: 4 NVSwitches)"]
+    assert _lines(unlisted, lock, {**VARIABLES, "gpuprov_profile": "l40s-pcie-4"}) == []
+
+
 def test_gdrcopy_judged_where_locked_at_its_release_and_held():
     gdrcopy = {**VARIABLES, "gpuprov_gdrcopy_version": "2.6"}
     packages = {**PACKAGES, "libgdrapi": ("2.6-1", "hi"), "gdrdrv-dkms": ("2.6-1", "hi"),

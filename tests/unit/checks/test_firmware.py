@@ -11,7 +11,14 @@ from gpuprov.evidence import Evidence
 from gpuprov.lock import Lock
 from gpuprov.model import Status
 from gpuprov.profiles import load_profile
-from tests.evidence_builder import LOCK, healthy_h100, ibstat, replace
+from tests.evidence_builder import (
+    H100_NVSWITCH_BIOS,
+    LOCK,
+    healthy_h100,
+    ibstat,
+    nvswitch_info,
+    replace,
+)
 
 H100 = load_profile("h100-sxm-8")
 
@@ -110,3 +117,69 @@ def test_a_psid_unreadable_where_only_psids_are_locked_fails_never_passes(tmp_pa
         in result.summary
     node = replace(tmp_path, "ib-board-id.txt", BOARD_IDS)
     assert _check(node, lock).status == Status.PASS
+
+
+# -- NVSwitches: by PCI id, their firmware from the driver's procfs -------------------------
+SWITCHES = {"nvswitch": {"10de:22a3": H100_NVSWITCH_BIOS}}
+
+
+def test_nvswitch_firmware_at_the_minimum_passes_and_counts_the_switches(tmp_path):
+    result = _check(healthy_h100(tmp_path), _lock(SWITCHES))
+    assert result.status == Status.PASS, result.summary
+    assert result.summary.endswith("0 GPU(s), 0 NIC port(s), 4 NVSwitch(es)")
+    assert result.values["judged"]["nvswitches"]["0000:05:00.0"] == {
+        "firmware": "96.10.3f.00.01", "pci_id": "10de:22a3", "minimum": "96.10.3f.00.01"}
+
+
+def test_an_nvswitch_below_the_minimum_fails_naming_its_address_compared_in_hex(tmp_path):
+    # 0x40 > 0x3f: a decimal reading of "3f" could not order them
+    node = replace(healthy_h100(tmp_path), "nvswitch-info.txt",
+                   nvswitch_info({"05": "96.10.3b.00.01", "06": "96.10.40.00.01",
+                                  "07": H100_NVSWITCH_BIOS, "08": H100_NVSWITCH_BIOS}))
+    result = _check(node, _lock({"nvswitch": {"10de:22a3": "96.10.3F.00.01"}}))
+    assert result.status == Status.FAIL and result.action == "none"
+    assert result.summary == ("NVSwitch 0000:05:00.0 (10de:22a3): firmware 96.10.3b.00.01 "
+                              "below the locked minimum 96.10.3F.00.01")
+
+
+@pytest.mark.parametrize("listing,says", [
+    # the driver read no version: its own N/A
+    (nvswitch_info({"05": "N/A", "06": H100_NVSWITCH_BIOS, "07": H100_NVSWITCH_BIOS,
+                    "08": H100_NVSWITCH_BIOS}),
+     "NVSwitch 0000:05:00.0 (10de:22a3): firmware unreadable, minimum 96.10.3f.00.01"),
+    # the driver claimed none of the switches lspci lists (grep's empty listing)
+    ("", "NVSwitch 0000:05:00.0 (10de:22a3): firmware unreadable"),
+    # not collected at all (an older run's evidence)
+    (None, "NVSwitch 0000:07:00.0 (10de:22a3): firmware unreadable, minimum 96.10.3f.00.01 "
+           "(+1 more)"),
+])
+def test_nvswitch_firmware_unreadable_where_a_minimum_applies_fails(tmp_path, listing, says):
+    node = replace(healthy_h100(tmp_path), "nvswitch-info.txt", listing)
+    result = _check(node, _lock(SWITCHES))
+    assert result.status == Status.FAIL and says in result.summary, result.summary
+
+
+def test_no_nvswitch_on_the_bus_where_the_profile_has_them_fails(tmp_path):
+    node = healthy_h100(tmp_path)
+    gpus_only = "".join(line + "\n" for line in (node / "lspci.txt").read_text().splitlines()
+                        if "[0680]" not in line)
+    result = _check(replace(node, "lspci.txt", gpus_only), _lock(SWITCHES))
+    assert result.status == Status.FAIL
+    assert "no NVSwitch on the PCI bus (lspci), and the profile has them" in result.summary
+
+
+def test_another_nvswitch_model_locked_only_warns(tmp_path):
+    # an HGX A100's second-generation switch (10de:1af1): nothing here matches it
+    result = _check(healthy_h100(tmp_path), _lock({"nvswitch": {"10de:1af1": "92.10.14.00.01"}}))
+    assert result.status == Status.WARN and "10de:1af1" in result.summary
+
+
+@pytest.mark.parametrize("minimums,says", [
+    ({"nvswitch": {"22a3": "96.10.3f.00.01"}}, "gpuprov_firmware_min.nvswitch.22a3: not a PCI "
+                                               "id as lspci -nn prints it"),
+    ({"nvswitch": {"10de:22a3": "96.10.3f"}}, "gpuprov_firmware_min.nvswitch.10de:22a3: "
+                                              "'96.10.3f' is not a nvswitch version"),
+])
+def test_a_malformed_nvswitch_minimum_is_refused_naming_the_key(minimums, says):
+    with pytest.raises(InputError, match="versions.yml: " + says.replace(".", r"\.")):
+        _lock(minimums)

@@ -78,3 +78,29 @@ def test_binary_data_is_looked_for_in_the_first_64_kib_exactly():
     assert parse_kernel_log(at_limit, "k").events == []
     with pytest.raises(ParseError, match="binary data"):
         parse_kernel_log(text[:65535] + "\x00" + text[65536:], "k")
+
+
+def test_nvswitch_ids_from_a_real_lspci_with_pci_domains_and_from_one_without():
+    from gpuprov.parsers.nvswitch_info import nvswitch_ids
+    from tests.evidence_builder import capture
+    # Azure ND A100 v4: six NVSwitches as 10de:1af1 bridges, each in its own PCI domain
+    real = parse_lspci(capture("lspci/a100-sxm4-x8-6-nvswitch-azure-gpud.txt"), "l")
+    assert nvswitch_ids(real.nvswitches) == [(f"000{d}:00:00.0", "10de:1af1") for d in "56789a"]
+    # one domain only: lspci leaves it out, procfs names it (0000) and writes hex lowercase
+    assert nvswitch_ids(["C4:00.0 Bridge [0680]: NVIDIA Corporation Device [10de:22A3] "
+                         "(rev a1)"]) == [("0000:c4:00.0", "10de:22a3")]
+
+
+def test_nvswitch_information_gives_each_switch_s_bios_n_a_as_none_and_junk_fails():
+    from gpuprov.parsers.nvswitch_info import parse_nvswitch_info
+    # procfs_nvswitch.c's one line per switch, through grep's `file:line`
+    listing = ("/proc/driver/nvidia-nvswitch/devices/0000:05:00.0/information:"
+               "BIOS Version: 96.10.3f.00.01\n"
+               "/proc/driver/nvidia-nvswitch/devices/0000:06:00.0/information:BIOS Version: N/A\n"
+               # a later driver's further line is read past
+               "/proc/driver/nvidia-nvswitch/devices/0000:06:00.0/information:Other: 1\n")
+    assert parse_nvswitch_info(listing, "x") == {"0000:05:00.0": "96.10.3f.00.01",
+                                                 "0000:06:00.0": None}
+    assert parse_nvswitch_info("", "x") == {}
+    with pytest.raises(ParseError):
+        parse_nvswitch_info("sh: 1: grep: not found\n", "x")
