@@ -484,6 +484,44 @@ def test_a_kernel_fault_from_before_a_reboot_is_reported_and_the_node_accepted(r
     assert kernel["values"]["earlier_boots"][0]["code"] == 119
 
 
+# a four-rank gloo all-reduce under the real torchrun, as the DDP probe's ranks join
+DDP_SMOKE = """
+import datetime, torch, torch.distributed as dist
+dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=20))
+t = torch.ones(1); dist.all_reduce(t)
+assert t.item() == dist.get_world_size(); print("allreduce ok", flush=True)
+dist.destroy_process_group()
+"""
+
+
+def test_ddp_broken_fault_makes_a_real_torchrun_fail_not_hang(rack):
+    """The ddp-broken fault (ephemeral ports exhausted) makes the real torchrun of node02's
+    provisioned PyTorch environment fail by itself, well before its outer timeout, and
+    clearing it lets the ranks join again."""
+    record = gpuprov("lab", "ssh", "node02", "--", "cat /var/lib/gpuprov/pytorch-envs/default.json",
+                     check=True).stdout
+    torchrun = f"{json.loads(record)['env']}/bin/torchrun"
+
+    def run() -> subprocess.CompletedProcess:
+        return gpuprov("lab", "ssh", "node02", "--",
+                       f"cat > /tmp/ddp_smoke.py <<'EOF'\n{DDP_SMOKE}\nEOF\n"
+                       f"cd /tmp && timeout 90 {torchrun} --standalone --nproc_per_node=4 "
+                       "ddp_smoke.py", timeout=120)
+
+    fault("node02", "ddp-broken")
+    try:
+        started = time.monotonic()
+        broken = run()
+        elapsed = time.monotonic() - started
+    finally:
+        clear(rack, "node02")
+    out = broken.stdout + broken.stderr
+    assert broken.returncode not in (0, 124), out   # it failed by itself, before the timeout
+    assert elapsed < 90 and "allreduce ok" not in out
+    cleared = run()     # the same environment and script join once the fault is gone
+    assert cleared.returncode == 0 and cleared.stdout.count("allreduce ok") == 4, cleared
+
+
 def test_the_testinfra_modules_validate_a_node_as_gpuprov_validate_does(rack, tmp_path):
     """validation/ under pytest and testinfra's ansible backend: every stage passes on a
     healthy node, and its evidence judges to accepted with `gpuprov evaluate`."""
