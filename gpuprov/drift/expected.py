@@ -255,11 +255,12 @@ def _firmware(h: Installed) -> list[CheckResult]:
         out.append(difference("firmware", "RDMA NICs' firmware", "readable (ibstat)",
                               f"no port listed (profile {h.variables['gpuprov_profile']}: "
                               f"{nics} NICs)"))
-    if minimums.get("nvswitch") and not state.nvswitches and (
-            switches := _profile_of(h.variables).get("nvswitch_count")):
+    profile = _profile_of(h.variables)
+    if minimums.get("nvswitch") and not state.nvswitches and profile.get("nvswitch"):
+        # the same rule as the validator's firmware check: the profile's `nvswitch`
         out.append(difference("firmware", "NVSwitches' firmware", "readable (lspci, procfs)",
                               f"no NVSwitch listed (profile {h.variables['gpuprov_profile']}: "
-                              f"{switches} NVSwitches)"))
+                              f"{profile.get('nvswitch_count', 'some')} NVSwitches)"))
     out += [difference("firmware", f"PSID of NIC {name}", "readable (board_id)", "none")
             for name in psid_unmatched(minimums, [(p.name, p.ca_type, state.psids.get(p.ca))
                                                   for p in state.nic_ports])]
