@@ -5,7 +5,8 @@ When the driver's NVSwitch probe claims a switch it adds
 `%04x:%02x:%02x.%1x`), whose one line is `BIOS Version: ` and the version as five
 two-digit lowercase hex fields, or `N/A` where the driver read none
 (kernel-open/nvidia/procfs_nvswitch.c, `nvswitch_procfs_device_add` and
-`nv_procfs_read_device_info`, NVIDIA/open-gpu-kernel-modules@1739a20). It is the one
+`nv_procfs_read_device_info`, the same at NVIDIA/open-gpu-kernel-modules@63c05c6 and
+@1739a20). It is the one
 on-host source of the NVSwitch firmware version; NVIDIA's firmware tools read the same
 component over the BMC's Redfish (`HGX_FW_NVSwitch_0` … in a DGX H100's firmware status,
 96.00.3F.00.01 before and 96.10.3F.00.01 after a GPU-tray update: NVIDIA Base Command
