@@ -312,7 +312,7 @@ def _firmware_old(access, hw, gpu):
         fields = switches[bus].split(".")
         fields[2] = f"{int(fields[2], 16) - 4:02x}"
         switches[bus] = ".".join(fields)
-        said += f"; NVSwitch 0000:{bus.lower()}:00.0 at firmware {switches[bus]}"
+        said += f"; NVSwitch {BusId.parse(f'{bus}:00.0').sysfs} at firmware {switches[bus]}"
     return said, {}
 
 
