@@ -43,11 +43,21 @@ class Outcome(StrEnum):
 class Action(StrEnum):
     """What an operator should do about a failing check, least to most drastic."""
     NONE = "none"                        # nothing on the hardware: fix config, re-provision
+    # what gpuprov could not see (a tool absent or broken on the node, evidence not collected
+    # or partial, a stage that could not run): install or enable what the summary names,
+    # then validate again; never a hardware action (DESIGN.md "Cause, then action")
+    FIX_SETUP = "fix-setup"
     RESTART_WORKLOAD = "restart-workload"
     RESET_GPU = "reset-gpu"
     REBOOT = "reboot"
     RESEAT_OR_INSPECT = "reseat-or-inspect"
     RMA = "rma"
+
+
+# the actions that say the hardware is at fault: only rejections carrying one count toward
+# repeat offenders, quarantine and escalation (hardware_history.py, escalation.py)
+HARDWARE_ACTIONS = frozenset({Action.RESET_GPU, Action.REBOOT, Action.RESEAT_OR_INSPECT,
+                              Action.RMA})
 
 
 def most_drastic(actions: Iterable[Action]) -> Action:
@@ -131,6 +141,12 @@ class NodeResult:
     @property
     def failing(self) -> list[CheckResult]:
         return [c for c in self.checks if c.blocking]
+
+    @property
+    def hardware_failing(self) -> list[CheckResult]:
+        """The failing checks that found a fault in the hardware (not in the node's setup,
+        nor in what gpuprov could see)."""
+        return [c for c in self.failing if c.action in HARDWARE_ACTIONS]
 
 
 @dataclass(frozen=True)

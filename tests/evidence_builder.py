@@ -235,6 +235,15 @@ def nvswitch_info(versions: dict[str, str]) -> str:
                    f"BIOS Version: {version}\n" for bus, version in versions.items())
 
 
+def one_gpu(directory: Path) -> Path:
+    """A node's nvidia-smi reports made one GPU's: the real H200 VM's (the node the
+    one-GPU captures come from), so a one-GPU profile's coverage is the node's own."""
+    one = capture("nvidia-smi-q/h200-580.159.04-vm.txt")
+    for name in ("nvidia-smi-q.txt", "nvidia-smi-q-after.txt"):
+        replace(directory, name, one)
+    return directory
+
+
 def healthy_h100(directory: Path) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     files = {

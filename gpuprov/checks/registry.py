@@ -16,9 +16,10 @@ a function to one).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Generic, TypeVar
 
+from gpuprov.checks import coverage
 from gpuprov.checks.context import Context
 from gpuprov.evidence import STAGES, EvidenceKind
 from gpuprov.model import Action, CheckResult, GpuRef, Status, gpu_at_fault
@@ -102,13 +103,19 @@ class Check:
             return results.result(Status.SKIP, self.skip_reason)
         absent_needs = [need for need in self.needs if _absent(ctx, need)]
         if absent_needs:
-            # a tool that failed is a finding (nvidia-smi's "Unable to determine the device
-            # handle" is a GPU lost), not a gap in the evidence, and never a skip
+            # a tool that failed is never a skip; it fails, and its action follows its cause:
+            # a GPU lost is the hardware's, a tool absent or broken is the node's setup
             failures = [f for need in absent_needs for f in _failures(ctx, need)]
             if failures:
-                action = (Action.REBOOT if any(f.startswith("nvidia-smi") for f in failures)
-                          else None)
-                return results.fail(failures[0], {"tool_failures": failures}, action=action)
+                return results.fail(failures[0], {"tool_failures": failures},
+                                    action=tool_failure_action(failures))
+            # the run's record says the command ran and exited 0, yet its file is not here:
+            # lost evidence, never "not installed"
+            ran = [f for need in absent_needs for f in _ran_without_file(ctx, need)]
+            if ran:
+                return results.fail(f"{ran[0]} absent, though its command ran with exit 0 "
+                                    "(evidence lost or deleted: validate again)",
+                                    {"lost": ran}, action=Action.FIX_SETUP)
         # the run's own record of why a stage did not run (identity failed, tool absent)
         skipped = ctx.evidence.meta.get("skipped", {}).get(self.stage)
         if self.optional and absent_needs:
@@ -118,8 +125,53 @@ class Check:
         if absent:
             why = f" ({self.stage} not run: {skipped})" if skipped else ""
             return results.result(Status.MISSING,
-                                  f"no evidence: {', '.join(absent)} not collected{why}")
-        return self.evaluate(ctx, results)
+                                  f"no evidence: {', '.join(absent)} not collected{why}",
+                                  action=Action.FIX_SETUP)
+        return _covered(ctx, self.needs, self.evaluate(ctx, results), results)
+
+
+def _covered(ctx: Context, needs: tuple[Need, ...], result: CheckResult,
+             results: Results) -> CheckResult:
+    """The evaluator's result held to coverage (coverage.py): evidence that leaves out a
+    member fails, naming it; a failure the evaluator found stays as it said it, the gaps in
+    its values."""
+    kinds = tuple(k for need in needs for k in (need if isinstance(need, tuple) else (need,)))
+    found = coverage.gaps(ctx, kinds)
+    if not found or result.status == Status.SKIP:
+        return result
+    named = [message for _, message in found]
+    values = {**result.values, "not_covered": named}
+    if result.status == Status.FAIL:
+        return replace(result, values=values)
+    # partial evidence: what gpuprov could not see, so a setup finding (collect it again)
+    return results.failed(found, values, action=Action.FIX_SETUP)
+
+
+# nvidia-smi's own words when the GPU itself is lost or needs a reset (the hardware's, so a
+# reboot then service); every other tool failure is the node's setup (a tool absent, exit
+# 127; broken; a driver/library mismatch after an upgrade without a reboot). Sources: the
+# real messages in tests/fixtures/nvidia-smi and test_tool_failures.py, NVIDIA's Xid
+# catalog ("GPU has fallen off the bus", Xid 79) and nvidia-smi's "GPU requires reset".
+HARDWARE_SIGNS = ("Unable to determine the device handle", "GPU is lost",
+                  "fallen off the bus", "requires reset", "No devices were found",
+                  "couldn't communicate with the NVIDIA driver")
+
+
+def tool_failure_action(failures: list[str]) -> Action:
+    """A tool failure's action: reboot where nvidia-smi says a GPU is lost, else fix-setup."""
+    if any(f.startswith("nvidia-smi") and sign in f for f in failures
+           for sign in HARDWARE_SIGNS):
+        return Action.REBOOT
+    return Action.FIX_SETUP
+
+
+def _ran_without_file(ctx: Context, need: Need) -> list[str]:
+    """The files of `need` whose command the run's record (meta.json `commands`) says ran
+    and exited 0, yet that are not in the evidence."""
+    kinds = need if isinstance(need, tuple) else (need,)
+    ran = {c.get("file") for c in ctx.evidence.meta.get("commands") or []
+           if isinstance(c, dict) and c.get("rc") == 0 and c.get("file")}
+    return [k.file for k in kinds if k.file in ran]
 
 
 def _failures(ctx: Context, need: Need) -> list[str]:

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 
 from gpuprov.parsers.errors import ParseError
-from gpuprov.parsers.kind import EvidenceKind
+from gpuprov.parsers.kind import GPU, EvidenceKind, Members
 
 _PROGRESS = re.compile(r"^\s*(?P<pct>\d+(?:\.\d+)?)%\s+proc'd:(?P<procd>.*?)errors:"
                        r"(?P<errors>.*?)(?:temps:(?P<temps>.*))?$")
@@ -115,6 +115,11 @@ def parse_gpu_burn(text: str, source: str) -> GpuBurnRun:
 
 # -- the evidence kinds this module reads (docs/evidence-kinds.md) ----------
 
+def _burned(run: GpuBurnRun) -> list[int]:
+    """The GPUs with a whole record: a progress column (its work) and a final verdict."""
+    return [g.index for g in run.gpus.values() if g.gflops is not None and g.verdict]
+
+
 GPU_BURN = EvidenceKind("gpu-burn.log", "soak", parse_gpu_burn, None,
                         "full gpu-burn output (progress lines use `\\r`)",
-                        lab="sim/gpu_burn.py")
+                        lab="sim/gpu_burn.py", members=Members(GPU, _burned))

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 
 from gpuprov.parsers.errors import ParseError
-from gpuprov.parsers.kind import EvidenceKind
+from gpuprov.parsers.kind import NIC_PORT, EvidenceKind, Members
 
 # the error counters judged over the soak (issue 40), with their width in bits
 # (InfiniBand Architecture Specification vol. 1, PortCounters attribute)
@@ -73,7 +73,9 @@ def parse_ib_counters(text: str, source: str) -> dict[str, PortCounters]:
 IB_COUNTERS_BEFORE = EvidenceKind(
     "ib-counters-before.txt", "snapshot", parse_ib_counters, "{ib_counters_command}",
     "every RDMA NIC port's sysfs counters (`grep -s . /sys/class/infiniband/*/ports/*/"
-    "counters/*`) before the soak", lab="kernel_view.py", when="nics")
+    "counters/*`) before the soak", lab="kernel_view.py", when="nics",
+    members=Members(NIC_PORT, dict.keys))
 IB_COUNTERS_AFTER = EvidenceKind(
     "ib-counters-after.txt", "soak", parse_ib_counters, "{ib_counters_command}",
-    "the same counters after the soak", lab="kernel_view.py", when="nics")
+    "the same counters after the soak", lab="kernel_view.py", when="nics",
+    members=Members(NIC_PORT, dict.keys))

@@ -9,7 +9,7 @@ from there (docs/evidence-kinds.md).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +22,24 @@ NOT_IN_LAB = "not in the lab yet"
 # The collection stages, in the order a validation runs them; `fabric` is the rack's, after
 # every node's own stages (gpuprov/validation/fabric_stage.py).
 STAGES = ("identity", "snapshot", "soak", "ddp", "dcgm", "fabric")
+
+
+# What a kind's file is about, member by member (DESIGN.md "Coverage"): a GPU by its
+# nvidia-smi index, an RDMA NIC port by `<ca> port <n>` (ibstat's and sysfs' name for it)
+GPU = "GPU"
+NIC_PORT = "NIC port"
+
+
+@dataclass(frozen=True)
+class Members:
+    """The members of the node a kind's file must cover, and how to list those it does.
+
+    `listed(parsed)` names each member the file has a complete record of (a GPU with its
+    result line and its figures, not merely its name); the checks' registry fails a check
+    whose file leaves out a member the node and its profile declare
+    (gpuprov/checks/coverage.py)."""
+    unit: str                                   # GPU or NIC_PORT
+    listed: Callable[[Any], Iterable[Any]]
 
 
 @dataclass(frozen=True)
@@ -40,6 +58,7 @@ class EvidenceKind:
     tool: str | None = None       # whose failure explains its absence (SMI_ERROR's tool)
     when: str | None = None       # collected only where the node's profile sets this key
     again_after_soak: bool = False   # collected again (replaced) after the soak
+    members: Members | None = None   # the node's members it covers (None: node-wide)
 
     def __post_init__(self) -> None:
         if self.stage not in STAGES:

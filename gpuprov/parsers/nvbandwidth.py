@@ -18,7 +18,7 @@ import statistics
 from dataclasses import dataclass, field
 
 from gpuprov.parsers.errors import ParseError
-from gpuprov.parsers.kind import EvidenceKind
+from gpuprov.parsers.kind import GPU, EvidenceKind, Members
 
 TITLE = re.compile(r"^memcpy (CE|SM) (CPU|GPU)\(row\) (->|<-|<->) (CPU|GPU)\(column\) "
                    r"bandwidth \(GB/s\)$")
@@ -129,8 +129,17 @@ def parse_nvbandwidth(text: str, source: str) -> NvbandwidthRun:
 # nvbandwidth's README lists first; ClusterMAX measures these three)
 D2D_TEST = "device_to_device_memcpy_read_ce"
 TESTS = ("host_to_device_memcpy_ce", "device_to_host_memcpy_ce", D2D_TEST)
+
+
+def _measured(run: NvbandwidthRun) -> list[int]:
+    """The GPUs with a figure in every test that gave figures (a column cut from one
+    matrix leaves its GPU out)."""
+    figures = [set(m.per_gpu()) for m in run.tests.values() if m.per_gpu()]
+    return sorted(set.intersection(*figures)) if figures else []
+
+
 NVBANDWIDTH = EvidenceKind(
     "nvbandwidth.txt", "ddp", parse_nvbandwidth, None,
     "`nvbandwidth -t " + " ".join(TESTS) + "`: host-to-device, device-to-host and GPU-to-GPU "
     "copy bandwidth per GPU, where the nvbandwidth role installed it (absent elsewhere)",
-    lab="sim/nvbandwidth.py")
+    lab="sim/nvbandwidth.py", members=Members(GPU, _measured))

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass, field
 
 from gpuprov.parsers.errors import ParseError
-from gpuprov.parsers.kind import EvidenceKind
+from gpuprov.parsers.kind import GPU, EvidenceKind, Members
 from gpuprov.parsers.text import strip_ansi
 
 _GPU = re.compile(r"^GPU (?P<index>\d+): (?P<name>.+?) \(UUID: (?P<uuid>[^)]+)\)\s*$")
@@ -73,6 +73,13 @@ class NvlinkErrors:
     # gpu index -> link -> counter name -> value
     counters: dict[int, dict[int, dict[str, int]]]
     uuids: dict[int, str]
+    all_inactive: set[int] = field(default_factory=set)   # GPUs printing no link at all
+
+    def counted(self) -> list[int]:
+        """The GPUs it has a reading for: a numeric counter (every one `N/A` is none), or
+        the driver's word that all their links are inactive."""
+        return [g for g, links in self.counters.items()
+                if any(links.values()) or g in self.all_inactive]
 
     def totals(self) -> dict[int, dict[str, int]]:
         out: dict[int, dict[str, int]] = {}
@@ -88,6 +95,7 @@ class NvlinkErrors:
 def parse_nvlink_errors(text: str, source: str) -> NvlinkErrors:
     counters: dict[int, dict[int, dict[str, int]]] = {}
     uuids: dict[int, str] = {}
+    inactive: set[int] = set()
     current: int | None = None
     for line in _lines(text):
         gpu = _GPU.match(line)
@@ -105,22 +113,28 @@ def parse_nvlink_errors(text: str, source: str) -> NvlinkErrors:
                 counter.group("value"))
             continue
         if ALL_INACTIVE in line:
+            if current is not None:
+                inactive.add(current)
             continue
         if current is None or line.lstrip().startswith("Link"):
             raise ParseError(source, f"unrecognised `nvlink -e` line: {line.strip()!r}")
-    return NvlinkErrors(counters, uuids)
+    return NvlinkErrors(counters, uuids, inactive)
 
 
 # -- the evidence kinds this module reads (docs/evidence-kinds.md) ----------
 
 NVLINK_STATUS = EvidenceKind("nvidia-smi-nvlink-status.txt", "snapshot", parse_nvlink_status,
                              "nvidia-smi nvlink -s", "`nvidia-smi nvlink -s`",
-                             lab="sim/nvidia_smi.py", tool="nvidia-smi")
+                             lab="sim/nvidia_smi.py", tool="nvidia-smi",
+                             members=Members(GPU, lambda status: [
+                                 g.index for g in status.gpus if g.speeds or g.all_inactive]))
 NVLINK_ERRORS_BEFORE = EvidenceKind("nvidia-smi-nvlink-errors-before.txt", "snapshot",
                                     parse_nvlink_errors, "nvidia-smi nvlink -e",
                                     "`nvidia-smi nvlink -e` before the soak",
-                                    lab="sim/nvidia_smi.py", tool="nvidia-smi")
+                                    lab="sim/nvidia_smi.py", tool="nvidia-smi",
+                                    members=Members(GPU, NvlinkErrors.counted))
 NVLINK_ERRORS_AFTER = EvidenceKind("nvidia-smi-nvlink-errors-after.txt", "soak",
                                    parse_nvlink_errors, "nvidia-smi nvlink -e",
                                    "`nvidia-smi nvlink -e` after the soak",
-                                   lab="sim/nvidia_smi.py", tool="nvidia-smi")
+                                   lab="sim/nvidia_smi.py", tool="nvidia-smi",
+                                   members=Members(GPU, NvlinkErrors.counted))

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gpuprov.parsers.errors import ParseError
-from gpuprov.parsers.kind import EvidenceKind
+from gpuprov.parsers.kind import GPU, EvidenceKind, Members
 from gpuprov.parsers.smi_tree import parse_any
 from gpuprov.parsers.text import NOT_AVAILABLE, integer, yes_no
 
@@ -262,4 +262,5 @@ SMI_BEFORE = EvidenceKind("nvidia-smi-q.xml", "identity", parse_smi_query, "nvid
 SMI_AFTER = EvidenceKind("nvidia-smi-q-after.xml", "soak", parse_smi_query, "nvidia-smi -q -x",
                          "`nvidia-smi -q -x` after the soak (ECC / remap deltas)",
                          lab="sim/nvidia_smi.py", fallback="nvidia-smi-q-after.txt",
-                         tool="nvidia-smi")
+                         tool="nvidia-smi",
+                         members=Members(GPU, lambda report: [g.index for g in report.gpus]))

@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass, field
 
 from gpuprov.parsers.errors import ParseError
-from gpuprov.parsers.kind import EvidenceKind
+from gpuprov.parsers.kind import GPU, EvidenceKind, Members
 
 # the clock-event reasons sampled (nvidia-smi --help-query-gpu, "clocks_event_reasons.*")
 REASONS = ("sw_power_cap", "hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown",
@@ -149,4 +149,5 @@ TELEMETRY = EvidenceKind(
     "gpu-telemetry.csv", "soak", parse_gpu_telemetry, None,
     f"every GPU's power, enforced limit, temperatures, SM clock and clock-event reasons "
     f"while gpu-burn runs (`{SAMPLER}`, the interval from `gpuprov_validate_telemetry_"
-    f"interval_ms`, default 1000)", lab="sim/nvidia_smi.py", tool="nvidia-smi")
+    f"interval_ms`, default 1000)", lab="sim/nvidia_smi.py", tool="nvidia-smi",
+    members=Members(GPU, lambda telemetry: telemetry.gpus()))

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 
 from gpuprov.parsers.errors import ParseError
-from gpuprov.parsers.kind import EvidenceKind
+from gpuprov.parsers.kind import GPU, EvidenceKind, Members
 from gpuprov.parsers.text import strip_ansi
 
 _DEVICE = re.compile(r"^(GPU\d+|NIC\d+|mlx\d+_\d+|[a-z]+\d*_\d+)$")
@@ -102,4 +102,5 @@ def parse_topo(text: str, source: str) -> Topology:
 # -- the evidence kinds this module reads (docs/evidence-kinds.md) ----------
 
 TOPO = EvidenceKind("nvidia-smi-topo.txt", "snapshot", parse_topo, "nvidia-smi topo -m",
-                    "`nvidia-smi topo -m`", lab="sim/nvidia_smi.py", tool="nvidia-smi")
+                    "`nvidia-smi topo -m`", lab="sim/nvidia_smi.py", tool="nvidia-smi",
+                    members=Members(GPU, lambda topo: [int(g[3:]) for g in topo.gpus]))

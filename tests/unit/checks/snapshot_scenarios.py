@@ -3,7 +3,8 @@ scenarios plus every real capture of the kinds added since (kernel logs, ibstat,
 fabric manager logs), judged under every shipped profile.
 
 `judgement-snapshot.json` holds the whole judgement of each (verdict, reason, every check's
-status, summary, device, action and a digest of its measured values);
+status, summary, device, action and its measured values themselves, so that a
+regeneration's diff shows every value that changed);
 `test_judgement_snapshot` holds today's results equal to it. It is the regression net under
 the targeted tests: a change to what a check measures or records shows here even where no
 targeted test looks. `python -m tests.unit.checks.snapshot_scenarios` prints what changed
@@ -13,7 +14,6 @@ change whose printed lines were read.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -44,11 +44,6 @@ def scenarios() -> Iterator[tuple[str, Callable[[Path], None]]]:
                            n, t, evidence_builder.capture(f"{c.parent.name}/{c.name}")))
 
 
-def digest(value: object) -> str:
-    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str)
-                          .encode()).hexdigest()[:16]
-
-
 def judge_one(node: Path, profile_name: str) -> dict:
     from gpuprov.checks.run import judge
     from gpuprov.evidence import Evidence
@@ -63,9 +58,7 @@ def judge_one(node: Path, profile_name: str) -> dict:
         return {"error": str(exc).replace(str(node), "<node>")}
     data = json.loads(json.dumps(judgement.as_dict(), default=str))
     data["reason"] = judgement.reason()
-    for check in data["checks"]:
-        # measured values can be large: a digest per check keeps the file reviewable
-        check["values"] = digest(check["values"])
+    # the measured values themselves, not a digest: a regeneration's diff shows what changed
     return data
 
 
@@ -80,7 +73,7 @@ def judge_all(workdir: Path) -> dict[str, dict]:
 
 
 def changes(before: dict[str, dict], now: dict[str, dict]) -> list[str]:
-    """What a regeneration would change, one line per field (values as their digest)."""
+    """What a regeneration would change, one line per field."""
     out = [f"{key}: gone" for key in sorted(before.keys() - now.keys())]
     out += [f"{key}: new" for key in sorted(now.keys() - before.keys())]
     for key in sorted(before.keys() & now.keys()):

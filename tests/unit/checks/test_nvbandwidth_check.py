@@ -7,7 +7,7 @@ import yaml
 from gpuprov.checks.run import judge
 from gpuprov.evidence import Evidence
 from gpuprov.profiles import load_profile, parse_profile
-from tests.evidence_builder import capture, healthy_h100, nvbandwidth, replace
+from tests.evidence_builder import capture, copy, healthy_h100, nvbandwidth, one_gpu, replace
 
 H100 = load_profile("h100-sxm-8")
 H2D = [55.1, 55.3, 54.9, 55.2, 55.0, 55.4, 55.1, 55.2]
@@ -55,7 +55,7 @@ def test_gpu_to_gpu_waived_on_a_one_gpu_node_is_not_a_fault_but_on_eight_it_is(t
     node = replace(healthy_h100(tmp_path / "node07"), "nvbandwidth.txt", real)
     data = dict(H100.data, name="one-gpu", gpu=dict(H100.data["gpu"], count=1))
     one = parse_profile(yaml.safe_dump(data), str(tmp_path / "one.yml"))
-    result = _check(node, one)
+    result = _check(one_gpu(copy(node, tmp_path / "one-gpu")), one)
     assert result.status == "pass", result.summary
     assert result.values["not_applicable"] == ("device_to_device_memcpy_read_ce waived by "
                                                "nvbandwidth: one GPU")

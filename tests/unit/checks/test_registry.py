@@ -51,7 +51,8 @@ def test_missing_and_skip_are_generated_from_the_declaration(tmp_path):
     assert by_id["nvlink_errors"].status == "missing"
     assert by_id["nvlink_errors"].summary == ("no evidence: nvidia-smi-nvlink-errors-after.txt "
                                               "not collected")
-    assert by_id["nvlink_errors"].action == "none"
+    # what gpuprov could not see is a setup finding (issue 53), never a hardware action
+    assert by_id["nvlink_errors"].action == "fix-setup"
     pcie = {c.id: c for c in judge(Evidence(node), load_profile("l40s-pcie-4"), None).checks}
     assert (pcie["nvlink_errors"].status, pcie["nvlink_errors"].summary) == (
         "skip", "no NVLink in this profile")

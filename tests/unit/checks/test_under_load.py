@@ -7,7 +7,7 @@ import yaml
 from gpuprov.checks.run import judge
 from gpuprov.evidence import Evidence
 from gpuprov.profiles import load_profile, parse_profile
-from tests.evidence_builder import capture, healthy_h100, replace, telemetry
+from tests.evidence_builder import capture, healthy_h100, one_gpu, replace, telemetry
 
 H100 = load_profile("h100-sxm-8")
 IDS = ("load_power", "load_thermal", "load_throttle", "load_clocks")
@@ -103,7 +103,7 @@ def test_absent_telemetry_is_missing_and_a_failed_sampler_fails_with_its_words(t
 def test_a_real_single_gpu_capture_judged_against_a_one_gpu_profile(tmp_path):
     data = dict(H100.data, name="h100-x1", gpu=dict(H100.data["gpu"], count=1))
     one = parse_profile(yaml.safe_dump(data), str(tmp_path / "h100-x1.yml"))
-    node = _node(tmp_path, capture("query-gpu/h100-590.48.01-wide-csv-gpu-burn.txt"))
+    node = one_gpu(_node(tmp_path, capture("query-gpu/h100-590.48.01-wide-csv-gpu-burn.txt")))
     results = _judge(node, one)
     assert results["load_power"].status == "pass"
     assert results["load_throttle"].status == "pass"
