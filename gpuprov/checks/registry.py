@@ -109,12 +109,12 @@ class Check:
             if failures:
                 return results.fail(failures[0], {"tool_failures": failures},
                                     action=tool_failure_action(failures))
-            # the run's record says the command ran and exited 0, yet its file is not here:
-            # lost evidence, never "not installed"
-            ran = [f for need in absent_needs for f in _ran_without_file(ctx, need)]
+            # the run's record says it wrote the file, yet the file is not here: lost
+            # evidence, never "not installed"
+            ran = [f for need in absent_needs for f in _written_yet_absent(ctx, need)]
             if ran:
-                return results.fail(f"{ran[0]} absent, though its command ran with exit 0 "
-                                    "(evidence lost or deleted: validate again)",
+                return results.fail(f"{ran[0]} absent, though meta.json records the command "
+                                    "that wrote it (evidence lost or deleted: validate again)",
                                     {"lost": ran}, action=Action.FIX_SETUP)
         # the run's own record of why a stage did not run (identity failed, tool absent)
         skipped = ctx.evidence.meta.get("skipped", {}).get(self.stage)
@@ -165,13 +165,13 @@ def tool_failure_action(failures: list[str]) -> Action:
     return Action.FIX_SETUP
 
 
-def _ran_without_file(ctx: Context, need: Need) -> list[str]:
-    """The files of `need` whose command the run's record (meta.json `commands`) says ran
-    and exited 0, yet that are not in the evidence."""
+def _written_yet_absent(ctx: Context, need: Need) -> list[str]:
+    """The files of `need` the run's record (meta.json `commands`: each command and the
+    file its output was kept as) says were written, yet that are not in the evidence."""
     kinds = need if isinstance(need, tuple) else (need,)
-    ran = {c.get("file") for c in ctx.evidence.meta.get("commands") or []
-           if isinstance(c, dict) and c.get("rc") == 0 and c.get("file")}
-    return [k.file for k in kinds if k.file in ran]
+    written = {c.get("file") for c in ctx.evidence.meta.get("commands") or []
+               if isinstance(c, dict) and c.get("file")}
+    return [k.file for k in kinds if k.file in written]
 
 
 def _failures(ctx: Context, need: Need) -> list[str]:

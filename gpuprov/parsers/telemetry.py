@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from gpuprov.parsers.errors import ParseError
 from gpuprov.parsers.kind import GPU, EvidenceKind, Members
@@ -40,6 +41,8 @@ ALIASES = {f"clocks_throttle_reasons.{r}": f"clocks_event_reasons.{r}" for r in 
 # what nvidia-smi prints for a value the GPU does not have: not an error
 NOT_REPORTED = {"[N/A]", "N/A", "[Not Supported]", "Not Supported", "",
                 "[Requested functionality has been deprecated]"}
+# nvidia-smi's `timestamp` field (the real captures: `2026/11/27 17:57:55.758`)
+TIMESTAMP = "%Y/%m/%d %H:%M:%S.%f"
 _NUMBER = re.compile(r"^(-?\d+(?:\.\d+)?)(?:\s*(?:W|MHz|%|C))?$")
 
 
@@ -58,6 +61,14 @@ class Sample:
     max_sm_clock_mhz: float | None
     reasons: frozenset[str]          # the active clock-event reasons, REASONS' names
     errors: tuple[str, ...] = ()     # "power.draw: [Unknown Error]"
+    unread: frozenset[str] = frozenset()   # reasons the GPU printed no state for ([N/A])
+
+    def seconds(self) -> float | None:
+        """Its timestamp in seconds (nvidia-smi's `YYYY/MM/DD HH:MM:SS.mmm`), None if none."""
+        try:
+            return datetime.strptime(self.timestamp or "", TIMESTAMP).timestamp()
+        except ValueError:
+            return None
 
 
 @dataclass
@@ -124,6 +135,8 @@ def _sample(row: dict[str, str], source: str, number: int) -> Sample:
     if index is None:
         raise ParseError(source, f"line {number}: GPU index {row['index']!r}")
     active = frozenset(r for r in REASONS if row.get(f"clocks_event_reasons.{r}") == "Active")
+    unread = frozenset(r for r in REASONS
+                       if row.get(f"clocks_event_reasons.{r}", "") in NOT_REPORTED)
     for r in REASONS:
         state = row.get(f"clocks_event_reasons.{r}", "")
         if state not in ("Active", "Not Active") and state not in NOT_REPORTED:
@@ -137,7 +150,8 @@ def _sample(row: dict[str, str], source: str, number: int) -> Sample:
         utilization_pct=value("utilization.gpu"), power_w=value("power.draw"),
         power_limit_w=value("enforced.power.limit"), temp_c=value("temperature.gpu"),
         memory_temp_c=value("temperature.memory"), sm_clock_mhz=value("clocks.current.sm"),
-        max_sm_clock_mhz=value("clocks.max.sm"), reasons=active, errors=tuple(errors))
+        max_sm_clock_mhz=value("clocks.max.sm"), reasons=active, errors=tuple(errors),
+        unread=unread)
 
 
 # -- the evidence kinds this module reads (docs/evidence-kinds.md) ----------

@@ -184,6 +184,12 @@ class Collector:
                                           "seconds": seconds, "file": kept})
         return result
 
+    def wrote(self, kind: EvidenceKind) -> None:
+        """The last command's record names the file its output was kept as: a file the run
+        wrote and the evidence lacks is lost evidence, never a tool not installed."""
+        if self.meta["commands"]:
+            self.meta["commands"][-1]["file"] = str(kind)
+
     def record_failure(self, file: str | EvidenceKind, command: str, status: int,
                        output: str) -> None:
         """Why `file` was not written: the command, its exit status and what it printed,
@@ -196,6 +202,7 @@ class Collector:
         result = self.run(command, timeout)
         if result.stdout.strip():
             self.write(kind, result.stdout)
+            self.wrote(kind)
         else:
             self.record_failure(kind, command, result.rc, result.stderr or "no output\n")
 
@@ -465,8 +472,10 @@ def dcgm(c: Collector) -> None:
         c.meta["dcgm_level"] = level
         diag = c.run(f"{command} diag -r {level} -j 2>&1", timeout=DCGM_TIMEOUT_S[level])
         c.write(DCGM_DIAG, diag.stdout or f"no output (exit status {diag.rc})\n")
+        c.wrote(DCGM_DIAG)
         health = c.run(f"{command} health -c -j 2>&1")
         c.write(DCGM_HEALTH, health.stdout or f"no output (exit status {health.rc})\n")
+        c.wrote(DCGM_HEALTH)
 
 
 def gpus_listed(before: evidence.Evidence) -> int:

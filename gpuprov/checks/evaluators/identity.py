@@ -52,6 +52,16 @@ def gpu_inventory(ctx: Context, r: Results) -> CheckResult:
         return r.fail(f"no nvidia-smi report after the soak"
                       f"{' (' + named[0].label() + ')' if named else ''}: {why}", values,
                       gpu=r.at_fault(g.index for g in named), action=Action.REBOOT)
+    twins = _shared_identities(gpus)
+    if twins:
+        values["shared_identities"] = twins
+        return r.fail(f"{twins[0]}: one node, one set of parts (the evidence is not one "
+                      "node's, or nvidia-smi misread its GPUs)", values, action=Action.FIX_SETUP)
+    changed = _changed_across_soak(gpus, after)
+    if changed:
+        values["changed_across_soak"] = changed
+        return r.fail(f"{changed[0]}: the evidence before and after the soak is not one "
+                      "node's", values, action=Action.FIX_SETUP)
     gone = _gone_after_soak(gpus, after)
     if gone:
         values["gone_after_soak"] = [g.bus_id for g in gone]
@@ -78,6 +88,39 @@ def gpu_inventory(ctx: Context, r: Results) -> CheckResult:
         return r.warn(f"{len(gpus)} x {gpus[0].name}, but mixed VBIOS versions: "
                       f"{', '.join(vbios)}", values, action=Action.NONE)
     return r.passed(f"{len(gpus)} x {gpus[0].name}, VBIOS {', '.join(vbios) or '?'}", values)
+
+
+def _shared_identities(gpus) -> list[str]:
+    """A serial or UUID two listed GPUs share (a GPU's own identity is unique)."""
+    out = []
+    for field in ("serial", "uuid"):
+        holders: dict[str, list[int]] = {}
+        for g in gpus:
+            value = getattr(g, field)
+            if value and value not in NOT_IDENTITIES:
+                holders.setdefault(value, []).append(g.index)
+        out += [f"GPUs {', '.join(map(str, indices))} share {field} {value}"
+                for value, indices in holders.items() if len(indices) > 1]
+    return out
+
+
+# what nvidia-smi prints where a GPU has no serial (consumer boards): no identity to compare
+NOT_IDENTITIES = {"N/A", "[N/A]", "0", "Not Supported"}
+
+
+def _changed_across_soak(gpus, after) -> list[str]:
+    """A GPU whose serial or UUID at its PCI address differs after the soak."""
+    if after is None:
+        return []
+    later = {BusId.parse(g.bus_id): g for g in after.gpus if g.bus_id}
+    out = []
+    for g in gpus:
+        now = later.get(BusId.parse(g.bus_id)) if g.bus_id else None
+        for field in ("serial", "uuid"):
+            was, is_ = getattr(g, field), getattr(now, field, None)
+            if now is not None and was and is_ and was != is_:
+                out.append(f"{g.label()} {field} {was} before the soak, {is_} after it")
+    return out
 
 
 def _gone_after_soak(gpus, after) -> list:

@@ -15,10 +15,15 @@ import statistics
 from gpuprov.checks.context import Context
 from gpuprov.checks.registry import Problems, Results, check, shortfall_pct
 from gpuprov.model import Action, CheckResult
+from gpuprov.parsers.gpu_burn import GPU_BURN
 from gpuprov.parsers.telemetry import TELEMETRY, Sample
 
 # gpu-burn holds every GPU it loads at 100 % (the real captures under gpu-burn read 100 %)
 LOAD_UTIL_MIN = 90
+# the share of gpu-burn's own length a GPU must be sampled under load for: a whole soak is
+# sampled for about its length (the real H200's 60 s soak: 63 s under load,
+# tests/fixtures/real-node-h200), a telemetry file cut short for far less
+LOADED_SHARE_MIN = 0.5
 # reasons that slow a GPU for a fault of its own or its cooling; `sw_power_cap` is the
 # power limit doing its job and is judged by the power check instead
 SLOWDOWNS = {"hw_slowdown": "HW Slowdown", "hw_thermal_slowdown": "HW Thermal Slowdown",
@@ -36,6 +41,8 @@ SKIP = "the profile sets no under_load figures"
 def _loaded(ctx: Context) -> tuple[dict[int, list[Sample]], Problems]:
     """Each GPU's samples under load, and what makes the telemetry unusable for any check."""
     gpus = ctx.evidence.read(TELEMETRY).gpus()
+    burn = ctx.evidence.read(GPU_BURN)
+    soak = burn.seconds if burn is not None else None
     problems: Problems = []
     loaded = {}
     for index, samples in gpus.items():
@@ -47,10 +54,19 @@ def _loaded(ctx: Context) -> tuple[dict[int, list[Sample]], Problems]:
         if not loaded[index]:
             problems.append((index, f"{label} never under load: no sample at "
                                     f"{LOAD_UTIL_MIN}% utilization or more"))
+        elif soak and (span := _span(loaded[index])) < LOADED_SHARE_MIN * soak:
+            problems.append((index, f"{label} sampled under load for {span:.0f} s of a "
+                                    f"{soak} s soak: the telemetry is cut short"))
     if len(gpus) != ctx.profile.gpu_count:
         problems.append((None, f"telemetry of {len(gpus)} GPUs, profile expects "
                                f"{ctx.profile.gpu_count}"))
     return {i: s for i, s in loaded.items() if s}, problems
+
+
+def _span(samples: list[Sample]) -> float:
+    """Seconds from a GPU's first sample under load to its last (0 without timestamps)."""
+    times = [t for s in samples if (t := s.seconds()) is not None]
+    return max(times) - min(times) if times else 0.0
 
 
 def _peak(samples: list[Sample], attribute: str) -> float | None:
@@ -128,6 +144,13 @@ def load_throttle(ctx: Context, r: Results) -> CheckResult:
         active = {reason: sum(reason in s.reasons for s in samples) for reason in SLOWDOWNS}
         active = {reason: n for reason, n in active.items() if n}
         values["gpus"][index] = active
+        # a reason nvidia-smi printed no state for ([N/A]) is unjudged, never "no slowdown"
+        unread = [SLOWDOWNS[reason] for reason in SLOWDOWNS
+                  if all(reason in s.unread for s in samples)]
+        if unread:
+            values.setdefault("unread", {})[index] = unread
+            problems.append((index, f"{ctx.gpu_label(index)}: {', '.join(unread)} not "
+                                    "reported ([N/A]) under load: its slowdown cannot be judged"))
         for reason, n in active.items():
             problems.append((index, f"{ctx.gpu_label(index)} {SLOWDOWNS[reason]} active in "
                                     f"{n} of {len(samples)} samples under load"))

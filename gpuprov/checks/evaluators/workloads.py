@@ -14,7 +14,7 @@ from gpuprov.parsers.gdrcopy import GDRCOPY_SANITY
 from gpuprov.parsers.gpu_burn import GPU_BURN
 from gpuprov.parsers.nccl_tests import NCCL_TESTS
 from gpuprov.parsers.nvbandwidth import D2D_TEST, NVBANDWIDTH, TESTS
-from gpuprov.parsers.probes import DDP_JSON
+from gpuprov.parsers.probes import DDP_JSON, TORCH_ENV
 from gpuprov.parsers.system import LSMOD
 
 
@@ -64,6 +64,9 @@ def gpu_burn(ctx: Context, r: Results) -> CheckResult:
     if len(gpus) != ctx.profile.gpu_count and run.finished:
         fails.append((None, f"gpu-burn tested {len(gpus)} GPUs, profile expects "
                             f"{ctx.profile.gpu_count}"))
+    elif run.finished and run.tested_count != ctx.profile.gpu_count:
+        fails.append((None, f"gpu-burn says it tested {run.tested_count} GPUs, profile "
+                            f"expects {ctx.profile.gpu_count}"))
     rates = [g.gflops for g in gpus if g.gflops]
     if rates:
         median = statistics.median(rates)
@@ -86,27 +89,45 @@ def gpu_burn(ctx: Context, r: Results) -> CheckResult:
 
 
 @check("ddp_smoke", stage="ddp", needs=(DDP_JSON,), action=Action.REBOOT,
-       rule="the DDP probe's ranks agree, loss finite and falling, one rank per GPU (NCCL), "
-            "all-reduce bus bandwidth at the profile's floor")
+       rule="the DDP probe's ranks agree, loss finite and falling; NCCL, one rank per GPU, "
+            "wherever torch sees CUDA GPUs (gloo only where it sees none); from two ranks "
+            "on, an all-reduce bus bandwidth that is a number at the profile's floor (one "
+            "rank has no peer to measure)")
 def ddp_smoke(ctx: Context, r: Results) -> CheckResult:
     result = ctx.evidence.read(DDP_JSON)
     values = dict(result)
     if not result["ok"]:
         return r.fail(f"DDP smoke failed: {result.get('error', 'no reason given')}", values)
     losses = result.get("losses") or []
-    if not losses or not all(math.isfinite(x) for x in losses) or losses[-1] >= losses[0]:
+    if not losses or not all(_finite(x) for x in losses) or losses[-1] >= losses[0]:
         return r.fail(f"DDP loss not finite and falling: {losses}", values)
+    env = ctx.evidence.read(TORCH_ENV) or {}
+    cuda_gpus = env.get("device_count") or 0
+    if result["backend"] != "nccl" and cuda_gpus:
+        return r.fail(f"DDP ran on {result['backend']} while torch saw {cuda_gpus} CUDA "
+                      "GPU(s): the GPUs' collectives were not tested", values,
+                      action=Action.FIX_SETUP)
     expected = ctx.profile.gpu_count if result["backend"] == "nccl" else result["world_size"]
     if result["world_size"] != expected:
         return r.fail(f"DDP ran {result['world_size']} ranks, expected {expected}", values)
     busbw = result.get("allreduce_busbw_gbps")
     floor = ctx.profile["ddp"]["busbw_min_gbps"]
-    if result["backend"] == "nccl" and busbw is not None and busbw < floor:
-        return r.fail(f"all-reduce bus bandwidth {busbw:.1f} GB/s below the floor {floor}",
-                      values, action=Action.RESEAT_OR_INSPECT)
+    if result["backend"] == "nccl" and result["world_size"] > 1:
+        if not _finite(busbw):
+            return r.fail(f"all-reduce bus bandwidth not measured ({busbw!r}) on "
+                          f"{result['world_size']} ranks", values)
+        if busbw < floor:
+            return r.fail(f"all-reduce bus bandwidth {busbw:.1f} GB/s below the floor {floor}",
+                          values, action=Action.RESEAT_OR_INSPECT)
     bw = f", all-reduce {busbw:.2f} GB/s" if busbw is not None else ""
     return r.passed(f"{result['world_size']} ranks ({result['backend']}) agree, loss "
                     f"{losses[0]:.4f} -> {losses[-1]:.4f}{bw}", values)
+
+
+def _finite(value: object) -> bool:
+    """A number that is one: JSON's null, NaN and infinities are not measurements."""
+    return (isinstance(value, int | float) and not isinstance(value, bool)
+            and math.isfinite(value))
 
 
 @check("nccl_bandwidth", stage="ddp", needs=(NCCL_TESTS,), action=Action.RESEAT_OR_INSPECT,
@@ -130,6 +151,12 @@ def nccl_bandwidth(ctx: Context, r: Results) -> CheckResult:
                 f"#wrong results at {len(wrong)} size(s), first at {wrong[0].bytes} B")
         return r.fail(f"all_reduce_perf computed wrong results: {what}", values,
                       action=Action.RMA)
+    if run.ranks != ctx.profile.gpu_count:
+        # one rank per GPU (`-g <GPUs>`): fewer measured fewer GPUs' links; none listed is
+        # a log without its device list (cut short, or not the whole output)
+        return r.fail(f"all_reduce_perf ran {run.ranks} rank(s), the profile has "
+                      f"{ctx.profile.gpu_count} GPUs: not every GPU was measured", values,
+                      action=Action.FIX_SETUP)
     at = f"at {peak.bytes / 2**20:g} MiB"
     if run.peak_busbw_gbps < floor:
         return r.fail(f"all_reduce_perf peak bus bandwidth {run.peak_busbw_gbps:g} GB/s {at} "

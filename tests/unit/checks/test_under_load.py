@@ -104,7 +104,14 @@ def test_a_real_single_gpu_capture_judged_against_a_one_gpu_profile(tmp_path):
     data = dict(H100.data, name="h100-x1", gpu=dict(H100.data["gpu"], count=1))
     one = parse_profile(yaml.safe_dump(data), str(tmp_path / "h100-x1.yml"))
     node = one_gpu(_node(tmp_path, capture("query-gpu/h100-590.48.01-wide-csv-gpu-burn.txt")))
+    # the capture is one sample under load: held to the builder's 30 s gpu-burn run, it is
+    # a telemetry file cut short (issue 52)
     results = _judge(node, one)
+    assert results["load_power"].status == "fail"
+    assert "sampled under load for 0 s of a 30 s soak: the telemetry is cut short" in \
+        results["load_power"].summary
+    # judged as what it is, one sample with no soak length to hold it to: its figures pass
+    results = _judge(replace(node, "gpu-burn.log", None), one)
     assert results["load_power"].status == "pass"
     assert results["load_throttle"].status == "pass"
 

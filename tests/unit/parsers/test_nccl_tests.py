@@ -47,10 +47,19 @@ def test_a_wrong_count_and_a_malformed_row_are_read_or_refused():
 H100 = load_profile("h100-sxm-8")
 
 
-def _nccl_check(tmp_path, text: str | None, profile=H100):
+def devices(ranks: int) -> str:
+    """nccl-tests' own device list, one line per rank, in the form of the real run in
+    nebius/soperator#428 (`# Using devices` / `#  Rank  0 Group  0 Pid …`). The captures
+    above are excerpts without it; the collector keeps the whole output, which has it."""
+    return "# Using devices\n" + "".join(
+        f"#  Rank {i:2d} Group  0 Pid {1887 + i:6d} on     node07 device {i:2d} "
+        f"[0x{0x8d + 4 * i:02x}] NVIDIA H100 80GB HBM3\n" for i in range(ranks))
+
+
+def _nccl_check(tmp_path, text: str | None, profile=H100, ranks: int = 8):
     node = healthy_h100(tmp_path / "node07")
     if text is not None:
-        replace(node, "nccl-tests.log", text)
+        replace(node, "nccl-tests.log", devices(ranks) + text)
     return judge(Evidence(node), profile, None, only=("nccl_bandwidth",)).checks[0]
 
 
@@ -85,6 +94,17 @@ def test_the_check_passes_at_the_floor_fails_below_and_skips_without_the_tool(tm
     assert (learned.status, learned.values["floor_field"]) == (Status.FAIL,
                                                                "nccl_tests.busbw_min_gbps")
     assert learned.summary.endswith("below the floor 480 (nccl_tests.busbw_min_gbps)")
+
+
+def test_fewer_ranks_than_gpus_or_no_device_list_is_not_a_measurement(tmp_path):
+    """Issue 52: nccl-tests with 4 ranks on an 8-GPU node measured half the GPUs; a log
+    without its device list is cut short. Either fails (fix-setup), however fast."""
+    fast = _scaled(capture("nccl-tests/allreduce-2x-dgx-a100-k8s-ib.txt"), 2.5)
+    for ranks in (4, 0):
+        result = _nccl_check(tmp_path / f"r{ranks}", fast, ranks=ranks)
+        assert (result.status, result.action) == (Status.FAIL, Action.FIX_SETUP)
+        assert f"all_reduce_perf ran {ranks} rank(s), the profile has 8 GPUs" in \
+            result.summary
 
 
 def test_wrong_results_are_an_rma_whatever_the_bandwidth(tmp_path):
