@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,6 +14,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
+# hypothesis keeps its cache outside the tree (the packaging tests build the tree as it is)
+os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY",
+                      os.path.join(tempfile.gettempdir(), "gpuprov-hypothesis"))
 
 
 def gpuprov(*args: str, check: bool = False, timeout: float = 1800, **kwargs):

@@ -10,6 +10,7 @@ import click
 
 from gpuprov.checks.run import Judgement, judge
 from gpuprov.console import text_table
+from gpuprov.errors import InputError
 from gpuprov.evidence import Evidence
 from gpuprov.lock import Lock
 from gpuprov.profiles import load_profile, shipped_names
@@ -29,7 +30,8 @@ def render_table(j: Judgement) -> str:
               help="Hardware profile (see `gpuprov profiles`) or a path to one.")
 @click.option("--lock", "lock_path", type=click.Path(path_type=Path), default=None,
               help="Versions lock (a group_vars YAML of gpuprov_* variables). "
-                   "Default: the lock recorded in the evidence's meta.json, if any.")
+                   "Default: the lock recorded in the evidence's meta.json; evidence "
+                   "without one needs it (exit 2).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def evaluate(directory: Path, profile_name: str, lock_path: Path | None, as_json: bool) -> None:
     """Judge a saved evidence DIRECTORY offline: exit 0 accepted, 1 rejected, 2 bad input."""
@@ -41,7 +43,10 @@ def evaluate(directory: Path, profile_name: str, lock_path: Path | None, as_json
         lock = Lock.from_vars({f"gpuprov_{k}": v for k, v in evidence.meta["lock"].items()},
                               f"{directory}/meta.json lock")
     else:
-        lock = None
+        # the version checks compare against the lock: without one they have nothing to
+        # judge by, and would read as passes (issue 52)
+        raise InputError(f"{directory / 'meta.json'}: records no versions lock; pass --lock "
+                         "FILE (the inventory's group_vars/all/versions.yml)")
     judgement = judge(evidence, profile, lock, strict=True)
     if as_json:
         click.echo(json.dumps(judgement.as_dict(), indent=2, default=str))

@@ -132,6 +132,28 @@ def _without_lock(node):
     replace(node, "meta.json", json.dumps({**meta, "lock": None}))
 
 
+def _locking_torch(node, version: str):
+    meta = json.loads((node / "meta.json").read_text())
+    replace(node, "meta.json", json.dumps({**meta, "lock": {**meta["lock"],
+                                                              "torch_version": version}}))
+
+
+def test_evidence_without_a_lock_is_refused_naming_what_to_pass(node):
+    """Issue 52: without a lock the version checks have nothing to compare against and
+    would pass; evaluate refuses (exit 2) and says what to pass. With --lock it judges."""
+    _without_lock(node)
+    result = gpuprov("evaluate", str(node), "--profile", "h100-sxm-8")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.strip() == (
+        f"gpuprov: error: {node / 'meta.json'}: records no versions lock; pass --lock FILE "
+        "(the inventory's group_vars/all/versions.yml)")
+    assert result.stdout == ""
+    lock = node.parent / "versions.yml"
+    lock.write_text("".join(f"gpuprov_{k}: '{v}'\n" for k, v in LOCK.items()))
+    result = gpuprov("evaluate", str(node), "--profile", "h100-sxm-8", "--lock", str(lock))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
 # issue 36: evidence that is absent or holds a tool's error is never a pass
 @pytest.mark.parametrize(("change", "check_id", "named"), [
     (lambda n: replace(n, "nvidia-smi-q-after.txt", None), "gpu_inventory",
@@ -143,9 +165,8 @@ def _without_lock(node):
      "GPU0000:3A:00.0: Unknown Error"),
     (lambda n: replace(n, "fabricmanager.log", None), "nvswitch",
      "no evidence: fabricmanager.log not collected"),
-    (lambda n: (replace(n, "torch-env.json", CPU_TORCH), _without_lock(n)), "torch_env",
-     "torch 2.13.0+cpu has no CUDA (cpu build, 0 device(s)): the profile's 8 GPUs are not "
-     "usable from torch"),
+    (lambda n: (replace(n, "torch-env.json", CPU_TORCH), _locking_torch(n, "2.13.0")),
+     "torch_env", "torch build cpu, lock says cu124"),
 ], ids=["no-after-soak-report", "after-soak-gpu-lost", "no-fabric-manager-log", "cpu-torch"])
 def test_absent_or_failed_evidence_rejects_naming_the_cause(node, change, check_id, named):
     change(node)

@@ -115,7 +115,7 @@ def ddp_smoke(ctx: Context, r: Results) -> CheckResult:
     if result["backend"] == "nccl" and result["world_size"] > 1:
         if not _finite(busbw):
             return r.fail(f"all-reduce bus bandwidth not measured ({busbw!r}) on "
-                          f"{result['world_size']} ranks", values)
+                          f"{result['world_size']} ranks", values, action=Action.FIX_SETUP)
         if busbw < floor:
             return r.fail(f"all-reduce bus bandwidth {busbw:.1f} GB/s below the floor {floor}",
                           values, action=Action.RESEAT_OR_INSPECT)
