@@ -54,7 +54,9 @@ def escalate(result: NodeResult, history: list[NodeResult]) -> NodeResult:
     if not earlier:
         return result
     last = earlier[-1]
-    before = {(c.id, _gpu_key(c)): c for c in last.failing if c.action in RETRYABLE}
+    # a fault the last run already escalated to rma stays rma: escalation never steps down
+    before = {(c.id, _gpu_key(c)): c for c in last.failing
+              if c.action in RETRYABLE or c.action == Action.RMA}
     faults_before = {k: v for c in last.failing for k, v in _kernel_faults(c).items()}
     checks = []
     changed = False
@@ -62,9 +64,11 @@ def escalate(result: NodeResult, history: list[NodeResult]) -> NodeResult:
         prior = before.get((c.id, _gpu_key(c)))
         again = _recurred(_kernel_faults(c), faults_before)
         if c.blocking and c.action in RETRYABLE and prior is not None and _gpu_key(c):
+            after = ("already escalated to rma" if prior.action == Action.RMA
+                     else f"after its {prior.action}: escalated to rma")
             c = replace(c, action=Action.RMA,
                         summary=f"{c.summary} (the same fault on this GPU in run "
-                                f"{last.run_id}, after its {prior.action}: escalated to rma)")
+                                f"{last.run_id}, {after})")
             changed = True
         elif c.action in RETRYABLE and again:
             kind, code, pci = again[0]

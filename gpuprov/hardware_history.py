@@ -7,9 +7,10 @@ a replaced part (an RMA), and the old part's rejections stay with the old serial
 NIC is known by its adapter's node GUID on its port (the `nics` check's values), an
 NVSwitch by its PCIe Device Serial Number at its address (the `nvswitch` check's). A repeat
 offender is a node, or a GPU by serial, rejected `rejections` times within `within` seconds
-(the configuration's `offenders` section), counting only rejections after the node's latest
-recorded repair. A node that is, or holds, a repeat offender is quarantined: it stays out of
-service and out of `validate --stale` until a person records its repair.
+(the configuration's `offenders` section) for its hardware (a failing check with a hardware
+action), counting only rejections after the node's latest recorded repair. A node that is,
+or holds, a repeat offender is quarantined: it stays out of service and out of `validate
+--stale` until a person records its repair.
 """
 
 from __future__ import annotations
@@ -90,13 +91,16 @@ def offenders(results: list[NodeResult], rejections: int, within: float, now: fl
     by_node: dict[str, list] = {}
     by_gpu: dict[tuple[str, str], list] = {}
     for r in sorted(results, key=lambda r: r.judged_at):
-        if (r.verdict != Verdict.REJECTED or r.judged_at < now - within
+        # only a rejection with a hardware cause counts: one for the node's setup or what
+        # gpuprov could not see (fix-setup, none) is no offence (issue 53)
+        hardware = r.hardware_failing
+        if (r.verdict != Verdict.REJECTED or not hardware or r.judged_at < now - within
                 or r.judged_at <= repaired.get(r.node, float("-inf"))):
             continue
         by_node.setdefault(r.node, []).append((r.run_id, r.judged_at, r.reason))
-        serials = {c.gpu.serial for c in r.failing if c.gpu and c.gpu.serial}
+        serials = {c.gpu.serial for c in hardware if c.gpu and c.gpu.serial}
         for serial in sorted(serials):
-            why = "; ".join(f"{c.id}: {c.summary}" for c in r.failing
+            why = "; ".join(f"{c.id}: {c.summary}" for c in hardware
                             if c.gpu and c.gpu.serial == serial)
             by_gpu.setdefault((r.node, serial), []).append((r.run_id, r.judged_at, why))
     found = [Offender(node, None, tuple(runs)) for node, runs in by_node.items()

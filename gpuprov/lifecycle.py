@@ -9,12 +9,23 @@ from collections.abc import Callable, Collection
 from gpuprov.errors import InputError
 from gpuprov.hardware_history import Offender, quarantined
 from gpuprov.ledger import Ledger, RunRecord
-from gpuprov.model import HostOutcome, NodeResult, Verdict
+from gpuprov.model import Action, HostOutcome, NodeResult, Verdict
 from gpuprov.settings import offender_rule
 
 NEEDS_VALIDATION = "needs-validation"
 EXPIRED = "expired"
 QUARANTINED = "quarantined"
+# rejected for what gpuprov could not see (a tool absent, evidence not collected), with no
+# hardware finding: fix the setup the failing checks name, then validate again (issue 53)
+NEEDS_SETUP = "needs-setup"
+
+
+def rejected_for_setup(verdict: NodeResult) -> bool:
+    """A rejection whose failing checks found nothing in the hardware and at least one of
+    which could not see (fix-setup)."""
+    failing = verdict.failing
+    return (verdict.verdict == Verdict.REJECTED and not verdict.hardware_failing
+            and any(c.action == Action.FIX_SETUP for c in failing))
 
 
 def expires_at(verdict: NodeResult | None, valid_for: float | None) -> float | None:
@@ -29,10 +40,11 @@ def node_state(verdict: NodeResult | None,
                now: float | None = None, valid_for: float | None = None,
                repaired_at: float | None = None, held: bool = False) -> str:
     """`quarantined` when `held` (a repeat offender, its repair not recorded); else the
-    verdict, unless a provisioning run changed the node after it (its evidence no longer
-    describes the node: an upgrade, a rollback, a repaired package), a repair was recorded
-    after it (`repaired_at`), or an acceptance older than `valid_for` seconds at `now` (a GPU
-    degrades in service: it is re-validated)."""
+    verdict (`needs-setup` for a rejection with setup findings only), unless a provisioning
+    run changed the node after it (its evidence no longer describes the node: an upgrade, a
+    rollback, a repaired package), a repair was recorded after it (`repaired_at`), or an
+    acceptance older than `valid_for` seconds at `now` (a GPU degrades in service: it is
+    re-validated)."""
     if held:
         return QUARANTINED
     if verdict is None:
@@ -46,6 +58,8 @@ def node_state(verdict: NodeResult | None,
     ends = expires_at(verdict, valid_for)
     if ends is not None and now is not None and now >= ends:
         return EXPIRED
+    if rejected_for_setup(verdict):
+        return NEEDS_SETUP
     return str(verdict.verdict)
 
 

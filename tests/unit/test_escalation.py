@@ -6,6 +6,7 @@ counted before a recorded repair."""
 from dataclasses import replace
 
 from gpuprov.escalation import escalate, escalate_offender
+from gpuprov.hardware_history import offenders
 from gpuprov.model import Action, CheckResult, GpuRef, NodeResult, Status, Verdict
 
 
@@ -100,3 +101,34 @@ def test_a_node_rejected_three_times_on_different_gpus_escalates_as_a_node():
     now = escalate_offender(third, history, 3, 30 * DAY)
     assert now.checks[0].action == "rma"
     assert "(node07 rejected 3 times in 30 day(s): a repeat offender" in now.checks[0].summary
+
+
+def test_escalation_never_steps_down():
+    """Issue 52: the third occurrence of a reset-class fault on one GPU stays rma (the
+    second's escalation is the last run's action, not a step back to reset-gpu)."""
+    first = _result("v1", Action.RESET_GPU)
+    second = escalate(_result("v2", Action.RESET_GPU), [first])
+    assert second.checks[0].action == "rma"
+    third = escalate(_result("v3", Action.RESET_GPU, verdict=None), [first, second])
+    assert third.checks[0].action == "rma"
+    assert third.checks[0].summary.endswith(
+        "(the same fault on this GPU in run v2, already escalated to rma)")
+
+
+def test_rejections_for_the_setup_are_no_offence():
+    """Issue 53: a node rejected three times in minutes for its setup (a tool absent:
+    fix-setup; a configuration: none) is no repeat offender; its third rejection keeps its
+    actions, and a hardware rejection beside two setup ones is a first offence."""
+    setup = [_rejection(f"v{i}", i * 60.0, Action.FIX_SETUP) for i in (1, 2)]
+    third = _rejection("v3", 180.0, Action.FIX_SETUP, verdict=None)
+    assert escalate_offender(third, setup, 3, 30 * DAY) == third
+    config = [_rejection(f"v{i}", i * 60.0, Action.NONE) for i in (1, 2)]
+    assert escalate_offender(third, config, 3, 30 * DAY) == third
+    hardware = _rejection("v3", 180.0, Action.RESEAT_OR_INSPECT, verdict=None)
+    assert escalate_offender(hardware, setup, 3, 30 * DAY) == hardware
+    # three hardware rejections still make an offender
+    found = offenders([_rejection(f"v{i}", i * 60.0, Action.REBOOT) for i in (1, 2, 3)], 3,
+                      30 * DAY, 200.0)
+    assert [o.name for o in found] == ["node07", "node07 GPU 1654423001592"]
+    assert offenders([*setup, replace(third, verdict=Verdict.REJECTED)], 3, 30 * DAY,
+                     200.0) == []

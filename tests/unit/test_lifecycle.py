@@ -11,7 +11,7 @@ import yaml
 from gpuprov.errors import InputError
 from gpuprov.ledger import Ledger
 from gpuprov.lifecycle import node_state, rollback_target
-from gpuprov.model import HostOutcome, NodeResult, Verdict
+from gpuprov.model import Action, CheckResult, HostOutcome, NodeResult, Status, Verdict
 
 R550 = {"driver_version": "550.90.07", "cuda_version": "12.4"}
 R590 = {"driver_version": "590.48.01", "cuda_version": "12.4"}
@@ -92,3 +92,19 @@ def test_a_run_records_dcgm_and_nccl_with_the_lock_so_a_rollback_restores_them(t
     provisioned(ledger, "p2", {**recorded, "dcgm_version": "4.4.1-1"})  # a DCGM-only upgrade
     run, lock = rollback_target(ledger, "node02")
     assert run.id == "p1" and lock["dcgm_version"] == "4.2.3-1"
+
+
+def _rejected(*actions: Action) -> NodeResult:
+    checks = [CheckResult(f"check{i}", Status.FAIL, "…", None, {}, a)
+              for i, a in enumerate(actions)]
+    return NodeResult("v1", "node02", Verdict.REJECTED, Verdict.REJECTED, "a100-sxm-8", "",
+                      "/e", 1.0, 2.0, checks, [])
+
+
+def test_a_node_rejected_for_its_setup_needs_setup_not_service():
+    """Issue 53: lsmod absent (fix-setup) beside a configuration finding (none): needs-setup;
+    any hardware finding, or configuration findings alone, leave it rejected."""
+    assert node_state(_rejected(Action.FIX_SETUP, Action.NONE), None) == "needs-setup"
+    assert node_state(_rejected(Action.FIX_SETUP, Action.REBOOT), None) == "rejected"
+    assert node_state(_rejected(Action.NONE), None) == "rejected"
+    assert node_state(verdict(2.0), None) == "accepted"
