@@ -96,12 +96,24 @@ class Check:
     skip_reason: str = ""
     module: str = ""
     optional: bool = False        # its evidence absent: `skip` (a stage not asked for)
+    # the lock's field naming what the check judges; set empty, the site installs none of
+    # it (no Docker on a Slurm site with enroot): `skip`, never a failure (issue 53)
+    locked: str | None = None
 
     def run(self, ctx: Context) -> CheckResult:
         results = Results(self.id, ctx, self.action)
         if self.applies is not None and not self.applies(ctx.profile):
             return results.result(Status.SKIP, self.skip_reason)
+        if self.locked and ctx.lock is not None and not getattr(ctx.lock, self.locked):
+            return results.result(Status.SKIP, f"the lock installs none ({self.locked} "
+                                               "empty)")
         absent_needs = [need for need in self.needs if _absent(ctx, need)]
+        # an optional stage's own output neither kept nor failed: the stage did not run,
+        # whatever a helper file beside it says (gdrcopy's lsmod on a node without GDRCopy)
+        own = self.needs[0] if self.needs else None
+        if (self.optional and own in absent_needs and not _failures(ctx, own)
+                and not _written_yet_absent(ctx, own)):
+            absent_needs = [own]
         if absent_needs:
             # a tool that failed is never a skip; it fails, and its action follows its cause:
             # a GPU lost is the hardware's, a tool absent or broken is the node's setup
@@ -187,7 +199,8 @@ _declared: list[Check] = []
 # never be killed; test_registry.py and the derived tables test what it declares.
 def check(id: str, *, stage: str, needs: tuple[Need, ...], rule: str,
           action: Action, applies: Callable[[Profile], bool] | None = None,
-          skip_reason: str = "", optional: bool = False) -> Callable[[Evaluator], Evaluator]:
+          skip_reason: str = "", optional: bool = False,
+          locked: str | None = None) -> Callable[[Evaluator], Evaluator]:
     """Declares the decorated evaluator as check `id` (see the module docstring)."""
     if stage not in STAGES:
         raise ValueError(f"check {id}: unknown stage {stage!r}")
@@ -196,7 +209,7 @@ def check(id: str, *, stage: str, needs: tuple[Need, ...], rule: str,
         if any(c.id == id for c in _declared):
             raise ValueError(f"check {id} declared twice")
         _declared.append(Check(id, stage, needs, evaluate, rule, action, applies, skip_reason,
-                               evaluate.__module__.rsplit(".", 1)[-1], optional))
+                               evaluate.__module__.rsplit(".", 1)[-1], optional, locked))
         return evaluate
     return register
 # pragma: no mutate end

@@ -352,8 +352,9 @@ def fabric_manager(ctx: Context, r: Results) -> CheckResult:
 
 
 @check("container_toolkit", stage="identity", needs=(PACKAGES, SYSTEMCTL), action=Action.NONE,
-       rule="the four NVIDIA Container Toolkit packages at one version, as locked; docker "
-            "active")
+       locked="container_toolkit_version",
+       rule="where the lock installs it (gpuprov_container_toolkit_version set), the four "
+            "NVIDIA Container Toolkit packages at one version, as locked; docker active")
 def container_toolkit(ctx: Context, r: Results) -> CheckResult:
     packages = ctx.evidence.read(PACKAGES)
     versions = {p: upstream(packages[p]) if p in packages else None for p in TOOLKIT_PACKAGES}
