@@ -15,6 +15,7 @@ a function to one).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Generic, TypeVar
@@ -159,21 +160,30 @@ def _covered(ctx: Context, needs: tuple[Need, ...], result: CheckResult,
     return results.failed(found, values, action=Action.FIX_SETUP)
 
 
-# nvidia-smi's own words when the GPU itself is lost or needs a reset (the hardware's, so a
-# reboot then service); every other tool failure is the node's setup (a tool absent, exit
-# 127; broken; a driver/library mismatch after an upgrade without a reboot). Sources: the
-# real messages in tests/fixtures/nvidia-smi and test_tool_failures.py, NVIDIA's Xid
-# catalog ("GPU has fallen off the bus", Xid 79) and nvidia-smi's "GPU requires reset".
-HARDWARE_SIGNS = ("Unable to determine the device handle", "GPU is lost",
-                  "fallen off the bus", "requires reset", "No devices were found",
+# nvidia-smi's own signs that the hardware is at fault (so a reboot, then service): its exit
+# statuses for external power cables not attached (8), a GPU interrupt issue (10), a
+# corrupted infoROM (14) and a GPU fallen off the bus or otherwise inaccessible (15)
+# (nvidia-smi(1) RETURN VALUE; shared/reference/validation-practice.md, NHC's mapping), and
+# its words for a lost GPU or one with no driver to answer for it (the real messages in
+# tests/unit/checks/test_tool_failures.py). Every other tool failure is the node's setup: a
+# tool absent (exit 127), broken, a driver/library mismatch after an upgrade.
+HARDWARE_STATUSES = frozenset({8, 10, 14, 15})
+HARDWARE_SIGNS = ("Unable to determine the device handle", "GPU is lost", "fallen off the bus",
+                  "requires reset", "No devices were found",
                   "couldn't communicate with the NVIDIA driver")
+_STATUS = re.compile(r"\(exit status (\d+)\)")
 
 
 def tool_failure_action(failures: list[str]) -> Action:
-    """A tool failure's action: reboot where nvidia-smi says a GPU is lost, else fix-setup."""
-    if any(f.startswith("nvidia-smi") and sign in f for f in failures
-           for sign in HARDWARE_SIGNS):
-        return Action.REBOOT
+    """A tool failure's action: reboot where nvidia-smi says the GPU is lost or faulty,
+    else fix-setup."""
+    for failure in failures:
+        if not failure.startswith("nvidia-smi"):
+            continue
+        status = _STATUS.search(failure)
+        if ((status and int(status.group(1)) in HARDWARE_STATUSES)
+                or any(sign in failure for sign in HARDWARE_SIGNS)):
+            return Action.REBOOT
     return Action.FIX_SETUP
 
 

@@ -62,3 +62,20 @@ def test_an_optional_stage_s_tool_failure_fails_instead_of_skipping(tmp_path, ch
     assert by_id[check_id].status == "fail"
     assert by_id[check_id].summary.startswith(f"{tool} failed (exit status ")
     assert record.splitlines()[2] in by_id[check_id].summary
+
+
+def test_a_tool_absent_is_setup_and_a_gpu_lost_is_hardware(tmp_path):
+    """Issue 53: lsmod absent (the shell's exit 127) fails nouveau with fix-setup, never a
+    reboot; nvidia-smi's sampler that lost a GPU (exit status 15, its header printed before
+    the complaint, as the lab's gpu-lost-in-soak run shows) fails with reboot."""
+    node = replace(healthy_h100(tmp_path / "node07"), "lsmod.txt", None)
+    replace(node, "lsmod.txt.error", "$ lsmod\nexit status 127\nsh: 1: lsmod: not found\n")
+    replace(node, "gpu-telemetry.csv", None)
+    replace(node, "gpu-telemetry.csv.error",
+            "$ nvidia-smi --query-gpu=timestamp,index --format=csv -lms 1000\nexit status 15\n"
+            "timestamp, index\nUnable to determine the device handle for GPU0000:5D:00.0: "
+            "Unknown Error\n")
+    by_id = {c.id: c for c in judge(Evidence(node), load_profile("h100-sxm-8"), None).checks}
+    assert (by_id["nouveau"].status, by_id["nouveau"].action) == ("fail", "fix-setup")
+    assert by_id["nouveau"].summary == "lsmod failed (exit status 127): sh: 1: lsmod: not found"
+    assert (by_id["load_power"].status, by_id["load_power"].action) == ("fail", "reboot")
