@@ -43,9 +43,13 @@ def gaps(ctx: Context, kinds: tuple[EvidenceKind, ...]) -> list[Gap]:
         unit = kind.members.unit
         listed = set(kind.members.listed(parsed))
         missing = [m for m in declared(ctx, unit, kinds) if m not in listed]
+        listed_by_smi = {g.index for g in ctx.gpus()}
         for member in missing:
             if unit == GPU:
-                found.append((member, f"{ctx.gpu_label(member)} missing from {kind.file}"))
+                name = (ctx.gpu_label(member) if member in listed_by_smi else
+                        f"GPU {member} (of the profile's {ctx.profile.gpu_count}; nvidia-smi "
+                        f"lists {len(listed_by_smi)})")
+                found.append((member, f"{name} missing from {kind.file}"))
             else:
                 assert unit == NIC_PORT, unit
                 found.append((None, f"NIC {member} missing from {kind.file}"))

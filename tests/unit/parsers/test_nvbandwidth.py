@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from gpuprov.checks.run import judge
+from gpuprov.evidence import Evidence
 from gpuprov.parsers.errors import ParseError
 from gpuprov.parsers.nvbandwidth import parse_nvbandwidth
-from tests.evidence_builder import capture
+from gpuprov.profiles import load_profile
+from tests.evidence_builder import capture, healthy_h100, replace
 
 
 def test_host_to_device_and_back_per_gpu_on_eight_rtx_4090():
@@ -64,9 +67,53 @@ def test_one_h200_every_test_and_the_gpu_to_gpu_ones_waived():
 @pytest.mark.parametrize(("fixture", "why"), [
     # exit status 0 both times: the report is the only place the fault shows
     ("h200-x1-v0.8-testcase-not-found.txt",
-     "no nvbandwidth test result; it said: Testcase no_such_test not found!"),
-    ("h200-x1-v0.8-d2d-read-waived.txt", "no nvbandwidth test result: 1 test\\(s\\) waived"),
+     "nvbandwidth gave no host_to_device_memcpy_ce result: Testcase no_such_test not found!"),
+    ("h200-x1-v0.8-d2d-read-waived.txt",
+     "nvbandwidth gave no host_to_device_memcpy_ce result (waived)"),
 ])
-def test_real_runs_that_measured_nothing_say_why(fixture, why):
-    with pytest.raises(ParseError, match=why):
-        parse_nvbandwidth(capture(f"nvbandwidth/{fixture}"), "/ev/nvbandwidth.txt")
+def test_real_runs_that_measured_nothing_fail_their_check_in_their_words(tmp_path, fixture,
+                                                                         why):
+    """Issue 52: a tool's own failure report is a finding (its check fails with its
+    words), never the operator's bad input (exit 2)."""
+    run = parse_nvbandwidth(capture(f"nvbandwidth/{fixture}"), "/ev/nvbandwidth.txt")
+    assert run.tests == {} and (run.errors or run.waived)
+    node = replace(healthy_h100(tmp_path / "node07"), "nvbandwidth.txt",
+                   capture(f"nvbandwidth/{fixture}"))
+    result = judge(Evidence(node), load_profile("h100-sxm-8"), None,
+                   only=("nvbandwidth",)).checks[0]
+    assert result.status == "fail" and why in result.summary, result.summary
+
+
+# nvbandwidth's assertion macros (NVIDIA/nvbandwidth@66746a3 error_handling.h: ASSERT and
+# CUDA_ASSERT print `… in expression <expr> in <function>() : <file>:<line>` on stderr, then
+# exit 1), in that form; and the form before JSON output (cf33c59^ nvbandwidth.cpp:112:
+# `Waiving <test>.` where a test cannot run, e.g. no peer access between two GPUs)
+HEADER = "nvbandwidth Version: v0.4\nBuilt from Git version: \n\n"
+ASSERT_REPORT = HEADER + (
+    "Running device_to_device_memcpy_read_ce.\n"
+    "ASSERT in expression deviceCount > 1 in virtual void DeviceToDeviceReadCE::run"
+    "(unsigned long, unsigned long)() : testcases_ce.cpp:96\n")
+CUDA_REPORT = HEADER + (
+    "Running host_to_device_memcpy_ce.\n"
+    "[cudaErrorDevicesUnavailable] CUDA-capable device(s) is/are busy or unavailable in "
+    "expression cudaSetDevice(0) in void Output::addVersionInfo()() : output.cpp:41\n")
+WAIVING_REPORT = HEADER + "Waiving device_to_device_memcpy_read_ce.\n\n"
+
+
+@pytest.mark.parametrize(("text", "error"), [
+    (ASSERT_REPORT, "ASSERT in expression deviceCount > 1"),
+    (CUDA_REPORT, "[cudaErrorDevicesUnavailable] CUDA-capable device(s) is/are busy"),
+    (WAIVING_REPORT, None),
+])
+def test_assertion_and_waiving_reports_are_findings(tmp_path, text, error):
+    run = parse_nvbandwidth(text, "/ev/nvbandwidth.txt")
+    assert run.tests == {}
+    if error:
+        assert run.errors[0].startswith(error)
+    else:
+        assert (run.waived, run.errors) == (1, [])
+    node = replace(healthy_h100(tmp_path / "node07"), "nvbandwidth.txt", text)
+    result = judge(Evidence(node), load_profile("h100-sxm-8"), None,
+                   only=("nvbandwidth",)).checks[0]
+    assert result.status == "fail"
+    assert (error or "(waived)") in result.summary, result.summary
