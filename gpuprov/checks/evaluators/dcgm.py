@@ -25,7 +25,8 @@ ACTION_BY_SECTION = {"Deployment": Action.REBOOT, "Runtime": Action.NONE}
             "hardware, integration and stress failures: rma; a diagnostic that did not run: "
             "fails); a GPU's PCIe copy bandwidth or diagnostic Gflop/s (DCGM's Info) below "
             "the profile's dcgm.pcie_min_gbps / dcgm.gflops_min fails (reseat-or-inspect); "
-            "a Warning, or a test of the level that was skipped, warns")
+            "a Warning, or a test of the level that was skipped, warns; every test skipped "
+            "fails (fix-setup)")
 def dcgm_diag(ctx: Context, r: Results) -> CheckResult:
     diag = ctx.evidence.read(DCGM_DIAG)
     level = ctx.evidence.meta.get("dcgm_level")
@@ -60,6 +61,10 @@ def dcgm_diag(ctx: Context, r: Results) -> CheckResult:
         t, text = warnings[0]
         return r.warn(f"dcgmi diag -r {level or '?'}: {t.name} warns: {text[:200]}", values,
                       action=Action.NONE)
+    if diag.tests and len(diag.skipped) == len(diag.tests):
+        # not one test ran: the diagnostic judged nothing, so it cannot pass (issue 52)
+        return r.fail(f"dcgmi diag -r {level or '?'}: every one of its {len(diag.tests)} "
+                      "test(s) skipped: nothing judged", values, action=Action.FIX_SETUP)
     if diag.skipped:   # a test that did not run judged nothing (DCGM issue #55: most of r3)
         names = ", ".join(t.name for t in diag.skipped)
         return r.warn(f"dcgmi diag -r {level or '?'}: {len(diag.skipped)} of "

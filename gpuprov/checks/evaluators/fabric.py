@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
+
 from gpuprov.checks.context import Context
 from gpuprov.checks.localize import NodeFinding, findings, rail_findings
 from gpuprov.checks.registry import Results, check
 from gpuprov.model import Action, CheckResult, Status
-from gpuprov.parsers.fabric import FABRIC, FabricRecord
+from gpuprov.parsers.fabric import BANDWIDTH, FABRIC, FabricRecord
 
 
 @check("fabric", stage="fabric", needs=(FABRIC,), action=Action.RESEAT_OR_INSPECT,
@@ -20,6 +22,11 @@ def fabric(ctx: Context, r: Results) -> CheckResult:
     node = record.node or ctx.evidence.meta.get("node")
     if record.group is None and record.rails:
         return r.result(Status.SKIP, "all-reduce not run: a per-rail fabric run")
+    gaps = _group_unmeasured(record)
+    if gaps:
+        return r.fail("; ".join(gaps), {"run_id": record.run_id,
+                                        "members": [m.node for m in record.members]},
+                      action=Action.FIX_SETUP)
     return _judged(r, record, node, findings(record).get(node))
 
 
@@ -37,7 +44,46 @@ def fabric_rails(ctx: Context, r: Results) -> CheckResult:
     node = record.node or ctx.evidence.meta.get("node")
     if not record.rails:
         return r.result(Status.SKIP, "per-rail test not run in this fabric run")
+    gaps = _rails_unmeasured(ctx, record, node)
+    if gaps:
+        more = f" (+{len(gaps) - 3} more)" if len(gaps) > 3 else ""
+        return r.fail("; ".join(gaps[:3]) + more, {"run_id": record.run_id, "unmeasured": gaps},
+                      action=Action.FIX_SETUP)
     return _judged(r, record, node, rail_findings(record).get(node))
+
+
+def _number(value: float | None) -> bool:
+    return value is not None and math.isfinite(value)
+
+
+def _group_unmeasured(record: FabricRecord) -> list[str]:
+    """What makes a fabric run no measurement (issue 52): one member has no fabric to test;
+    a group that finished with a peak that is no number measured nothing."""
+    gaps = []
+    if len(record.members) < 2:
+        gaps.append(f"fabric run {record.run_id} has {len(record.members)} member(s): a "
+                    "one-node group measures no fabric")
+    if record.group and record.group.ok and not _number(record.group.peak_busbw_gbps):
+        gaps.append(f"fabric run {record.run_id}: all-reduce finished with no bus "
+                    f"bandwidth figure ({record.group.peak_busbw_gbps!r})")
+    return gaps
+
+
+def _rails_unmeasured(ctx: Context, record: FabricRecord, node: str) -> list[str]:
+    """A rail of this node that no test reached, or a test that finished with no figure."""
+    gaps = []
+    mine = [run for run in record.rails if node in run.nodes]
+    for run in mine:
+        figure = run.average_gbps if run.test == BANDWIDTH else run.latency_usec
+        if run.ok and not _number(figure):
+            gaps.append(f"{run.test} on {run.rail} ({' -> '.join(run.nodes)}) finished with no "
+                        f"figure ({figure!r})")
+    want = (ctx.profile.data.get("nics") or {}).get("count", 0)
+    tested = {run.rail for run in mine}
+    if len(tested) < want:
+        gaps.append(f"{node}: {len(tested)} of the profile's {want} rails tested "
+                    f"({', '.join(sorted(tested)) or 'none'})")
+    return gaps
 
 
 def _judged(r: Results, record: FabricRecord, node: str, found: NodeFinding | None

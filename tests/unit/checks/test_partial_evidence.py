@@ -259,3 +259,20 @@ def test_no_members_lines_removed_from_any_file_is_ever_accepted(tmp_path_factor
     except ParseError:       # refused as malformed (evaluate's exit 2): not accepted either
         return
     assert judged.verdict == "rejected", (name, member)
+
+
+def test_a_dcgm_diagnostic_whose_every_test_skipped_judged_nothing(tmp_path):
+    """Issue 52: `dcgmi diag` with every test Skip fails (fix-setup), not a warning; one
+    skipped test beside passing ones still warns."""
+    def diag(statuses: list[str]) -> str:
+        tests = [{"name": f"test{i}", "results": [{"status": s, "gpu_id": "0"}]}
+                 for i, s in enumerate(statuses)]
+        return json.dumps({"DCGM GPU Diagnostic": {"test_categories": [
+            {"category": "Hardware", "tests": tests}]}})
+    node = healthy_h100(tmp_path / "node07")
+    replace(node, "dcgmi-diag.json", diag(["Skip", "Skip"]))
+    result = _judge(node)["dcgm_diag"]
+    assert (result.status, result.action) == ("fail", Action.FIX_SETUP)
+    assert "every one of its 2 test(s) skipped: nothing judged" in result.summary
+    replace(node, "dcgmi-diag.json", diag(["Pass", "Skip"]))
+    assert _judge(node)["dcgm_diag"].status == "warn"

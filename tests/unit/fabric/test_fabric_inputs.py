@@ -14,7 +14,7 @@ from gpuprov.evidence import Evidence
 from gpuprov.inventory import Inventory
 from gpuprov.model import Status
 from gpuprov.parsers.errors import ParseError
-from gpuprov.parsers.fabric import FABRIC, FabricRecord, parse_fabric_record
+from gpuprov.parsers.fabric import FABRIC, FabricRecord, Member, RailRun, parse_fabric_record
 from gpuprov.profiles import load_profile
 from gpuprov.validation.fabric_rack import check_members, fabric_place, floor_for
 from tests.conftest import gpuprov
@@ -155,3 +155,37 @@ def test_each_rail_run_lasts_perftest_s_default_or_the_members_one_site_value():
                                              r"must be a whole number of seconds, 1 or more; "
                                              rf"got {bad!r}$"):
             rail_settings("v1", hosts, site, PROFILES)
+
+
+def _judge_rails(tmp_path, written: FabricRecord):
+    node = healthy_h100(tmp_path / "node01")
+    (node / FABRIC.file).write_text(written.as_json())
+    [result] = judge(Evidence(node), load_profile("h100-sxm-8"), None,
+                     only=("fabric_rails",)).checks
+    return result
+
+
+def test_a_fabric_run_that_measured_nothing_never_passes(tmp_path):
+    """Issue 52: a one-node group, an all-reduce whose peak is NaN, a rail run with no
+    figure, a rail of the profile's never tested: each fails (fix-setup), naming it."""
+    lone = dataclasses.replace(record(("node02",), run(("node02",), 400.0)), node="node02")
+    result = _judge_fabric(tmp_path / "a", lone)
+    assert (result.status, str(result.action)) == (Status.FAIL, "fix-setup")
+    assert "has 1 member(s): a one-node group measures no fabric" in result.summary
+    nan = dataclasses.replace(record(NODES, run(NODES, float("nan"))), node="node02")
+    result = _judge_fabric(tmp_path / "b", nan)
+    assert result.status == Status.FAIL and "no bus bandwidth figure (nan)" in result.summary
+    rails = [RailRun(f"mlx5_{k}", ("node01", "node01"), True, 390.0, 380.0) for k in range(8)]
+    members = [Member(n, f"198.18.0.{i}", "eth0") for i, n in enumerate(("node01", "node02"), 11)]
+    whole = FabricRecord("r", None, "rails", members, rails=rails, node="node01")
+    assert _judge_rails(tmp_path / "c", whole).status == Status.PASS
+    seven = dataclasses.replace(whole, rails=rails[:7])
+    result = _judge_rails(tmp_path / "d", seven)
+    assert result.status == Status.FAIL
+    assert "node01: 7 of the profile's 8 rails tested" in result.summary
+    blank = dataclasses.replace(whole, rails=[dataclasses.replace(rails[0], average_gbps=None),
+                                              *rails[1:]])
+    result = _judge_rails(tmp_path / "e", blank)
+    assert result.status == Status.FAIL
+    assert "ib_write_bw on mlx5_0 (node01 -> node01) finished with no figure (None)" in \
+        result.summary
