@@ -18,6 +18,9 @@ QUARANTINED = "quarantined"
 # rejected for what gpuprov could not see (a tool absent, evidence not collected), with no
 # hardware finding: fix the setup the failing checks name, then validate again (issue 53)
 NEEDS_SETUP = "needs-setup"
+# its latest provisioning run never finished (killed, the controller lost): it may have
+# changed the node halfway, so no earlier acceptance holds
+INTERRUPTED = "interrupted"
 
 
 def rejected_for_setup(verdict: NodeResult) -> bool:
@@ -38,17 +41,21 @@ def expires_at(verdict: NodeResult | None, valid_for: float | None) -> float | N
 def node_state(verdict: NodeResult | None,
                provisioning: tuple[RunRecord, HostOutcome] | None,
                now: float | None = None, valid_for: float | None = None,
-               repaired_at: float | None = None, held: bool = False) -> str:
+               repaired_at: float | None = None, held: bool = False,
+               interrupted_at: float | None = None) -> str:
     """`quarantined` when `held` (a repeat offender, its repair not recorded); else the
     verdict (`needs-setup` for a rejection with setup findings only), unless a provisioning
     run changed the node after it (its evidence no longer describes the node: an upgrade, a
     rollback, a repaired package), a repair was recorded after it (`repaired_at`), or an
     acceptance older than `valid_for` seconds at `now` (a GPU degrades in service: it is
-    re-validated)."""
+    re-validated). `interrupted`: a provisioning run that started at `interrupted_at`, after
+    the verdict, never finished."""
     if held:
         return QUARANTINED
     if verdict is None:
         return "never-validated"
+    if interrupted_at is not None and interrupted_at > verdict.judged_at:
+        return INTERRUPTED
     if repaired_at is not None and repaired_at > verdict.judged_at:
         return NEEDS_VALIDATION
     if provisioning:
@@ -64,25 +71,27 @@ def node_state(verdict: NodeResult | None,
 
 
 # the states `validate --stale` picks: no acceptance that still holds
-STALE = ("never-validated", EXPIRED, NEEDS_VALIDATION)
+STALE = ("never-validated", EXPIRED, NEEDS_VALIDATION, INTERRUPTED)
 
 
 def stale_nodes(hosts: list[str], verdicts: dict[str, NodeResult],
                 provisioning: dict[str, tuple[RunRecord, HostOutcome]], now: float,
                 valid_for: Callable[[str], float | None],
                 repaired: dict[str, float] | None = None,
-                held: Collection[str] = ()) -> list[str]:
+                held: Collection[str] = (),
+                interrupted: dict[str, RunRecord] | None = None) -> list[str]:
     """The hosts whose acceptance expired, never happened or no longer describes them (a
     change provisioned, a repair recorded since), the never validated first, then the oldest
     verdict first. A rejected or unreachable node is not stale: it waits for a repair, not
     a re-check; nor is a quarantined one (`held`). `valid_for(profile)` is the period."""
-    repaired = repaired or {}
+    repaired, interrupted = repaired or {}, interrupted or {}
 
     def state(host: str) -> str:
         result = verdicts.get(host)
+        cut = interrupted.get(host)
         return node_state(result, provisioning.get(host), now,
                           valid_for(result.profile) if result else None,
-                          repaired.get(host), host in held)
+                          repaired.get(host), host in held, cut.started_at if cut else None)
 
     stale = [h for h in hosts if state(h) in STALE]
     return sorted(stale, key=lambda h: (h in verdicts, verdicts[h].judged_at

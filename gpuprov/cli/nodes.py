@@ -78,12 +78,14 @@ def nodes(node: str | None, inventory_option: str | None, list_offenders: bool,
     period = acceptance_periods()   # the configuration read once, not per node
     held = quarantine(ledger, now)
     repaired = ledger.last_repairs()
+    cut = ledger.interrupted_provisioning()
     for host in known:
         result = verdicts.get(host)
         outcome = provisioned.get(host)
         valid_for = period(result.profile) if result else None
         rows.append((host, node_state(result, outcome, now, valid_for, repaired.get(host),
-                                      host in held),
+                                      host in held,
+                                      cut[host].started_at if host in cut else None),
                      _when(result.judged_at if result else None),
                      result.run_id if result else "-", outcome[1].outcome if outcome else "-",
                      _drift(drifts.get(host)), _when(expires_at(result, valid_for)),

@@ -148,4 +148,4 @@ def _stale(hosts: list[str]) -> list[str]:
         click.echo(f"{host}: not picked: {quarantine_reason(held[host])}")
     return stale_nodes(hosts, ledger.current_verdicts(checks=False),
                        ledger.last_provisioning(), now, site_settings.acceptance_periods(),
-                       ledger.last_repairs(), held)
+                       ledger.last_repairs(), held, ledger.interrupted_provisioning())

@@ -40,6 +40,20 @@ class ProvisioningRepository(LedgerBase):
             latest[row["host"]] = (runs[row["run_id"]], _outcome(row))
         return latest
 
+    def interrupted_provisioning(self) -> dict[str, RunRecord]:
+        """Each host whose latest provisioning run (not `--check`) never finished: killed,
+        or its controller lost. It may have changed the host halfway, so no earlier verdict
+        describes the host any more (issue 52)."""
+        query = ("SELECT * FROM runs WHERE kind = 'provision'"
+                 f" AND NOT {self.store.json_true('options', 'check')} ORDER BY started_at")
+        latest: dict[str, RunRecord] = {}
+        with self._connect() as db:
+            for row in db.execute(query).fetchall():
+                record = self._record(row)
+                for host in record.hosts:
+                    latest[host] = record
+        return {h: r for h, r in latest.items() if r.status == "interrupted"}
+
     def converged_locks(self, host: str) -> list[tuple[RunRecord, dict]]:
         """The host's converged provisioning runs (not `--check`), newest first, each with
         the versions lock it was given for the host."""

@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import sqlite3
+import subprocess
+import sys
 import time
 
 import pytest
@@ -10,7 +13,7 @@ import yaml
 
 from gpuprov.errors import InputError
 from gpuprov.ledger import Ledger
-from gpuprov.lifecycle import node_state, rollback_target
+from gpuprov.lifecycle import node_state, rollback_target, stale_nodes
 from gpuprov.model import Action, CheckResult, HostOutcome, NodeResult, Status, Verdict
 
 R550 = {"driver_version": "550.90.07", "cuda_version": "12.4"}
@@ -108,3 +111,26 @@ def test_a_node_rejected_for_its_setup_needs_setup_not_service():
     assert node_state(_rejected(Action.FIX_SETUP, Action.REBOOT), None) == "rejected"
     assert node_state(_rejected(Action.NONE), None) == "rejected"
     assert node_state(verdict(2.0), None) == "accepted"
+
+
+def test_an_unfinished_provisioning_run_leaves_its_hosts_interrupted_and_stale(tmp_path):
+    """Issue 52: a provisioning run killed halfway (its process gone, no outcome recorded)
+    after node02's acceptance: node02 reads `interrupted`, never `accepted`, and `validate
+    --stale` picks it; a later finished run supersedes it."""
+    ledger = Ledger(tmp_path / "ledger.db")
+    accepted = verdict(time.time())
+    time.sleep(0.01)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    ledger.start_run("p1", "provision", "inv", ["node02"], {}, {"node02": R590}, None)
+    with sqlite3.connect(tmp_path / "ledger.db") as db:
+        db.execute("UPDATE runs SET pid = ? WHERE id = 'p1'", (int(dead.stdout),))
+    cut = ledger.interrupted_provisioning()
+    assert list(cut) == ["node02"] and cut["node02"].id == "p1"
+    assert node_state(accepted, None, interrupted_at=cut["node02"].started_at) == "interrupted"
+    stale = stale_nodes(["node02"], {"node02": accepted}, {}, time.time(), lambda _: None,
+                        interrupted=cut)
+    assert stale == ["node02"]
+    assert stale_nodes(["node02"], {"node02": accepted}, {}, time.time(), lambda _: None) == []
+    provisioned(ledger, "p2", R590, changed=0)
+    assert ledger.interrupted_provisioning() == {}
