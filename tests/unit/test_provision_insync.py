@@ -138,3 +138,38 @@ def test_the_skip_neither_reads_nor_judges_firmware(tmp_path, monkeypatch):
     baseline = ProvisionBaseline("node01", "p1", "f" * 64, [], [], snapshot)
     decision = insync.decide("node01", Path("inv"), tmp_path, lock, {}, "f" * 64, baseline)
     assert decision.skip, decision.why
+
+
+def _decide(tmp_path, monkeypatch, now: dict, drift: list):
+    """decide() over a baseline whose snapshot is SNAPSHOT, the host showing `now`, drift
+    finding `drift`."""
+    from pathlib import Path
+
+    from gpuprov.drift import probe
+    from gpuprov.lock import Lock
+    lock = Lock("550.90.07", "auto", "12.4", "9.1.0.70", "1.16.2", "", "2.13.0", "cpu", "3.11")
+    monkeypatch.setattr(insync, "_read", lambda *a: (now, probe.HostState()))
+    monkeypatch.setattr(insync.expected, "differences", lambda state, lock, variables: drift)
+    baseline = ProvisionBaseline("node01", "p1", "f" * 64, [], ["docker"], SNAPSHOT)
+    return insync.decide("node01", Path("inv"), tmp_path, lock, {}, "f" * 64, baseline)
+
+
+SNAPSHOT = {"packages": "p", "files": [], "units": ["enabled active docker"], "host": [],
+            "modules": [], "governors": ["8 performance"]}
+
+
+def test_the_in_sync_skip_runs_in_full_on_drift_an_unread_unit_or_a_governor(tmp_path,
+                                                                            monkeypatch):
+    """Issue 52's survivors: each of drift found, a unit whose state systemctl did not print,
+    and the CPU governors changed makes the host run in full, saying which; the same
+    snapshot with no drift skips."""
+    from types import SimpleNamespace
+    same = _decide(tmp_path, monkeypatch, dict(SNAPSHOT), [])
+    assert same.skip and same.why == "in sync with run p1"
+    drifted = _decide(tmp_path, monkeypatch, dict(SNAPSHOT),
+                      [SimpleNamespace(summary="nvidia-driver-550 at 550.90.08")])
+    assert (drifted.skip, drifted.why) == (False, "drifted: nvidia-driver-550 at 550.90.08")
+    unread = _decide(tmp_path, monkeypatch, {**SNAPSHOT, "units": [" docker"]}, [])
+    assert (unread.skip, unread.why) == (False, "unit docker: its state could not be read")
+    governor = _decide(tmp_path, monkeypatch, {**SNAPSHOT, "governors": ["8 powersave"]}, [])
+    assert (governor.skip, governor.why) == (False, "CPU governors changed")
