@@ -23,8 +23,11 @@ import yaml
 
 REPO = Path(__file__).resolve().parent.parent
 REASONS = Path(__file__).with_name("mutation-survivors.yml")
-TARGET = 0.90
-PACKAGES = ("gpuprov.checks", "gpuprov.parsers")
+TARGET = 0.95   # issue 52
+# the judging code: the checks and their registry, the parsers, and what decides a node's
+# fate from its verdicts (escalation, lifecycle, the in-sync skip, the security floors)
+PACKAGES = ("gpuprov.checks", "gpuprov.parsers", "gpuprov.escalation", "gpuprov.lifecycle",
+            "gpuprov.provision.insync", "gpuprov.security")
 KILLED = {"killed", "timeout", "segfault"}
 NOT_RUN = "not checked"   # mutmut's word for a mutant the run did not reach
 LINE = re.compile(r"^\s*(?P<name>\S+)__mutmut_\d+: (?P<status>.+?)\s*$")
@@ -55,7 +58,7 @@ def main() -> int:
         return 2
     reasons = yaml.safe_load(REASONS.read_text()) or {}
     ok = True
-    print(f"{'package':<18}{'mutants':>8}{'killed':>8}{'survived':>10}{'not run':>9}"
+    print(f"{'package':<26}{'mutants':>8}{'killed':>8}{'survived':>10}{'not run':>9}"
           f"{'score':>8}  target")
     for package in PACKAGES:
         statuses = Counter(s for f, s in results if f.startswith(package + "."))
@@ -66,7 +69,7 @@ def main() -> int:
         met = score >= TARGET and not pending
         ok &= met
         verdict = "met" if met else ("INCOMPLETE run" if pending else "NOT MET")
-        print(f"{package.replace('.', '/'):<18}{judged + pending:>8}{killed:>8}"
+        print(f"{package.replace('.', '/'):<26}{judged + pending:>8}{killed:>8}"
               f"{judged - killed:>10}{pending:>9}{score:>8.1%}  >= {TARGET:.0%} {verdict}")
         other = {s: n for s, n in statuses.items() if s not in KILLED | {"survived"}}
         if other:

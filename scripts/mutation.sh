@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Mutation testing of gpuprov/checks and gpuprov/parsers (issue #24) with mutmut, judged by
+# Mutation testing of the judging code (gpuprov/checks, gpuprov/parsers, escalation,
+# lifecycle, provision/insync, security: issues #24, #52) with mutmut, judged by
 # the unit suite (configuration: [tool.mutmut] in pyproject.toml). Not part of
 # scripts/test.sh: a full run takes about an hour on two cores. Prints the score per
 # package and every surviving function with its recorded reason; exits 1 under the target.
