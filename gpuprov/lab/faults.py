@@ -562,6 +562,20 @@ def _machine_check(access, hw, gpu):
             {"taint_bits": MACHINE_CHECK_TAINT})
 
 
+# Tools a stock server may lack (issue 53: the real H200 VM had neither lsmod nor systemd as
+# PID 1): the node's lsmod (the lab's stand-in that validate reads) and systemd-run (Debian's
+# systemd package), moved aside so that the shell finds no such command (exit 127).
+SYSTEMD_RUN = "/usr/bin/systemd-run"
+
+
+def _tool_absent(path: str):
+    def apply(access, hw, gpu):
+        moved = path + ".gpuprov-fault"
+        docker.exec_in(access.container, "mv", path, moved)
+        return f"{path} absent (the shell's exit 127)", {"rename": [[moved, path]]}
+    return apply
+
+
 def _gpu_busy(access, hw, gpu):
     if not hw["gpus"]:
         raise InputError(f"{access.node}: no GPU to be busy")
@@ -655,6 +669,10 @@ FAULTS = {f.name: f for f in (
     FaultKind("gpu-busy", False, _gpu_busy, "a process holds a GPU (doctor)"),
     FaultKind("machine-check", False, _machine_check,
               "the kernel tainted by a machine check whose log lines have rotated away"),
+    FaultKind("lsmod-absent", False, _tool_absent(kernel_view.LSMOD),
+              "no lsmod on the node (a setup finding, never the hardware's)"),
+    FaultKind("systemd-run-absent", False, _tool_absent(SYSTEMD_RUN),
+              "no systemd-run on the node: the soak runs under setsid instead"),
 )}
 
 

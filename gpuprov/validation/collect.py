@@ -319,15 +319,15 @@ def soak(c: Collector, step: Step = lambda event, detail=None: None) -> None:
                                 SAMPLER.format(interval_ms=s.telemetry_interval_ms))
         plan = soak_unit.find_adoptable(c.run, wanted)
         if plan is not None:
-            c.meta["burn_in"] = {"adopted_from": plan.run_id, "unit": plan.unit}
+            c.meta["burn_in"] = {"adopted_from": plan.run_id, "unit": plan.unit,
+                                 "supervisor": plan.supervisor}
         else:
             try:
                 plan = soak_unit.start(c.run, wanted, s.gpu_burn_dir)
-            except RuntimeError as exc:   # no systemd to run it under: never a silent pass
-                c.record_failure(GPU_BURN, f"systemd-run --unit {wanted.unit} …", 1,
-                                 f"{exc}\n")
+            except RuntimeError as exc:   # could not start it: never a silent pass
+                c.record_failure(GPU_BURN, f"start burn-in {wanted.unit} …", 1, f"{exc}\n")
                 return
-            c.meta["burn_in"] = {"unit": plan.unit}
+            c.meta["burn_in"] = {"unit": plan.unit, "supervisor": plan.supervisor}
         c.save_meta()
         seconds = plan.seconds
 

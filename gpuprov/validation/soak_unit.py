@@ -21,6 +21,17 @@ service running longer (systemd.service(5)), killing every process of its contro
 with status 0 (driver 580, tests/fixtures/query-gpu/h200-580.159.04-sampler-tc-fp32-fp64.txt);
 143, 128 + SIGTERM's 15 as POSIX sh reports a signalled child to `wait`, is taken too.
 
+Where systemd is not PID 1 or `systemd-run` is absent (a container, some VMs, a validation
+a scheduler started inside a job), the same script runs supervised without systemd: started
+with `setsid -f` in a session of its own (setsid(1)) that outlives the controller's SSH
+session, under `timeout` (coreutils timeout(1): it runs the command in a process group of
+its own and, the limit reached, signals that whole group, so a hung gpu-burn still never
+outlives its plan), its process id kept in the burn-in's directory beside the plan. It is
+"running" while that process lives and still runs this burn-in's script (its command line
+names it: a reused pid is not it), and stopped by signalling timeout, which passes the signal
+on to its whole group. The plan
+records which supervisor ran it, so a later run adopts or stops it the same way.
+
 A soak is adopted only from the node's current boot: after a reboot the kernel log and the
 GPUs' counters no longer cover it. An adopted soak began before this run's before-soak
 snapshot, so the NVLink error counters' before/after difference covers only its remainder;
@@ -38,6 +49,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 BURN_IN_DIR = "/var/lib/gpuprov/burn-in"
+SYSTEMD, SETSID = "systemd", "setsid"     # what supervises a burn-in (Plan.supervisor)
+# systemd runs the unit only where it is PID 1 (sd_booted(3): /run/systemd/system exists)
+# and systemd-run is installed; elsewhere setsid and timeout (util-linux, coreutils)
+SUPERVISOR_TEST = ("command -v systemd-run >/dev/null 2>&1 && [ -d /run/systemd/system ] "
+                   f"&& echo {SYSTEMD} || echo {SETSID}")
 BOOT_ID = "/proc/sys/kernel/random/boot_id"   # a new random id every boot (proc(5))
 UNIT_PREFIX = "gpuprov-burn-in-"
 RUNTIME_MARGIN_S = 120
@@ -53,6 +69,7 @@ class Plan:
     sampler: str          # the telemetry sampler's command
     started: float = 0.0  # the node's clock when the unit started
     boot_id: str = ""     # the node's boot it ran in (proc(5): /proc/sys/kernel/random/boot_id)
+    supervisor: str = SYSTEMD   # systemd (a transient unit) or setsid (no systemd)
 
     @property
     def directory(self) -> str:
@@ -62,6 +79,11 @@ class Plan:
     def unit(self) -> str:
         return f"{UNIT_PREFIX}{self.run_id}"
 
+    @property
+    def pid_file(self) -> str:
+        """Where a burn-in supervised without systemd keeps its process id."""
+        return f"{self.directory}/pid"
+
     def same_work(self, other: Plan) -> bool:
         return (self.seconds, self.flags, self.sampler) == (other.seconds, other.flags,
                                                             other.sampler)
@@ -69,7 +91,7 @@ class Plan:
     def as_json(self) -> str:
         return json.dumps({"run_id": self.run_id, "seconds": self.seconds, "flags": self.flags,
                            "sampler": self.sampler, "started": self.started,
-                           "boot_id": self.boot_id})
+                           "boot_id": self.boot_id, "supervisor": self.supervisor})
 
 
 def script(plan: Plan, gpu_burn_dir: str) -> str:
@@ -98,7 +120,8 @@ def find_adoptable(run, wanted: Plan) -> Plan | None:
             data = json.loads(line)
             found.append(Plan(str(data["run_id"]), int(data["seconds"]), str(data["flags"]),
                               str(data["sampler"]), float(data["started"]),
-                              str(data.get("boot_id", ""))))
+                              str(data.get("boot_id", "")),
+                              str(data.get("supervisor", SYSTEMD))))
         except (ValueError, KeyError, TypeError):
             continue
     adopted = None
@@ -110,28 +133,51 @@ def find_adoptable(run, wanted: Plan) -> Plan | None:
             adopted = plan
             continue
         if state == "running":
-            run(f"systemctl stop {plan.unit}")
+            stop(run, plan)
         run(f"rm -rf {plan.directory}")
     return adopted
 
 
+def stop(run, plan: Plan) -> None:
+    """A dead controller's burn-in stopped, every process of it."""
+    if plan.supervisor == SETSID:
+        # timeout itself: on SIGTERM it sends the signal on to its whole process group
+        # (coreutils timeout.c, `cleanup`), so sh's builtin kill needs no negative pid
+        run(f"kill -TERM $(cat {plan.pid_file}) 2>/dev/null; true")
+    else:
+        run(f"systemctl stop {plan.unit}")
+
+
 def start(run, plan: Plan, gpu_burn_dir: str) -> Plan:
-    """The unit started; the plan with the node's start time. RuntimeError with systemd's
+    """The burn-in started under systemd where it runs the node, else under setsid; the
+    plan with the node's start time and its supervisor. RuntimeError with the supervisor's
     own words when it could not start."""
     d = plan.directory
-    started, boot = [*run(f"mkdir -p {d} && date +%s && cat {BOOT_ID}").stdout.split(),
-                     "0", ""][:2]
-    plan = Plan(plan.run_id, plan.seconds, plan.flags, plan.sampler, float(started), boot)
+    started, boot, supervisor = [*run(f"mkdir -p {d} && date +%s && cat {BOOT_ID} && "
+                                      f"{{ {SUPERVISOR_TEST}; }}").stdout.split(),
+                                 "0", "", SYSTEMD][:3]
+    plan = Plan(plan.run_id, plan.seconds, plan.flags, plan.sampler, float(started), boot,
+                supervisor)
     upload = f"{d}/soak.sh"
     for path, text in ((upload, script(plan, gpu_burn_dir)), (f"{d}/plan.json", plan.as_json())):
         payload = base64.b64encode(text.encode()).decode()
         run(f"echo {payload} | base64 -d > {path}", label=f"upload {path}")
-    result = run(f"systemd-run --unit {plan.unit} --collect --quiet "
-                 f"--description 'gpuprov burn-in {plan.run_id}' "
-                 f"--property RuntimeMaxSec={plan.seconds + RUNTIME_MARGIN_S} /bin/sh {upload}")
+    limit = plan.seconds + RUNTIME_MARGIN_S
+    if supervisor == SETSID:
+        # the shell writes its pid, then becomes timeout (exec: same pid, the group leader)
+        result = run(f"setsid -f /bin/sh -c 'echo $$ > {plan.pid_file}; exec timeout -k 10 "
+                     f"{limit} /bin/sh {upload}' < /dev/null > /dev/null 2>&1 && "
+                     f"for i in 1 2 3 4 5 6 7 8 9 10; do [ -s {plan.pid_file} ] && break; "
+                     f"sleep 0.2; done; [ -s {plan.pid_file} ]")
+        what = "setsid"
+    else:
+        result = run(f"systemd-run --unit {plan.unit} --collect --quiet "
+                     f"--description 'gpuprov burn-in {plan.run_id}' "
+                     f"--property RuntimeMaxSec={limit} /bin/sh {upload}")
+        what = "systemd-run"
     if result.rc != 0:
         raise RuntimeError((result.stdout + result.stderr).strip() or
-                           f"systemd-run exited {result.rc}")
+                           f"{what} exited {result.rc}")
     return plan
 
 
@@ -140,7 +186,13 @@ def status(run, plan: Plan) -> str:
     # `finished` asked again after the unit is seen inactive: it may have finished between
     # the first look and systemctl's answer
     done = f"[ -e {plan.directory}/finished ]"
-    return run(f"if {done}; then echo finished; elif systemctl is-active --quiet {plan.unit}; "
+    if plan.supervisor == SETSID:
+        # alive, and still this burn-in's script (a reused pid runs something else)
+        alive = (f"grep -qs {shlex.quote(plan.directory + '/soak.sh')} "
+                 f"/proc/$(cat {plan.pid_file} 2>/dev/null || echo 0)/cmdline")
+    else:
+        alive = f"systemctl is-active --quiet {plan.unit}"
+    return run(f"if {done}; then echo finished; elif {alive}; "
                f"then echo running; elif {done}; then echo finished; else echo gone; fi",
                logged=False).stdout.strip() or "gone"
 

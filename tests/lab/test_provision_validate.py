@@ -467,6 +467,44 @@ def test_a_node_rejected_three_times_is_quarantined_until_its_repair_is_recorded
     assert sorted(report_of(again)) == ["node03"]
 
 
+# the actions that say the hardware is at fault (model.HARDWARE_ACTIONS), and restart-workload
+HARDWARE = {"restart-workload", "reset-gpu", "reboot", "reseat-or-inspect", "rma"}
+
+
+def test_a_node_without_lsmod_is_rejected_for_its_setup_and_without_systemd_run_soaks(rack):
+    """Issue 53: lsmod and systemd-run absent on node03 (the real H200 VM had neither):
+    three validations in minutes reject it with setup actions only (lsmod's exit 127 fails
+    nouveau with fix-setup), it is no repeat offender and not quarantined but needs-setup;
+    with lsmod back and systemd-run still absent, the soak runs under setsid and the node is
+    accepted."""
+    fault("node03", "lsmod-absent")
+    fault("node03", "systemd-run-absent")
+    try:
+        for _ in range(3):
+            node = report_of(rack.validate("node03", "--json"))["node03"]
+            assert node["verdict"] == "rejected"
+            failing = blocking(node)
+            assert failing["nouveau"]["action"] == "fix-setup", failing["nouveau"]
+            assert "failed (exit status 127)" in failing["nouveau"]["summary"]
+            assert not {i: c["action"] for i, c in failing.items()
+                        if c["action"] in HARDWARE}, failing
+    finally:
+        clear(rack, "node03", repaired=False)
+    offenders = rack.cli("nodes", "--offenders")
+    assert offenders.returncode == 0 and "node03" not in offenders.stdout, offenders.stdout
+    states = rack.cli("nodes").stdout
+    assert re.search(r"(?m)^node03\s+needs-setup\s", states), states
+    fault("node03", "systemd-run-absent")
+    try:
+        node = report_of(rack.validate("node03", "--json"))["node03"]
+    finally:
+        clear(rack, "node03", repaired=False)
+    assert node["verdict"] == "accepted", blocking(node)
+    meta = json.loads((Path(node["evidence_dir"]) / "meta.json").read_text())
+    assert meta["burn_in"]["supervisor"] == "setsid", meta["burn_in"]
+    assert {c["id"]: c["status"] for c in node["checks"]}["gpu_burn"] == "pass"
+
+
 def test_a_kernel_fault_from_before_a_reboot_is_reported_and_the_node_accepted(rack):
     """An Xid logged in this boot rejects the node (the rounds above, node03's xid); after
     a reboot it is an earlier boot's event: reported, and the node accepted."""

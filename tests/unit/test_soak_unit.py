@@ -77,8 +77,11 @@ def test_a_finished_burn_in_of_the_same_work_is_adopted_the_others_removed(node)
     assert not Path(soak_unit.BURN_IN_DIR, "v1").exists()
 
 
-def test_without_systemd_the_unit_does_not_start_and_says_why(node, monkeypatch, tmp_path):
+def test_where_systemd_run_fails_the_unit_does_not_start_and_says_why(node, monkeypatch,
+                                                                     tmp_path):
     run, tools = node
+    # a node whose PID 1 is systemd (the supervisor test says so), its bus unreachable
+    monkeypatch.setattr(soak_unit, "SUPERVISOR_TEST", f"echo {soak_unit.SYSTEMD}")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "systemd-run").write_text(
@@ -125,3 +128,51 @@ def test_a_burn_in_of_an_earlier_boot_is_never_adopted(node):
     (Path(plan.directory) / "finished").touch()
     assert soak_unit.find_adoptable(run, _plan(tools, "v2")) is None
     assert not Path(plan.directory).exists()
+
+
+def _wait(run, plan, until: str, seconds: float = 20) -> str:
+    import time
+    deadline = time.monotonic() + seconds
+    while (state := soak_unit.status(run, plan)) != until and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return state
+
+
+@pytest.mark.skipif(Path("/run/systemd/system").is_dir(), reason="systemd runs this machine")
+def test_without_systemd_the_burn_in_runs_under_setsid_and_is_adopted_or_stopped(node):
+    """Issue 53: no systemd as PID 1 (this machine, a container): the burn-in starts under
+    setsid and timeout, outlives the command that started it, is `running` while its
+    script runs and `finished` after; the plan says so, a later run adopts it; a running one
+    is stopped with every process of its group."""
+    run, tools = node
+    plan = soak_unit.start(run, _plan(tools), str(tools))
+    assert plan.supervisor == soak_unit.SETSID and plan.boot_id
+    assert json.loads(Path(plan.directory, "plan.json").read_text())["supervisor"] == "setsid"
+    assert soak_unit.status(run, plan) == "running"
+    assert _wait(run, plan, "finished") == "finished"
+    assert Path(plan.directory, "gpu-burn.log").read_text() == "burning -tc 30\n"
+    assert Path(plan.directory, "gpu-telemetry.status").read_text() == "143\n"
+    adopted = soak_unit.find_adoptable(run, _plan(tools, "v2"))
+    assert adopted is not None and (adopted.run_id, adopted.supervisor) == ("v1", "setsid")
+    # a long burn-in of other work, still running: a later run stops it, group and all
+    (tools / "gpu_burn").write_text("#!/bin/sh\necho started\nexec sleep 300\n")
+    long = soak_unit.start(run, _plan(tools, "v3", seconds=300), str(tools))
+    assert soak_unit.status(run, long) == "running"
+    pgid = Path(long.pid_file).read_text().strip()
+    assert soak_unit.find_adoptable(run, _plan(tools, "v4", seconds=60)) is None
+    assert not Path(long.directory).exists()
+    assert _until_empty(pgid) == ""
+
+
+def _until_empty(pgid: str) -> str:
+    """The live processes of group `pgid` (zombies left for init to reap are not)."""
+    import time
+    for _ in range(25):
+        ps = subprocess.run(["ps", "-eo", "pgid=,stat=,pid=,args="], capture_output=True,
+                            text=True).stdout.splitlines()
+        left = "\n".join(line for line in ps if line.split()[0] == pgid
+                         and not line.split()[1].startswith("Z"))
+        if not left:
+            return ""
+        time.sleep(0.2)
+    return left
