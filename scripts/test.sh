@@ -10,13 +10,18 @@ export PATH="$PWD/.venv/bin:$PATH"
 
 scripts/ensure-docker.sh
 
-# each stage prints its time when it ends (the suite's budget is watched stage by stage)
+# each stage prints its time when it ends (the suite's budget is watched stage by stage),
+# and records it with the pytest stages' per-test times in $GPUPROV_TEST_TIMES (default
+# .test-times/): bench/test_time.py prints them per stage and per test file
+times=${GPUPROV_TEST_TIMES:-.test-times}
+rm -rf "$times" && mkdir -p "$times"
 stage() {
   local name=$1 started=$SECONDS
   shift
   echo "== $name"
   "$@"
   echo "== $name: $((SECONDS - started)) s"
+  printf '%s\t%s\n' "$name" "$((SECONDS - started))" >> "$times/stages.tsv"
 }
 stage ruff ruff check .
 stage yamllint yamllint --strict .
@@ -33,5 +38,5 @@ rm -rf "$site"
 # The unit tests share nothing with one another: two workers (pytest-xdist) on a 2-core
 # machine take about 90 s, against 155 s in one. The lab tests share one lab and run in
 # order, in one process.
-stage pytest-unit pytest -n 2 tests/unit "$@"
-stage pytest-lab pytest --ignore=tests/unit "$@"
+stage pytest-unit pytest -n 2 tests/unit --junitxml="$times/pytest-unit.xml" "$@"
+stage pytest-lab pytest --ignore=tests/unit --junitxml="$times/pytest-lab.xml" "$@"
