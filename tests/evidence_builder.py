@@ -267,6 +267,12 @@ def healthy_h100(directory: Path) -> Path:
         "gpu-burn.log": gpu_burn_log([358000, 356600, 358700, 357300, 358300, 356000, 358000,
                                       357600]),
         "gpu-telemetry.csv": telemetry(),
+        # the gpu_burn role's record, as it built gpu-burn on the real H200 VM
+        # (tests/fixtures/real-node-h200: wilicc/gpu-burn@3ead140, compute 9.0)
+        "gpu-burn-build.json": json.dumps({
+            "url": "file:///var/cache/gpuprov/3ead140434da9473582b68452f7115967a7a0581.tar.gz",
+            "sha256": "e5b6994b65a63768f86b9fd1a466a1bd5b9609c86a90bd58ad76b7acc97ec2fc",
+            "compute": "9.0", "compare_kernel": "compare.ptx"}),
         "ddp-smoke.json": json.dumps({"ok": True, "world_size": 8, "backend": "nccl",
                                       "losses": [0.91, 0.52, 0.33],
                                       "allreduce_busbw_gbps": 455.0}),

@@ -8,11 +8,12 @@ the evaluator decides.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 
 from gpuprov.parsers.errors import ParseError
-from gpuprov.parsers.kind import GPU, EvidenceKind, Members
+from gpuprov.parsers.kind import GPU, REAL_TOOL, EvidenceKind, Members
 
 _PROGRESS = re.compile(r"^\s*(?P<pct>\d+(?:\.\d+)?)%\s+proc'd:(?P<procd>.*?)errors:"
                        r"(?P<errors>.*?)(?:temps:(?P<temps>.*))?$")
@@ -123,3 +124,23 @@ def _burned(run: GpuBurnRun) -> list[int]:
 GPU_BURN = EvidenceKind("gpu-burn.log", "soak", parse_gpu_burn, None,
                         "full gpu-burn output (progress lines use `\\r`)",
                         lab="sim/gpu_burn.py", members=Members(GPU, _burned))
+
+
+def parse_gpu_burn_build(text: str, source: str) -> dict:
+    """The gpu_burn role's record of what it built (roles/gpu_burn/tasks/build.yml: `url`,
+    `sha256`, `compute` as `<major>.<minor>`, `compare_kernel`)."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ParseError(source, f"malformed JSON: {exc.msg} at line {exc.lineno}") from exc
+    if not isinstance(data, dict) or not re.match(r"^\d+\.\d+$", str(data.get("compute", ""))):
+        raise ParseError(source, "not the gpu_burn role's BUILD.json (no `compute` "
+                                 "capability as <major>.<minor>)")
+    return data
+
+
+GPU_BURN_BUILD = EvidenceKind("gpu-burn-build.json", "identity", parse_gpu_burn_build,
+                              "cat {gpu_burn_dir}/BUILD.json",
+                              "the gpu_burn role's record of the gpu-burn it built: source URL, "
+                              "sha256, the compute capability its kernels were compiled for",
+                              lab=REAL_TOOL)

@@ -11,7 +11,7 @@ from gpuprov.checks.context import Context
 from gpuprov.checks.registry import Problems, Results, check, shortfall_pct
 from gpuprov.model import Action, CheckResult
 from gpuprov.parsers.gdrcopy import GDRCOPY_SANITY
-from gpuprov.parsers.gpu_burn import GPU_BURN
+from gpuprov.parsers.gpu_burn import GPU_BURN, GPU_BURN_BUILD
 from gpuprov.parsers.nccl_tests import NCCL_TESTS
 from gpuprov.parsers.nvbandwidth import D2D_TEST, NVBANDWIDTH, TESTS
 from gpuprov.parsers.probes import DDP_JSON, TORCH_ENV
@@ -86,6 +86,24 @@ def gpu_burn(ctx: Context, r: Results) -> CheckResult:
         return r.failed(fails, values, action=action)
     return r.passed(f"{len(gpus)} GPUs OK for {run.seconds}s, median "
                     f"{values.get('median_gflops', 0):.0f} Gflop/s", values)
+
+
+@check("gpu_burn_build", stage="identity", needs=(GPU_BURN_BUILD,), action=Action.FIX_SETUP,
+       applies=lambda p: bool(p["gpu"].get("compute_capability")),
+       skip_reason="the profile names no compute capability",
+       rule="the gpu-burn the gpu_burn role built (its BUILD.json) was compiled for the "
+            "profile's GPUs' compute capability (a build for another one loads no kernel, "
+            "or runs one that measures nothing of these GPUs)")
+def gpu_burn_build(ctx: Context, r: Results) -> CheckResult:
+    build = ctx.evidence.read(GPU_BURN_BUILD)
+    want = ctx.profile["gpu"]["compute_capability"]
+    values = {"compute": build["compute"], "expected": want, "url": build.get("url"),
+              "sha256": build.get("sha256")}
+    if str(build["compute"]) != want:
+        return r.fail(f"gpu-burn built for compute capability {build['compute']}, the "
+                      f"profile's GPUs are {want}: provision role gpu_burn again "
+                      "(gpu_burn_compute)", values)
+    return r.passed(f"gpu-burn built for compute capability {want}", values)
 
 
 @check("ddp_smoke", stage="ddp", needs=(DDP_JSON,), action=Action.REBOOT,

@@ -118,3 +118,17 @@ def test_a_driver_one_patch_below_its_security_floor_is_refused():
     assert [b.bulletin for b in below] == ["nvidia-5747"]
     assert "driver 590.48.00 is below 590.48.01" in below[0].message
     assert security.breaches("590.48.01", "", "", "") == []
+
+
+def test_gpu_burn_built_for_another_compute_capability_fails(tmp_path):
+    """Issue 53: the gpu_burn role's BUILD.json is evidence; a build for compute 8.0 on an
+    H100 (9.0) profile fails, naming both and what to do."""
+    import json
+    node = healthy_h100(tmp_path / "node07")
+    assert _check(node, "gpu_burn_build").status == "pass"
+    build = json.loads((node / "gpu-burn-build.json").read_text())
+    replace(node, "gpu-burn-build.json", json.dumps({**build, "compute": "8.0"}))
+    result = _check(node, "gpu_burn_build")
+    assert (result.status, result.action) == ("fail", "fix-setup")
+    assert result.summary.startswith("gpu-burn built for compute capability 8.0, the "
+                                     "profile's GPUs are 9.0")
