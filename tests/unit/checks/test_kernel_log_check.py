@@ -50,6 +50,10 @@ CAPTURES = [
      "CPU soft lockup (soft-lockup)"),
     ("dmesg-xid/xid119-gsp-rpc-timeout-xe9680.txt", "fail", "reset-gpu",
      "Xid 119 (GSP RPC Timeout) on GPU 0000:9b:00.0"),
+    # issue 53: a DMA the IOMMU refused (its mode, or the driver: action none); the healthy
+    # H100 node's lspci has its NVSwitch at 07:00.0, so the address is named as that
+    ("kernel-log/iommu-io-page-fault-nvidia-syslog-cuda-samples48.txt", "fail", "none",
+     "(iommu-fault) on NVSwitch (0000:07:00.0) in the current boot, class software"),
     # notices and application-class faults from before the run: reported, not failed
     ("kernel-log/sxid-22013-nonfatal-boot-570-nvtrust124.txt", "warn", "none",
      "SXid 22013 (Minion Link DLREQ interrupt) on NVSwitch nvidia-nvswitch3 (0000:04:00.0)"),
@@ -68,6 +72,8 @@ CAPTURES = [
     ("kernel-log/healthy-nvlink-core-persistenced-syslog-ollama11932.txt", "pass", "none", ""),
     ("kernel-log/healthy-mlx5-slot-power-not-advertised-gpu-operator2511.txt", "pass", "none",
      ""),
+    # another device's IOMMU faults (an NVMe drive's) are not the GPU system's
+    ("kernel-log/iommu-io-page-fault-nvme-not-gpu-pop853.txt", "pass", "none", ""),
 ]
 
 
