@@ -295,6 +295,27 @@ def _classify(matcher: Matcher, code: int | None, text: str) -> tuple[str, str, 
     return matcher.name, matcher.klass, details
 
 
+# `talosctl dmesg`: `<node>: kern: <level>: [<RFC 3339 time, nanoseconds, Z>]: <message>`,
+# the level padded to seven (real captures: siderolabs/pkgs#792 `k3s-node5.lab: kern:    info:
+# […]`, siderolabs/talos#3054 `10.1.10.21: kern: warning: […]`)
+_TALOS_LINE = re.compile(r"^(?P<node>\S+): kern:\s*\w+: \[(?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)"
+                         r"(?:\.(?P<frac>\d+))?Z\]: (?P<message>.*)$")
+
+
+def _talos_records(text: str) -> str:
+    """`talosctl dmesg` lines as `<ISO time> <node> kernel: <message>` (microseconds: Python
+    reads no finer); any other line unchanged."""
+    if ": kern:" not in text[:65536]:
+        return text
+    out = []
+    for line in text.splitlines():
+        if m := _TALOS_LINE.match(line.strip()):
+            frac = (m.group("frac") or "0")[:6].ljust(6, "0")
+            line = f"{m.group('ts')}.{frac}+00:00 {m.group('node')} kernel: {m.group('message')}"
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
 def _journal_records(text: str) -> str:
     """journalctl's record forms (`-o json`, `-o verbose`, `-o export`) as one line per
     message, `<ISO time> kernel: MESSAGE`, with `-- Boot <id> --` where the boot changes;
@@ -359,7 +380,7 @@ def _field_records(text: str) -> list[dict]:
 def parse_kernel_log(text: str, source: str) -> KernelLog:
     """Every event the matchers recognise, in log order, with the boot it belongs to. A
     kernel log with none gives no events; a file that is not a kernel log raises."""
-    text = _journal_records(text)
+    text = _talos_records(_journal_records(text))
     _check_form(text, source)
     table, marks = matchers(), markers()
     events: list[KernelEvent] = []

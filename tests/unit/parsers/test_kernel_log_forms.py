@@ -120,6 +120,9 @@ FORMS = {
     "grep NVRM of the journal (bare kernel: prefix)": lambda: [f"kernel: {m}"
                                                                for m in _messages()],
     "journalctl -o cat / grep of a stampless log": _messages,
+    # issue 53: `talosctl dmesg` (siderolabs/pkgs#792, siderolabs/talos#3054)
+    "talosctl dmesg": lambda: [f"10.1.10.21: kern: warning: [2025-11-21T10:05:{i:02d}."
+                               f"430802804Z]: {m}" for i, m in enumerate(_messages())],
 }
 
 
@@ -168,3 +171,20 @@ def test_the_driver_s_reset_required_assertion_is_a_reset_class_event():
             "kernel_channel.c:2874")
     [event] = parse_kernel_log(line + "\n", "k").events
     assert (event.kind, event.klass, event.action) == ("reset-required", "reset", "reset-gpu")
+
+
+def test_a_real_talos_log_is_a_kernel_log_and_its_instants_are_read():
+    """Issue 53: `talosctl dmesg` was refused as not a kernel log. The real capture reads
+    (nothing in it is the GPU system's), and a Talos line's nanosecond RFC 3339 stamp is
+    read to the microsecond, in UTC."""
+    from datetime import datetime
+
+    from tests.evidence_builder import capture
+    log = parse_kernel_log(capture("kernel-log/talos-dmesg-amdgpu-siderolabs-pkgs792.txt"),
+                           "talos")
+    assert log.events == [] and log.boots == 1
+    line = ("k3s-node5.lab: kern:     err: [2023-08-18T13:40:01.123456789Z]: NVRM: Xid "
+            "(PCI:0000:5d:00): 79, pid=1, name=nvidia-smi, GPU has fallen off the bus.\n")
+    [event] = parse_kernel_log(line, "talos").events
+    assert (event.kind, event.code, event.time) == ("xid", 79,
+                                                    datetime(2023, 8, 18, 13, 40, 1, 123456))
