@@ -89,6 +89,13 @@ class PciTree:
                  and b.buses[0] <= function.bus <= b.buses[1] and b is not function]
         return sorted(above, key=lambda b: b.buses[1] - b.buses[0], reverse=True)
 
+    def parent_missing(self, function: PciFunction) -> bool:
+        """A function off its domain's root bus (00) with no bridge in the listing whose
+        secondary bus is its own: the listing lacks the bridge right above it (cut short, or
+        filtered), so its path cannot be judged."""
+        return function.bus != 0 and not any(b.buses[0] == function.bus
+                                              for b in self.bridges_above(function))
+
     def gpus(self) -> list[PciFunction]:
         return [f for f in self.functions.values() if f.is_nvidia_gpu]
 

@@ -51,6 +51,12 @@ def pcie_acs(ctx: Context, r: Results) -> CheckResult:
                   for bdf, devices in sorted(below.items())},
               "unreadable_bridges": sorted(unreadable),
               "judged": {d.bdf: [b.bdf for b in tree.bridges_above(d)] for d in endpoints}}
+    orphans = [d.bdf for d in endpoints if tree.parent_missing(d)]
+    if orphans:
+        values["parent_missing"] = orphans
+        return r.fail(f"lspci -vvv lacks the bridge right above {len(orphans)} GPU/NIC "
+                      f"function(s) ({', '.join(orphans[:3])}): the listing is partial, their "
+                      "path is not judged", values, action=Action.FIX_SETUP)
     if unreadable:
         named = ", ".join(sorted(unreadable)[:3])
         return r.fail(f"capabilities of {len(unreadable)} bridge(s) above the GPUs/NICs "

@@ -168,3 +168,24 @@ def test_a_real_h100_pcie_server_whose_nic_sits_behind_the_host_bridge_fails(tmp
     result = _affinity(tmp_path, capture("topo/h100-pcie-1gpu-1nic-legend-575.txt"))
     assert result.status == Status.FAIL and "no NIC within PXB (nearest NIC0 PHB)" in \
         result.summary
+
+
+def _blocks(text: str) -> list[str]:
+    return [b for b in text.split("\n\n") if b.strip()]
+
+
+def test_a_listing_without_the_bridge_right_above_a_gpu_is_partial(tmp_path):
+    """Issue 52: the switch port above GPU 19:00.0 (17:01.0, secondary bus 19) cut from the
+    real HGX listing, or a listing of the GPU's function alone (a held-out real case): the
+    path above it cannot be judged, so pcie_acs fails (fix-setup), never "ACS redirect off
+    on the 0 bridge(s)"."""
+    without_port = "\n\n".join(b for b in _blocks(HGX) if not b.startswith("17:01.0 "))
+    result = _check(replace(healthy_h100(tmp_path / "a"), "lspci-vvv.txt", without_port),
+                    "pcie_acs")
+    assert (result.status, result.action) == (Status.FAIL, "fix-setup")
+    assert "lacks the bridge right above 1 GPU/NIC function(s) (0000:19:00.0)" in \
+        result.summary
+    alone = next(b for b in _blocks(HGX) if b.startswith("19:00.0 3D controller"))
+    result = _check(replace(healthy_h100(tmp_path / "b"), "lspci-vvv.txt", alone + "\n"),
+                    "pcie_acs")
+    assert result.status == Status.FAIL and "0000:19:00.0" in result.summary
