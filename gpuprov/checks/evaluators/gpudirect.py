@@ -90,6 +90,15 @@ def iommu(ctx: Context, r: Results) -> CheckResult:
         return r.fail("lspci -vvv lists no NVIDIA GPU: the IOMMU's hold on it cannot be judged")
     seen = {d.bdf: state.group_types.get(d.bdf, "no group (IOMMU off)") for d in devices}
     values = {"cmdline": state.cmdline, "devices": seen}
+    # the IOMMU is on (some GPU or NIC has a group) yet one has none listed: the listing is
+    # partial, never "IOMMU off" for that one (issue 52)
+    ungrouped = [d.bdf for d in devices if d.bdf not in state.group_types]
+    if state.group_types and ungrouped and len(ungrouped) < len(devices):
+        values["ungrouped"] = ungrouped
+        return r.fail(f"iommu.txt lists no IOMMU group for {len(ungrouped)} of the "
+                      f"{len(devices)} GPU/NIC function(s) ({', '.join(ungrouped[:3])}) while "
+                      "the others have one: the listing is partial", values,
+                      action=Action.FIX_SETUP)
     problems = []
     for device in devices:
         kind = state.group_types.get(device.bdf)

@@ -73,9 +73,11 @@ def test_a_profile_without_nics_skips_peermem(tmp_path):
     assert result.status == Status.SKIP
 
 
+# every function's group, as the collector's `grep -H .` lists them (the GPU and the three
+# NIC functions of the real HGX listing)
 IOMMU_PT = ("/proc/cmdline:BOOT_IMAGE=/vmlinuz-5.15.0-112-generic ro iommu=pt\n"
-            "/sys/bus/pci/devices/0000:19:00.0/iommu_group/type:identity\n"
-            "/sys/bus/pci/devices/0000:1a:00.0/iommu_group/type:identity\n")
+            + "".join(f"/sys/bus/pci/devices/0000:{f}/iommu_group/type:identity\n"
+                      for f in ("19:00.0", "1a:00.0", "1b:00.0", "1b:00.1")))
 
 
 def test_passthrough_or_no_group_passes(tmp_path):
@@ -189,3 +191,16 @@ def test_a_listing_without_the_bridge_right_above_a_gpu_is_partial(tmp_path):
     result = _check(replace(healthy_h100(tmp_path / "b"), "lspci-vvv.txt", alone + "\n"),
                     "pcie_acs")
     assert result.status == Status.FAIL and "0000:19:00.0" in result.summary
+
+
+def test_an_iommu_listing_missing_one_function_is_partial_not_iommu_off(tmp_path):
+    """Issue 52: iommu.txt without the GPU's group while its NICs have theirs read as
+    "IOMMU off" for it and passed; it is a partial listing (fix-setup)."""
+    node = healthy_h100(tmp_path)
+    text = (node / "iommu.txt").read_text()
+    cut = "".join(line for line in text.splitlines(keepends=True) if "19:00.0" not in line)
+    assert cut != text
+    result = _check(replace(node, "iommu.txt", cut), "iommu")
+    assert (result.status, result.action) == (Status.FAIL, "fix-setup")
+    assert "lists no IOMMU group for 1 of the 4 GPU/NIC function(s) (0000:19:00.0)" in \
+        result.summary
