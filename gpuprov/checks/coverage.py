@@ -29,7 +29,7 @@ def declared(ctx: Context, unit: str, kinds: tuple[EvidenceKind, ...]) -> list:
     for kind in kinds:
         parsed = ctx.evidence.read(kind)
         if parsed is not None and kind.members is not None and kind.members.unit == unit:
-            ports |= set(kind.members.listed(parsed))
+            ports |= set(kind.members.listed(parsed) or ())
     return sorted(ports)
 
 
@@ -41,7 +41,10 @@ def gaps(ctx: Context, kinds: tuple[EvidenceKind, ...]) -> list[Gap]:
         if parsed is None or kind.members is None:
             continue
         unit = kind.members.unit
-        listed = set(kind.members.listed(parsed))
+        named = kind.members.listed(parsed)
+        if named is None:     # a form that names no member at all (DCGM's older tables)
+            continue
+        listed = set(named)
         missing = [m for m in declared(ctx, unit, kinds) if m not in listed]
         listed_by_smi = {g.index for g in ctx.gpus()}
         for member in missing:

@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass, field
 
 from gpuprov.parsers.errors import ParseError
-from gpuprov.parsers.kind import EvidenceKind
+from gpuprov.parsers.kind import GPU, EvidenceKind, Members
 
 _SECTION = re.compile(r"^[|+]-{3,}\s+(?P<name>[A-Za-z ]+?)\s+-+[+|]")
 _RESULT = re.compile(r"^(?P<status>Pass|Fail|Skip|Warn)\b(?:\s*-\s*GPUs?:\s*(?P<gpus>[\d,\s]+))?",
@@ -40,6 +40,7 @@ class DcgmTest:
     section: str
     status: str = "skip"                  # pass, fail, skip, warn (the worst seen)
     failed_gpus: list[int] = field(default_factory=list)
+    gpus: list[int] = field(default_factory=list)      # every GPU it gave a result for
     messages: list[tuple[str, str]] = field(default_factory=list)   # (Error|Warning, text)
 
 
@@ -71,6 +72,12 @@ class DcgmDiag:
                     out.setdefault("gflops", {})[int(gpu)] = float(value)
         return out
 
+    def gpus(self) -> list[int] | None:
+        """Every GPU some test gave a result for; None where no result names a GPU (the
+        older table forms' bare `Pass`): DCGM's coverage cannot be told from those."""
+        found = sorted({g for t in self.tests for g in t.gpus})
+        return found or None
+
     @property
     def failed(self) -> list[DcgmTest]:
         return [t for t in self.tests if t.status == "fail"
@@ -96,6 +103,7 @@ def _apply(test: DcgmTest, value: str) -> None:
         return
     if _RANK[status] > _RANK[test.status]:
         test.status = status
+    test.gpus += [g for g in gpus if g not in test.gpus]
     if status == "fail":
         test.failed_gpus += [g for g in gpus if g not in test.failed_gpus]
 
@@ -152,6 +160,7 @@ def _json_test(raw: dict, section: str, source: str) -> DcgmTest:
     summary = raw.get("test_summary") if isinstance(raw.get("test_summary"), dict) else {}
     statuses = [_status(r.get("status"), where, source) for r in results]
     for result, status in zip(results, statuses, strict=True):
+        test.gpus += [g for g in _gpus(result) if g not in test.gpus]
         if status == "fail":
             test.failed_gpus += [g for g in _gpus(result) if g not in test.failed_gpus]
         kind = "Error" if status == "fail" else "Warning"
@@ -250,4 +259,5 @@ DCGM_DIAG = EvidenceKind("dcgmi-diag.json", "dcgm", parse_dcgm_diag, None,
                          "--dcgm-level; default 2) where DCGM is installed (absent "
                          "elsewhere); what dcgmi printed, an error included",
                          lab="sim/dcgmi.py",
-                         fallback="dcgmi-diag.txt")   # the table form earlier runs kept
+                         fallback="dcgmi-diag.txt",   # the table form earlier runs kept
+                         members=Members(GPU, lambda diag: diag.gpus()))

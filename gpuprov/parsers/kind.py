@@ -35,9 +35,9 @@ class Members:
     """The members of the node a kind's file must cover, and how to list those it does.
 
     `listed(parsed)` names each member the file has a complete record of (a GPU with its
-    result line and its figures, not merely its name); the checks' registry fails a check
-    whose file leaves out a member the node and its profile declare
-    (gpuprov/checks/coverage.py)."""
+    result line and its figures, not merely its name), or None where the file's form names
+    no member at all; the checks' registry fails a check whose file leaves out a member the
+    node and its profile declare (gpuprov/checks/coverage.py)."""
     unit: str                                   # GPU or NIC_PORT
     listed: Callable[[Any], Iterable[Any]]
 

@@ -265,7 +265,8 @@ def test_a_dcgm_diagnostic_whose_every_test_skipped_judged_nothing(tmp_path):
     """Issue 52: `dcgmi diag` with every test Skip fails (fix-setup), not a warning; one
     skipped test beside passing ones still warns."""
     def diag(statuses: list[str]) -> str:
-        tests = [{"name": f"test{i}", "results": [{"status": s, "gpu_id": "0"}]}
+        tests = [{"name": f"test{i}", "results": [{"status": s, "gpu_id": str(g)}
+                                                   for g in range(8)]}
                  for i, s in enumerate(statuses)]
         return json.dumps({"DCGM GPU Diagnostic": {"test_categories": [
             {"category": "Hardware", "tests": tests}]}})
@@ -276,3 +277,18 @@ def test_a_dcgm_diagnostic_whose_every_test_skipped_judged_nothing(tmp_path):
     assert "every one of its 2 test(s) skipped: nothing judged" in result.summary
     replace(node, "dcgmi-diag.json", diag(["Pass", "Skip"]))
     assert _judge(node)["dcgm_diag"].status == "warn"
+
+
+def test_dcgm_results_for_half_the_gpus_are_partial(tmp_path):
+    """Issue 52: `dcgmi diag` results for 4 of 8 GPUs passed; the GPUs it gave no result
+    for are named (fix-setup)."""
+    def diag(gpus: range) -> str:
+        return json.dumps({"DCGM GPU Diagnostic": {"test_categories": [
+            {"category": "Hardware", "tests": [{"name": "memory", "results": [
+                {"status": "Pass", "gpu_id": str(g)} for g in gpus]}]}]}})
+    node = replace(healthy_h100(tmp_path / "node07"), "dcgmi-diag.json", diag(range(8)))
+    assert _judge(node)["dcgm_diag"].status == "pass"
+    result = _judge(replace(node, "dcgmi-diag.json", diag(range(4))))["dcgm_diag"]
+    assert (result.status, result.action) == ("fail", Action.FIX_SETUP)
+    assert "GPU 4 (00000000:9A:00.0, serial" in result.summary
+    assert "missing from dcgmi-diag.json" in result.summary

@@ -14,7 +14,7 @@ from gpuprov.parsers.dcgm import parse_dcgm_diag
 from gpuprov.parsers.dcgm_health import parse_dcgm_health
 from gpuprov.parsers.errors import ParseError
 from gpuprov.profiles import load_profile
-from tests.evidence_builder import capture, healthy_h100, replace
+from tests.evidence_builder import capture, healthy_h100, one_gpu, replace
 
 DCGM3 = "dcgmi/diag-j-dcgm-3.1.0-8gpu-pass-nulls-banner.json"
 GB10_R1 = "dcgmi/diag-j-dcgm-4.2.3-gb10-r1-software-fail.json"
@@ -22,6 +22,8 @@ GB10_R2 = "dcgmi/diag-j-dcgm-4.2.3-gb10-r2-partial-skip.json"
 PERSISTENCE = ('Persistence Mode: Persistence mode for GPU 0 is disabled. Enable persistence '
                'mode by running "nvidia-smi -i <gpuId> -pm 1 " as root.')
 H100 = load_profile("h100-sxm-8")
+# a one-GPU node's (the GB10 captures report one GPU)
+ONE = type(H100)("h100-x1", "test", {**H100.data, "gpu": {**H100.data["gpu"], "count": 1}})
 
 
 def test_dcgm_3_document_after_a_stray_line_with_null_entries():
@@ -132,7 +134,9 @@ def test_skipped_tests_warn_rather_than_pass(tmp_path):
     doc["DCGM Diagnostic"]["test_categories"][0]["tests"][0]["results"][0] = {
         "entity_group": "GPU", "entity_id": 0, "status": "Pass"}
     doc["DCGM Diagnostic"]["test_categories"][0]["tests"][0]["test_summary"]["status"] = "Pass"
-    result = _check(tmp_path, "dcgm_diag", **{"dcgmi-diag.json": json.dumps(doc)})
+    # the GB10's report judged on a one-GPU node (every GPU it names is the node's)
+    node = one_gpu(_node(tmp_path, **{"dcgmi-diag.json": json.dumps(doc)}).dir)
+    result = judge(Evidence(node), ONE, None, only=("dcgm_diag",)).checks[0]
     assert (result.status, result.action) == (Status.WARN, Action.NONE)
     assert result.summary == ("dcgmi diag -r 2: 2 of 3 test(s) skipped, nothing judged by "
                               "them: memory, pcie")
@@ -247,12 +251,12 @@ def test_figures_below_the_profile_s_dcgm_floors_fail(tmp_path):
     pcie = doc["DCGM Diagnostic"]["test_categories"][2]["tests"][0]
     pcie["results"][0].update(status="Pass", info=[PCIE_INFO])
     pcie["test_summary"]["status"] = "Pass"
-    node = _node(tmp_path, **{"dcgmi-diag.json": json.dumps(doc)})
-    floors = {**H100.data, "dcgm": {"level": 2, "pcie_min_gbps": 40}}
+    node = Evidence(one_gpu(_node(tmp_path, **{"dcgmi-diag.json": json.dumps(doc)}).dir))
+    floors = {**ONE.data, "dcgm": {"level": 2, "pcie_min_gbps": 40}}
     result = judge(node, type(H100)(H100.name, "t", floors), None, only=("dcgm_diag",)).checks[0]
     assert (result.status, result.action, result.gpu.index) == (
         Status.FAIL, Action.RESEAT_OR_INSPECT, 0)
     assert result.summary.endswith("24.02 GB/s host-device copy below dcgm.pcie_min_gbps 40")
     assert result.values["figures"] == {"pcie_gbps": {"0": 24.02}}
-    shipped = judge(node, H100, None, only=("dcgm_diag",)).checks[0]   # no DCGM floors
+    shipped = judge(node, ONE, None, only=("dcgm_diag",)).checks[0]   # no DCGM floors
     assert shipped.status == Status.WARN and "skipped" in shipped.summary   # memory skipped
