@@ -26,8 +26,8 @@ from gpuprov.parsers.errors import ParseError
 from gpuprov.parsers.kind import REAL_TOOL, STAGES, EvidenceKind
 from gpuprov.parsers.smi_gpu import SMI_BEFORE
 
-__all__ = ["KINDS", "META", "SMI_ERROR", "STAGES", "Evidence", "EvidenceKind", "error_file",
-           "error_record"]
+__all__ = ["ABORTED", "KINDS", "META", "SMI_ERROR", "STAGES", "Evidence", "EvidenceKind",
+           "error_file", "error_record"]
 
 META = EvidenceKind("meta.json", "identity", None, None,
                     "node, profile, run id, start/end times, gpuprov version, versions lock, "
@@ -41,10 +41,17 @@ SMI_ERROR = EvidenceKind("nvidia-smi-error.txt", "identity", None, None,
                          lab="sim/nvidia_smi.py")
 
 
+ABORTED = EvidenceKind("aborted.txt", "identity", None, None,
+                       "the traceback of a validation that aborted (an unexpected answer "
+                       "from the node, or a fault of gpuprov's own): the run is rejected, "
+                       "and this says where it stopped", lab=REAL_TOOL)
+
+
 def _declared() -> tuple[EvidenceKind, ...]:
     """Every kind the parser modules declare, in stage order (within a stage, by module
     name, then as each module declares them); a file declared twice is an error."""
-    kinds: dict[str, EvidenceKind] = {META.file: META, SMI_ERROR.file: SMI_ERROR}
+    kinds: dict[str, EvidenceKind] = {META.file: META, SMI_ERROR.file: SMI_ERROR,
+                                      ABORTED.file: ABORTED}
     for info in sorted(pkgutil.iter_modules(parsers.__path__), key=lambda m: m.name):
         module = importlib.import_module(f"{parsers.__name__}.{info.name}")
         for value in vars(module).values():

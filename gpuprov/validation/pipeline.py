@@ -10,6 +10,7 @@ reproduces the verdict.
 from __future__ import annotations
 
 import time
+import traceback
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from pathlib import Path
 
 from gpuprov.checks.catalog import stage_checks
 from gpuprov.checks.run import Judgement, judge
-from gpuprov.evidence import Evidence
+from gpuprov.evidence import ABORTED, Evidence
 from gpuprov.model import GpuRecord, NodeResult, Verdict
 from gpuprov.parsers.errors import ParseError
 from gpuprov.parsers.smi_gpu import SMI_BEFORE
@@ -66,9 +67,14 @@ def validate_node(job: NodeJob, progress: Progress) -> NodeResult:
         progress(s.node, "done", {"verdict": Verdict.UNREACHABLE})
         return _result(job, started, Verdict.UNREACHABLE, f"unreachable: {exc}", None)
     except Exception as exc:  # a node that breaks the collector is never accepted
+        # the traceback kept with the evidence (issue 53: it was lost)
+        kept = ""
+        if job.evidence_dir.is_dir():
+            (job.evidence_dir / ABORTED.file).write_text(traceback.format_exc())
+            kept = f" (traceback in {ABORTED.file})"
         progress(s.node, "done", {"verdict": Verdict.REJECTED})
         return _result(job, started, Verdict.REJECTED,
-                       f"validation aborted: {type(exc).__name__}: {exc}", None)
+                       f"validation aborted: {type(exc).__name__}: {exc}{kept}", None)
     progress(s.node, "judge", {})
     evidence = Evidence(job.evidence_dir)
     judgement = judge(evidence, s.profile, s.lock, strict=False)
