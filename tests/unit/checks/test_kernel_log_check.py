@@ -50,6 +50,11 @@ CAPTURES = [
      "CPU soft lockup (soft-lockup)"),
     ("dmesg-xid/xid119-gsp-rpc-timeout-xe9680.txt", "fail", "reset-gpu",
      "Xid 119 (GSP RPC Timeout) on GPU 0000:9b:00.0"),
+    # issue 53: GPUDirect pinning refused by the driver (both of gdrdrv's forms)
+    ("kernel-log/gdrdrv-pin-failed-gh200-555-gdrcopy299.txt", "fail", "none",
+     "GPUDirect could not pin GPU memory (nvidia_p2p_get_pages failed) (gpudirect-pin-failed)"),
+    ("kernel-log/gdrdrv-pin-failed-old-form-gdrcopy1.txt", "fail", "none",
+     "(gpudirect-pin-failed) on the node"),
     # issue 53: a DMA the IOMMU refused (its mode, or the driver: action none); the healthy
     # H100 node's lspci has its NVSwitch at 07:00.0, so the address is named as that
     ("kernel-log/iommu-io-page-fault-nvidia-syslog-cuda-samples48.txt", "fail", "none",
