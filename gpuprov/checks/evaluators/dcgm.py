@@ -17,6 +17,26 @@ from gpuprov.parsers.dcgm_health import DCGM_HEALTH
 # the hardware; a failing hardware, integration or stress test is the GPU's.
 ACTION_BY_SECTION = {"Deployment": Action.REBOOT, "Runtime": Action.NONE}
 
+# The tests each `dcgmi diag -r` level adds to the one below (shared/reference/
+# validation-practice.md §3, from NVIDIA/DCGM@72fa3fe nvvs/src/NvidiaValidationSuite.cpp
+# FillTestVectors). Level 3's eud, nvbandwidth, nccl_tests and rist run only where their
+# binaries are installed or named, so no level requires them.
+LEVEL_TESTS = {2: ("memory", "pcie"),
+               3: ("diagnostic", "targeted_stress", "targeted_power", "memory_bandwidth"),
+               4: ("memtest", "pulse_test")}
+# older tables' names for the same plugins (tests/fixtures/dcgmi: `GPU Memory`, `PCIe`)
+TEST_ALIASES = {"gpu_memory": "memory"}
+
+
+def _missing_tests(level: object, names: list[str]) -> list[str]:
+    """The tests `level` runs that the report does not have (a report cut short, or of
+    another level than the one asked)."""
+    if not isinstance(level, int):
+        return []
+    present = {TEST_ALIASES.get(k, k) for k in (n.lower().replace(" ", "_") for n in names)}
+    wanted = [t for lvl in sorted(LEVEL_TESTS) if lvl <= level for t in LEVEL_TESTS[lvl]]
+    return [t for t in wanted if t not in present]
+
 
 @check("dcgm_diag", stage="dcgm", needs=(DCGM_DIAG,), action=Action.RMA, optional=True,
        skip_reason="DCGM not installed on the node (role dcgm)",
@@ -25,8 +45,8 @@ ACTION_BY_SECTION = {"Deployment": Action.REBOOT, "Runtime": Action.NONE}
             "hardware, integration and stress failures: rma; a diagnostic that did not run: "
             "fails); a GPU's PCIe copy bandwidth or diagnostic Gflop/s (DCGM's Info) below "
             "the profile's dcgm.pcie_min_gbps / dcgm.gflops_min fails (reseat-or-inspect); "
-            "a Warning, or a test of the level that was skipped, warns; every test skipped "
-            "fails (fix-setup)")
+            "a Warning, or a test of the level that was skipped, warns; every test skipped, "
+            "or a test the level runs absent from the report, fails (fix-setup)")
 def dcgm_diag(ctx: Context, r: Results) -> CheckResult:
     diag = ctx.evidence.read(DCGM_DIAG)
     level = ctx.evidence.meta.get("dcgm_level")
@@ -52,6 +72,12 @@ def dcgm_diag(ctx: Context, r: Results) -> CheckResult:
         return r.fail(f"dcgmi diag -r {level or '?'}: "
                       + "; ".join(named(t) for t in failed[:3]) + more, values,
                       gpu=r.at_fault(gpus) if len(gpus) == 1 else None, action=action)
+    absent = _missing_tests(level, [t.name for t in diag.tests])
+    if absent:
+        values["missing_tests"] = absent
+        return r.fail(f"dcgmi diag -r {level}: no {', '.join(absent)} test in its report (the "
+                      "level runs them: the report is cut short, or of another level)", values,
+                      action=Action.FIX_SETUP)
     short = _below_floors(ctx, figures)
     if short:    # DCGM passed its own bar, not the site's (a learned baseline's) floor
         result = r.failed(short, values, action=Action.RESEAT_OR_INSPECT)

@@ -292,3 +292,20 @@ def test_dcgm_results_for_half_the_gpus_are_partial(tmp_path):
     assert (result.status, result.action) == ("fail", Action.FIX_SETUP)
     assert "GPU 4 (00000000:9A:00.0, serial" in result.summary
     assert "missing from dcgmi-diag.json" in result.summary
+
+
+def test_a_level_2_dcgm_report_with_only_the_software_test_is_partial(tmp_path):
+    """Issue 52: level 2 asked for, and only the deployment (software) test in the report:
+    memory and pcie, which level 2 runs, are named as missing (fix-setup)."""
+    def diag(names: list[str]) -> str:
+        return json.dumps({"DCGM GPU Diagnostic": {"test_categories": [
+            {"category": "Hardware", "tests": [{"name": n, "results": [
+                {"status": "Pass", "gpu_id": str(g)} for g in range(8)]} for n in names]}]}})
+    node = healthy_h100(tmp_path / "node07")
+    meta = json.loads((node / "meta.json").read_text())
+    replace(node, "meta.json", json.dumps({**meta, "dcgm_level": 2}))
+    replace(node, "dcgmi-diag.json", diag(["software", "memory", "pcie"]))
+    assert _judge(node)["dcgm_diag"].status == "pass"
+    result = _judge(replace(node, "dcgmi-diag.json", diag(["software"])))["dcgm_diag"]
+    assert (result.status, result.action) == ("fail", Action.FIX_SETUP)
+    assert result.summary.startswith("dcgmi diag -r 2: no memory, pcie test in its report")

@@ -125,8 +125,16 @@ def test_diag_check_reads_the_json_evidence(tmp_path):
     assert failed.summary.startswith("dcgmi diag -r 2: software (Deployment) on GPU 0 "
                                      "(00000000:18:00.0, serial ")
     assert "Persistence mode for GPU 0 is disabled" in failed.summary
-    passed = _check(tmp_path / "b", "dcgm_diag", **{"dcgmi-diag.json": capture(DCGM3)})
-    assert passed.status == Status.PASS and passed.summary == "dcgmi diag -r 2: 10 test(s) passed"
+    # DCGM 3.1.0's document holds the deployment checks and `software` only: a level-1 run's
+    # whole report, and a level-2 run's cut short (issue 52: memory and pcie missing)
+    node = _node(tmp_path / "b", **{"dcgmi-diag.json": capture(DCGM3)})
+    meta = json.loads((node.dir / "meta.json").read_text())
+    replace(node.dir, "meta.json", json.dumps({**meta, "dcgm_level": 1}))
+    passed = judge(Evidence(node.dir), H100, None, only=("dcgm_diag",)).checks[0]
+    assert passed.status == Status.PASS and passed.summary == "dcgmi diag -r 1: 10 test(s) passed"
+    short = _check(tmp_path / "c", "dcgm_diag", **{"dcgmi-diag.json": capture(DCGM3)})
+    assert (short.status, short.action) == (Status.FAIL, Action.FIX_SETUP)
+    assert short.summary.startswith("dcgmi diag -r 2: no memory, pcie test in its report")
 
 
 def test_skipped_tests_warn_rather_than_pass(tmp_path):
