@@ -65,7 +65,8 @@ def nodes(node: str | None, inventory_option: str | None, list_offenders: bool,
         _history(ledger, node)
         return
     provisioned = ledger.last_provisioning()
-    verdicts = ledger.current_verdicts(checks=False)
+    # the failing checks' actions tell needs-setup from rejected
+    verdicts = ledger.current_verdicts(failing_only=True)
     drifts = ledger.last_drift()
     unfinished = [r for r in ledger.runs() if r.status != "finished"]
     known = sorted(set(provisioned) | set(verdicts) | set(drifts)

@@ -146,6 +146,6 @@ def _stale(hosts: list[str]) -> list[str]:
     held = quarantine(ledger, now)
     for host in sorted(held.keys() & set(hosts)):
         click.echo(f"{host}: not picked: {quarantine_reason(held[host])}")
-    return stale_nodes(hosts, ledger.current_verdicts(checks=False),
+    return stale_nodes(hosts, ledger.current_verdicts(failing_only=True),
                        ledger.last_provisioning(), now, site_settings.acceptance_periods(),
                        ledger.last_repairs(), held, ledger.interrupted_provisioning())

@@ -73,25 +73,30 @@ class VerdictsRepository(LedgerBase):
                           " ORDER BY gpu_index", key).fetchall()
         return _assemble(row, checks, gpus)
 
-    def current_verdicts(self, checks: bool = True, values_of: Collection[str] | None = None
-                         ) -> dict[str, NodeResult]:
+    def current_verdicts(self, checks: bool = True, values_of: Collection[str] | None = None,
+                         failing_only: bool = False) -> dict[str, NodeResult]:
         """Each node's latest final verdict (finished runs only), in three queries whatever
         the fleet's size. Without `checks`: no check results or GPUs (a fleet's states);
         `values_of`: only those checks' measured values are decoded, the others' left {}
-        (decoding every value is most of the time on a large fleet)."""
+        (decoding every value is most of the time on a large fleet); `failing_only`: only
+        the failing checks, no values, no GPUs (what a node's state needs: their actions
+        tell a rejection for the setup from one for the hardware)."""
         latest = ("SELECT n.* FROM node_results n JOIN (SELECT node, MAX(started_at) AS latest"
                   " FROM node_results WHERE verdict IS NOT NULL GROUP BY node) l"
                   " ON l.node = n.node AND l.latest = n.started_at WHERE n.verdict IS NOT NULL")
         with self._connect() as db:
             rows = db.execute(latest).fetchall()
-            if not checks:
+            if not checks and not failing_only:
                 return {row["node"]: _assemble(row, [], []) for row in rows}
+            failing = " AND c.status IN ('fail', 'missing')" if failing_only else ""
             check_rows = db.execute(
                 f"SELECT c.* FROM check_results c JOIN ({latest}) x ON x.run_id = c.run_id"
-                f" AND x.node = c.node ORDER BY c.{self._order}").fetchall()
-            gpu_rows = db.execute(
+                f" AND x.node = c.node{failing} ORDER BY c.{self._order}").fetchall()
+            gpu_rows = [] if failing_only else db.execute(
                 f"SELECT g.* FROM node_gpus g JOIN ({latest}) x ON x.run_id = g.run_id"
                 " AND x.node = g.node ORDER BY g.gpu_index").fetchall()
+            if failing_only:
+                values_of = ()
         by_node: dict[tuple, tuple[list, list]] = {(r["run_id"], r["node"]): ([], [])
                                                   for r in rows}
         for c in check_rows:
