@@ -16,12 +16,14 @@ scripts/ensure-docker.sh
 times=${GPUPROV_TEST_TIMES:-.test-times}
 rm -rf "$times" && mkdir -p "$times"
 stage() {
-  local name=$1 started=$SECONDS
+  local name=$1 started=$SECONDS status=0
   shift
   echo "== $name"
-  "$@"
+  "$@" || status=$?
   echo "== $name: $((SECONDS - started)) s"
+  # recorded whether it passed or not (a failing run's time counts too), then its status
   printf '%s\t%s\n' "$name" "$((SECONDS - started))" >> "$times/stages.tsv"
+  return "$status"
 }
 stage ruff ruff check .
 stage yamllint yamllint --strict .
