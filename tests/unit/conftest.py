@@ -18,15 +18,20 @@ def recorded_ledger(tmp_path):
     healthy = eb.healthy_h100(tmp_path / "node07")
     faulty = eb.replace(eb.copy(healthy, tmp_path / "node08"), "gpu-burn.log",
                         eb.gpu_burn_log([358000] * 8, errors=[0, 0, 1542, 0, 0, 0, 0, 0]))
-    ledger = Ledger(tmp_path / "ledger.db")
-    ledger.start_run("v1", "validate", "/inv/rack3.ini", ["node07", "node08"], {}, {}, "/ev")
+    return record_run(Ledger(tmp_path / "ledger.db"), {"node07": healthy, "node08": faulty})
+
+
+def record_run(ledger: Ledger, evidence: dict, run_id: str = "v1") -> Ledger:
+    """One finished validation run of `evidence` (node -> directory), each judged as an
+    h100-sxm-8 with no lock, recorded in `ledger`."""
+    ledger.start_run(run_id, "validate", "/inv/rack3.ini", list(evidence), {}, {}, "/ev")
     profile = load_profile("h100-sxm-8")
-    for node, directory in (("node07", healthy), ("node08", faulty)):
+    for node, directory in evidence.items():
         judgement = judge(Evidence(directory), profile, None)
-        settings = NodeSettings(node=node, profile=profile, lock=None, run_id="v1",
+        settings = NodeSettings(node=node, profile=profile, lock=None, run_id=run_id,
                                 soak_seconds=30)
         job = NodeJob(settings, directory, directory, directory)
-        ledger.record_node("v1", _result(job, 1.0, judgement.verdict, judgement.reason(),
-                                         judgement))
-    ledger.finish_validation("v1")
+        ledger.record_node(run_id, _result(job, 1.0, judgement.verdict, judgement.reason(),
+                                           judgement))
+    ledger.finish_validation(run_id)
     return ledger

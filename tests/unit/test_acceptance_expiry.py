@@ -118,28 +118,15 @@ def test_nodes_shows_a_node_rejected_for_its_setup_as_needs_setup(tmp_path):
     """Issue 53: a node whose evidence says lsmod is absent (exit 127) and nothing of the
     hardware is `needs-setup` in `gpuprov nodes`; one with a hardware finding stays
     `rejected`. The listing reads the failing checks' actions from the ledger."""
-    from gpuprov.checks.run import judge
-    from gpuprov.evidence import Evidence
     from gpuprov.ledger import Ledger
-    from gpuprov.profiles import load_profile
-    from gpuprov.validation.collect import NodeSettings
-    from gpuprov.validation.pipeline import NodeJob, _result
     from tests import evidence_builder as eb
+    from tests.unit.conftest import record_run
 
     setup = eb.replace(eb.healthy_h100(tmp_path / "node07"), "lsmod.txt", None)
     eb.replace(setup, "lsmod.txt.error", "$ lsmod\nexit status 127\nsh: 1: lsmod: not found\n")
     faulty = eb.replace(eb.healthy_h100(tmp_path / "node08"), "gpu-burn.log",
                         eb.gpu_burn_log([358000] * 8, errors=[0, 0, 1542, 0, 0, 0, 0, 0]))
-    ledger = Ledger(tmp_path / "ledger.db")
-    ledger.start_run("v1", "validate", "/inv", ["node07", "node08"], {}, {}, "/ev")
-    profile = load_profile("h100-sxm-8")
-    for node, directory in (("node07", setup), ("node08", faulty)):
-        judgement = judge(Evidence(directory), profile, None)
-        job = NodeJob(NodeSettings(node=node, profile=profile, lock=None, run_id="v1",
-                                   soak_seconds=30), directory, directory, directory)
-        ledger.record_node("v1", _result(job, 1.0, judgement.verdict, judgement.reason(),
-                                         judgement))
-    ledger.finish_validation("v1")
+    ledger = record_run(Ledger(tmp_path / "ledger.db"), {"node07": setup, "node08": faulty})
     env = {**os.environ, "GPUPROV_LEDGER": str(ledger.path), "GPUPROV_INVENTORY": ""}
     listing = gpuprov("nodes", env=env, timeout=60, cwd=tmp_path)
     assert listing.returncode == 0, listing.stderr
