@@ -18,8 +18,9 @@ def _cpus(cpus: list[int]) -> str:
        applies=lambda profile: bool(profile.data.get("cpu_governor")),
        skip_reason="the profile sets no cpu_governor",
        rule="every online CPU has a cpufreq policy and its governor is the profile's "
-            "cpu_governor (performance); a CPU without cpufreq fails (its frequency is the "
-            "firmware's, or no driver is loaded)")
+            "cpu_governor (performance); no policy on any CPU warns (the firmware owns the "
+            "P-states, as under a vendor's maximum-performance profile, or a VM); some CPUs "
+            "without one fails")
 def cpu_governor(ctx: Context, r: Results) -> CheckResult:
     state = ctx.evidence.read(CPUFREQ)
     want = ctx.profile["cpu_governor"]
@@ -29,6 +30,12 @@ def cpu_governor(ctx: Context, r: Results) -> CheckResult:
     drivers = sorted(set(state.drivers.values()))
     values = {"expected": want, "online": cpu_list(state.online), "drivers": drivers,
               "governors": {g or "none": cpu_list(c) for g, c in sorted(by_governor.items())}}
+    if not state.governors and not state.drivers:
+        # no cpufreq driver at all: the OS has nothing to set, and the BIOS profile decides
+        # (kernel Documentation/admin-guide/pm/cpufreq.rst); only a policy can be judged
+        return r.warn(f"{_cpus(state.online)}: no cpufreq policy: frequency under firmware "
+                      "control (or no cpufreq driver loaded): check the BIOS power profile",
+                      values)
     problems = []
     if by_governor.get(""):
         problems.append(f"{_cpus(by_governor[''])}: no cpufreq policy (the "

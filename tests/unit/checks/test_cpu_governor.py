@@ -1,5 +1,6 @@
 """cpu_governor: every online CPU at the profile's governor, judged from the cpufreq listing;
-a CPU on another governor or without cpufreq is named, never passed."""
+a CPU on another governor, or without cpufreq beside CPUs with it, is named, never passed;
+no cpufreq at all (the firmware's) warns."""
 
 from __future__ import annotations
 
@@ -27,17 +28,30 @@ def test_the_controller_s_real_listing_has_online_cpus_and_no_cpufreq():
     assert (state.online, state.governors, state.drivers) == ([0, 1], {}, {})
 
 
-def test_a_real_h100_guest_without_cpufreq_fails_naming_its_sixteen_cpus(tmp_path):
+def test_a_real_h100_guest_without_cpufreq_warns_naming_its_sixteen_cpus(tmp_path):
     listing = capture("cpufreq/h100-firecracker-vm-no-cpufreq-own.txt")
     assert parse_cpufreq(listing, "x").online == list(range(16))
     result = _check(replace(healthy_h100(tmp_path), "cpufreq.txt", listing))
-    assert result.status == Status.FAIL and result.summary.startswith("CPUs 0-15: no cpufreq")
+    assert result.status == Status.WARN and result.summary.startswith("CPUs 0-15: no cpufreq")
 
 
-def test_a_real_machine_without_cpufreq_fails_naming_its_cpus(tmp_path):
+def test_a_real_machine_without_cpufreq_warns_the_firmware_owns_its_frequency(tmp_path):
+    """Issue 55: servers whose firmware owns the P-states, and VMs, have no policy at all:
+    nothing for the OS to set, so a warning naming the BIOS profile, not a rejection."""
     result = _check(replace(healthy_h100(tmp_path), "cpufreq.txt", capture(OWN_VM)))
-    assert result.status == Status.FAIL and str(result.action) == "none"
-    assert result.summary.startswith("CPUs 0-1: no cpufreq policy (the firmware controls "
+    assert result.status == Status.WARN and str(result.action) == "none"
+    assert result.summary == ("CPUs 0-1: no cpufreq policy: frequency under firmware control "
+                              "(or no cpufreq driver loaded): check the BIOS power profile")
+
+
+def test_one_cpu_without_a_policy_among_others_with_one_fails(tmp_path):
+    """A policy on some CPUs and none on another is no firmware profile: it fails."""
+    listing = capture(OWN_VM) + (
+        "/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor:performance\n"
+        "/sys/devices/system/cpu/cpu0/cpufreq/scaling_driver:intel_pstate\n")
+    result = _check(replace(healthy_h100(tmp_path), "cpufreq.txt", listing))
+    assert result.status == Status.FAIL
+    assert result.summary.startswith("CPU 1: no cpufreq policy (the firmware controls "
                                      "their frequency, or no cpufreq driver is loaded), not "
                                      "performance"), result.summary
 
