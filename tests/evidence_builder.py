@@ -128,7 +128,7 @@ def packages(driver: str = "565.57.01", toolkit: str = "1.16.2") -> str:
 
 def ib_counters(ports: int = 8, grown: dict[int, dict[str, int]] | None = None,
                 base: int = 3) -> str:
-    """`grep -s . /sys/class/infiniband/*/ports/*/counters/*` over mlx5_0..N port 1: every
+    """`grep -sH . /sys/class/infiniband/*/ports/*/counters/*` over mlx5_0..N port 1: every
     error counter at `base` (a link's small history since boot), data counters beside them,
     plus `grown[ca][counter]`."""
     from gpuprov.parsers.ib_counters import ERROR_COUNTERS
@@ -228,7 +228,7 @@ def cpufreq_listing(governors: dict[str, range], driver: str = "intel_pstate",
 
 
 def nvswitch_info(versions: dict[str, str]) -> str:
-    """`grep -s . /proc/driver/nvidia-nvswitch/devices/*/information` of switches by bus:
+    """`grep -sH . /proc/driver/nvidia-nvswitch/devices/*/information` of switches by bus:
     the driver's one `BIOS Version: ` line each (procfs_nvswitch.c's format; no capture of
     it was found published)."""
     return "".join(f"/proc/driver/nvidia-nvswitch/devices/0000:{bus.lower()}:00.0/information:"

@@ -9,8 +9,8 @@ points the driver role at the simulated sysfs:
 - lsmod: the NVIDIA modules once a driver module is "loaded" (its version file in /run),
   nouveau while no modprobe.d file blacklists it (as on a fresh server; the lab has no
   initramfs, so the blacklist takes effect at once);
-- ibstat and the ports' sysfs counters (`grep -s .` of them), from the described NIC ports;
-- the NVSwitches' procfs `information` (`grep -s .` of it) while the driver is loaded;
+- ibstat and the ports' sysfs counters (`grep -sH .` of them), from the described NIC ports;
+- the NVSwitches' procfs `information` (`grep -sH .` of it) while the driver is loaded;
 - lspci: `lspci -nn -d 10de:` lines for the simulated sysfs functions (a GPU that no
   longer enumerates to the driver stays on the bus, as one that fell off NVML does), and
   `lspci -vvv` of every simulated function with the switch ports' ACS control; setpci
@@ -205,7 +205,7 @@ for p in hw.get("nic_ports") or []:
     print(f"\\t\\tLink layer: {{p['link_layer']}}")
 """
 
-# `grep -s . /sys/class/infiniband/*/ports/*/counters/*` of the described ports: grep's
+# `grep -sH . /sys/class/infiniband/*/ports/*/counters/*` of the described ports: grep's
 # `path:value` lines, each error counter from the port's `counters` (0 unless a fault grew
 # it), and grep's exit status 2 where no file matches (a node without RDMA ports)
 _IB_COUNTERS_SCRIPT = f"""#!/usr/bin/python3
@@ -224,7 +224,7 @@ for p in ports:
 sys.exit(0 if ports else 2)
 """
 
-# `grep -s . /sys/class/infiniband/*/board_id` of the described adapters: each one's PSID
+# `grep -sH . /sys/class/infiniband/*/board_id` of the described adapters: each one's PSID
 # (its kind's `nics.psid`), grep's exit status 2 where none has one
 _IB_BOARD_ID_SCRIPT = f"""#!/usr/bin/python3
 # gpuprov lab: the board_id (PSID) of the node's described NIC ports (see kernel_view.py)
@@ -238,7 +238,7 @@ for p in ports:
 sys.exit(0 if ports else 2)
 """
 
-# `grep -s . /proc/driver/nvidia-nvswitch/devices/*/information` of the described switches
+# `grep -sH . /proc/driver/nvidia-nvswitch/devices/*/information` of the described switches
 # (parsers/nvswitch_info.py): their entries exist while the driver is loaded, each one line,
 # the version or N/A; grep's exit status 2 where none is listed
 _NVSWITCH_INFO_SCRIPT = f"""#!/usr/bin/python3

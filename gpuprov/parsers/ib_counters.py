@@ -1,4 +1,4 @@
-"""InfiniBand port counters from sysfs: `grep -s . /sys/class/infiniband/*/ports/*/counters/*`.
+"""InfiniBand port counters from sysfs: `grep -sH . /sys/class/infiniband/*/ports/*/counters/*`.
 
 grep prints one `<path>:<value>` line per counter file (its form for several files; a real
 capture: tests/fixtures/ib-counters/, from prometheus/node_exporter#966, where a device
@@ -72,7 +72,7 @@ def parse_ib_counters(text: str, source: str) -> dict[str, PortCounters]:
 
 IB_COUNTERS_BEFORE = EvidenceKind(
     "ib-counters-before.txt", "snapshot", parse_ib_counters, "{ib_counters_command}",
-    "every RDMA NIC port's sysfs counters (`grep -s . /sys/class/infiniband/*/ports/*/"
+    "every RDMA NIC port's sysfs counters (`grep -sH . /sys/class/infiniband/*/ports/*/"
     "counters/*`) before the soak", lab="kernel_view.py", when="nics",
     members=Members(NIC_PORT, dict.keys))
 IB_COUNTERS_AFTER = EvidenceKind(

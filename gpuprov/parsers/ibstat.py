@@ -25,6 +25,7 @@ import re
 from dataclasses import dataclass
 
 from gpuprov.parsers.errors import ParseError
+from gpuprov.parsers.grep_listing import UNNAMED
 from gpuprov.parsers.kind import EvidenceKind
 
 _CA = re.compile(r"^CA '(?P<name>[^']+)'")
@@ -122,24 +123,31 @@ NICS = EvidenceKind("ibstat.txt", "identity", parse_ibstat, "{ibstat_command}",
 _BOARD_ID = re.compile(r"^\S*/(?P<ca>[^/\s]+)/board_id:(?P<psid>\S*)\s*$")
 
 
+# a PSID alone: `grep -s .` (no -H) of a host with one adapter (parsers/grep_listing.py)
+_LONE_PSID = re.compile(r"^(?P<psid>[^\s/:]+)$")
+
+
 def parse_board_ids(text: str, source: str) -> dict[str, str]:
-    """`grep -s . …/infiniband/*/board_id`: each adapter's PSID by CA name; an empty listing
-    is no adapter (its absence where the profile has NICs is the nics check's to judge)."""
+    """`grep -sH . …/infiniband/*/board_id`: each adapter's PSID by CA name; an empty listing
+    is no adapter (its absence where the profile has NICs is the nics check's to judge).
+    One PSID without a path (a single adapter, listed without -H) is keyed UNNAMED."""
     psids: dict[str, str] = {}
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        m = _BOARD_ID.match(line.strip())
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if len(lines) == 1 and (lone := _LONE_PSID.match(lines[0])) is not None:
+        return {UNNAMED: lone.group("psid")}
+    for line in lines:
+        m = _BOARD_ID.match(line)
         if m is None or not m.group("psid"):
-            raise ParseError(source, f"not a board_id listing line: {line.strip()[:120]}")
+            raise ParseError(source, f"not a board_id listing line: {line[:120]}")
         psids[m.group("ca")] = m.group("psid")
     return psids
 
 
-# no adapter: grep's exit 2 and an empty listing, read as no adapter
-BOARD_ID_COMMAND = "grep -s . /sys/class/infiniband/*/board_id || true"
+# no adapter: grep's exit 2 and an empty listing, read as no adapter; -H: the path even
+# where one adapter is found
+BOARD_ID_COMMAND = "grep -sH . /sys/class/infiniband/*/board_id || true"
 BOARD_IDS = EvidenceKind("ib-board-id.txt", "identity", parse_board_ids,
                          "{ib_board_id_command}",
-                         "each RDMA adapter's PSID (`grep -s . /sys/class/infiniband/*/"
+                         "each RDMA adapter's PSID (`grep -sH . /sys/class/infiniband/*/"
                          "board_id`), for firmware minimums locked by PSID",
                          lab="kernel_view.py", when="nics")

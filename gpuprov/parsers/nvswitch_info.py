@@ -18,28 +18,35 @@ from __future__ import annotations
 import re
 
 from gpuprov.parsers.errors import ParseError
+from gpuprov.parsers.grep_listing import UNNAMED
 from gpuprov.parsers.kind import EvidenceKind
 
-# `grep -s .` prefixes each line with its file; no switch claimed (or no driver loaded):
-# grep's exit 2 and an empty listing, which the firmware check reads as no switch listed
-NVSWITCH_INFO_COMMAND = ("grep -s . /proc/driver/nvidia-nvswitch/devices/*/information "
+# `grep -sH .` prefixes each line with its file (parsers/grep_listing.py); no switch
+# claimed (or no driver loaded): grep's exit 2 and an empty listing, which the firmware
+# check reads as no switch listed
+NVSWITCH_INFO_COMMAND = ("grep -sH . /proc/driver/nvidia-nvswitch/devices/*/information "
                          "|| true")
 _LINE = re.compile(r"^\S*/devices/(?P<address>[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7])"
                    r"/information:(?P<key>[^:]+):\s*(?P<value>.*?)\s*$")
+# the BIOS line alone: `grep -s .` (no -H) of a host with one switch listed
+_LONE = re.compile(r"^(?P<key>BIOS Version):\s*(?P<value>.*?)\s*$")
 BIOS_KEY = "BIOS Version"
 UNREAD = "N/A"   # the driver's word where it read no version
 
 
 def parse_nvswitch_info(text: str, source: str) -> dict[str, str | None]:
     """Each listed switch's BIOS version by PCI address; None where the driver printed
-    N/A. A switch whose file lacks the BIOS line is left out (so: unreadable)."""
+    N/A. A switch whose file lacks the BIOS line is left out (so: unreadable). The BIOS
+    line alone (one switch, listed without -H) is keyed UNNAMED."""
     versions: dict[str, str | None] = {}
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        m = _LINE.match(line.strip())
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if len(lines) == 1 and (lone := _LONE.match(lines[0])) is not None:
+        value = lone.group("value")
+        return {UNNAMED: None if value in ("", UNREAD) else value}
+    for line in lines:
+        m = _LINE.match(line)
         if m is None:
-            raise ParseError(source, f"not an NVSwitch information line: {line.strip()[:120]}")
+            raise ParseError(source, f"not an NVSwitch information line: {line[:120]}")
         if m.group("key") == BIOS_KEY:
             value = m.group("value")
             versions[m.group("address")] = None if value in ("", UNREAD) else value
@@ -65,6 +72,6 @@ def nvswitch_ids(lspci_lines: list[str]) -> list[tuple[str, str]]:
 
 NVSWITCH_INFO = EvidenceKind(
     "nvswitch-info.txt", "identity", parse_nvswitch_info, "{nvswitch_info_command}",
-    "each NVSwitch's firmware version as the driver reports it (`grep -s . "
+    "each NVSwitch's firmware version as the driver reports it (`grep -sH . "
     "/proc/driver/nvidia-nvswitch/devices/*/information`), for firmware minimums",
     lab="kernel_view.py", when="nvswitch")

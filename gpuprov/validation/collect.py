@@ -85,7 +85,7 @@ class NodeSettings:
     # every RDMA port's counters (parsers/ib_counters.py). grep exits 2 where one file cannot
     # be read, as where none exists: the listing is read either way (a counter it lacks
     # fails ib_counters, an empty listing is unreadable evidence)
-    ib_counters_command: str = "grep -s . /sys/class/infiniband/*/ports/*/counters/* || true"
+    ib_counters_command: str = "grep -sH . /sys/class/infiniband/*/ports/*/counters/* || true"
     # every RDMA adapter's PSID (parsers/ibstat.py BOARD_IDS); no adapter: an empty listing
     ib_board_id_command: str = BOARD_ID_COMMAND
     # every NVSwitch's firmware version (parsers/nvswitch_info.py); none: an empty listing

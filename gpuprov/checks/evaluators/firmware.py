@@ -8,6 +8,7 @@ from gpuprov.checks.context import Context
 from gpuprov.checks.registry import Results, check
 from gpuprov.lock import judge_firmware, psid_keys, psid_unmatched
 from gpuprov.model import Action, CheckResult, Status
+from gpuprov.parsers.grep_listing import attribute
 from gpuprov.parsers.ibstat import BOARD_IDS, NICS
 from gpuprov.parsers.nvswitch_info import NVSWITCH_INFO, nvswitch_ids
 from gpuprov.parsers.smi_gpu import SMI_BEFORE
@@ -40,7 +41,7 @@ def firmware(ctx: Context, r: Results) -> CheckResult:
             problems.append((None, "no NIC port in the ibstat evidence: the NICs' firmware "
                                    "cannot be judged"))
         if psid_keys(minimums):
-            psids = ctx.evidence.read(BOARD_IDS) or {}
+            psids = attribute(ctx.evidence.read(BOARD_IDS) or {}, [p.ca for p in ports])
             unread = psid_unmatched(minimums, [(p.name, p.ca_type, psids.get(p.ca))
                                                for p in ports])
             if unread:
@@ -103,6 +104,6 @@ def _nvswitches(ctx: Context, minimums: dict, problems: list
         problems.append((None, "no NVSwitch on the PCI bus (lspci), and the profile has "
                                "them: their firmware cannot be judged"))
         return []
-    versions = ctx.evidence.read(NVSWITCH_INFO) or {}
+    versions = attribute(ctx.evidence.read(NVSWITCH_INFO) or {}, [a for a, _ in ids])
     # a switch the driver lists no version for is judged unreadable (FirmwareJudged)
     return [(address, pci_id, versions.get(address)) for address, pci_id in ids]

@@ -119,6 +119,23 @@ def test_a_psid_unreadable_where_only_psids_are_locked_fails_never_passes(tmp_pa
     assert _check(node, lock).status == Status.PASS
 
 
+def test_a_single_adapter_s_psid_listed_without_its_file_name_is_its_own(tmp_path):
+    """Issue 55: a node with one ConnectX lists its board_id without a path under `grep -s .`
+    (no -H): the PSID is the one adapter's, judged by its minimum, never a parse failure.
+    Beside eight adapters the same bare PSID is nobody's: unreadable, a failure."""
+    one = replace(replace(healthy_h100(tmp_path), "ibstat.txt", ibstat(ports=1)),
+                  "ib-board-id.txt", "MT_0000000838\n")
+    assert _check(one, _lock({"connectx": {"MT_0000000838": "28.39.1002"}})).status == \
+        Status.PASS
+    low = _check(one, _lock({"connectx": {"MT_0000000838": "28.40.1000"}}))
+    assert low.status == Status.FAIL and low.summary.startswith(
+        "NIC mlx5_0 port 1 (MT_0000000838): firmware 28.39.1002 below the locked minimum "
+        "28.40.1000"), low.summary
+    eight = replace(healthy_h100(tmp_path / "eight"), "ib-board-id.txt", "MT_0000000838\n")
+    unread = _check(eight, _lock({"connectx": {"MT_0000000838": "28.39.1002"}}))
+    assert unread.status == Status.FAIL and "PSID unreadable (board_id)" in unread.summary
+
+
 # -- NVSwitches: by PCI id, their firmware from the driver's procfs -------------------------
 SWITCHES = {"nvswitch": {"10de:22a3": H100_NVSWITCH_BIOS}}
 

@@ -142,3 +142,26 @@ def test_a_board_id_listing_gives_each_adapter_s_psid_and_junk_is_a_parse_error(
         parse_board_ids("grep: /sys/class/infiniband/mlx5_0/board_id: Permission denied\n", "x")
     with pytest.raises(ParseError):
         parse_board_ids("/sys/class/infiniband/mlx5_0/board_id:\n", "x")
+
+
+def test_one_adapter_listed_without_h_is_its_psid_unnamed_and_two_bare_lines_are_junk():
+    """Issue 55: `grep -s .` over a glob that matches one file prints no file name (GNU
+    grep's -H default), so a single-adapter node's listing is the PSID alone."""
+    from gpuprov.parsers.grep_listing import UNNAMED
+    from gpuprov.parsers.ibstat import BOARD_ID_COMMAND, parse_board_ids
+    assert BOARD_ID_COMMAND.startswith("grep -sH . ")
+    assert parse_board_ids("MT_0000000838\n", "x") == {UNNAMED: "MT_0000000838"}
+    with pytest.raises(ParseError):      # two files always carry their names
+        parse_board_ids("MT_0000000838\nMT_0000001045\n", "x")
+
+
+def test_one_nvswitch_listed_without_h_is_its_version_unnamed():
+    from gpuprov.parsers.grep_listing import UNNAMED
+    from gpuprov.parsers.nvswitch_info import NVSWITCH_INFO_COMMAND, parse_nvswitch_info
+    assert NVSWITCH_INFO_COMMAND.startswith("grep -sH . ")
+    assert parse_nvswitch_info("BIOS Version: 96.10.3f.00.01\n", "x") == {
+        UNNAMED: "96.10.3f.00.01"}
+    assert parse_nvswitch_info("BIOS Version: N/A\n", "x") == {UNNAMED: None}
+    with pytest.raises(ParseError):
+        parse_nvswitch_info("BIOS Version: 96.10.3f.00.01\nBIOS Version: 96.10.3f.00.01\n",
+                            "x")
