@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from gpuprov.errors import InputError
 from gpuprov.lock import psid_keys
 from gpuprov.parsers.errors import ParseError
+from gpuprov.parsers.grep_listing import attribute
 from gpuprov.parsers.ibstat import (
     BOARD_ID_COMMAND,
     IBSTAT_COMMAND,
@@ -134,8 +135,9 @@ def parse(text: str, source: str) -> HostState:
         except ParseError as exc:
             state.ibstat_error = str(exc)
     try:
-        state.psids = parse_board_ids("\n".join(sections.get("board_id", [])),
-                                      f"{source} board_id")
+        state.psids = attribute(parse_board_ids("\n".join(sections.get("board_id", [])),
+                                                f"{source} board_id"),
+                                [p.ca for p in state.nic_ports or []])
     except ParseError:
         state.psids = {}     # unread: a minimum locked by PSID then finds no PSID (drift)
     try:
