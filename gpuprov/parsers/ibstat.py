@@ -93,11 +93,15 @@ def parse_ibstat(text: str, source: str) -> list[NicPort]:
 # ibstat where infiniband-diags is installed; else the same form from sysfs, which every
 # node with the RDMA drivers has ("4: ACTIVE" -> "Active", "400 Gb/sec (4X NDR)" -> "400";
 # node_guid "58a2:e103:00da:e626" -> ibstat's "0x58a2e10300dae626": Linux's
-# drivers/infiniband/core/sysfs.c prints it as four groups of four hex digits)
+# drivers/infiniband/core/sysfs.c prints it as four groups of four hex digits; hca_type is
+# ibstat's CA type, "MT" and the PCI device id in decimal, MT4129 on a ConnectX-7: Linux's
+# drivers/infiniband/hw/mlx5/main.c hca_type_show, so ConnectX minimums locked by CA type
+# apply without infiniband-diags too)
 IBSTAT_COMMAND = (
     "if command -v ibstat >/dev/null 2>&1; then ibstat; else "
     "for d in /sys/class/infiniband/*; do [ -d \"$d\" ] || continue; "
-    "echo \"CA '${d##*/}'\"; echo \"	Firmware version: $(cat $d/fw_ver 2>/dev/null)\"; "
+    "echo \"CA '${d##*/}'\"; echo \"	CA type: $(cat $d/hca_type 2>/dev/null)\"; "
+    "echo \"	Firmware version: $(cat $d/fw_ver 2>/dev/null)\"; "
     "echo \"	Node GUID: 0x$(tr -d : < $d/node_guid 2>/dev/null)\"; "
     "for p in $d/ports/*; do echo \"	Port ${p##*/}:\"; "
     "s=$(cut -d: -f2 $p/state | tr -d ' ' | sed -E 's/^(.)(.*)$/\\1\\L\\2/'); "

@@ -82,6 +82,7 @@ def test_the_sysfs_fallback_prints_what_ibstat_prints(tmp_path):
     port = ca / "ports" / "1"
     port.mkdir(parents=True)
     for path, text in ((ca / "fw_ver", "28.39.1002\n"), (ca / "node_guid", "58a2:e103:00da:e626\n"),
+                       (ca / "hca_type", "MT4129\n"),
                        (port / "state", "4: ACTIVE\n"), (port / "phys_state", "5: LinkUp\n"),
                        (port / "rate", "400 Gb/sec (4X NDR)\n"),
                        (port / "link_layer", "InfiniBand\n")):
@@ -92,6 +93,15 @@ def test_the_sysfs_fallback_prints_what_ibstat_prints(tmp_path):
                          check=True).stdout
     [found] = parse_ibstat(out, "sysfs")
     assert (found.name, found.state, found.physical_state, found.rate_gbps, found.link_layer,
-            found.firmware, found.node_guid) == (
+            found.firmware, found.node_guid, found.ca_type) == (
         "mlx5_0 port 1", "Active", "LinkUp", 400.0, "InfiniBand", "28.39.1002",
-        "0x58a2e10300dae626")
+        "0x58a2e10300dae626", "MT4129")
+    # issue 55: the CA type is read there too, so a ConnectX minimum locked by it applies
+    # without infiniband-diags: firmware below it fails
+    from tests.unit.checks.test_firmware import _check, _lock
+    node = replace(healthy_h100(tmp_path / "node"), "ibstat.txt",
+                   out.replace("28.39.1002", "28.35.1002"))
+    result = _check(node, _lock({"connectx": {"MT4129": "28.39.1002"}}))
+    assert result.status == "fail" and result.summary.startswith(
+        "NIC mlx5_0 port 1 (MT4129): firmware 28.35.1002 below the locked minimum 28.39.1002"
+    ), result.summary
