@@ -15,7 +15,7 @@ from gpuprov.lab import (
     perftest,
 )
 from gpuprov.lab import gdrcopy as lab_gdrcopy
-from gpuprov.lab.mirror import KEYRING_NAME, read_sha256sums
+from gpuprov.lab.mirror import KEYRING_NAME, TOOLKIT_LAYOUT, read_sha256sums
 from gpuprov.lab.paths import NODE_MIRROR_PATH, LabPaths
 from gpuprov.lab.sim.node import MODULE_VERSION as NODE_MODULE_VERSION_FILE
 from gpuprov.validation.fabric_rack import FLOOR_VAR, RAILS_VAR
@@ -67,7 +67,8 @@ def write_inventory(paths: LabPaths, plan: dict[str, str]) -> None:
         f"gpuprov_mirror_root: {NODE_MIRROR_PATH}\n"
         f"cuda_repo_url: file://{NODE_MIRROR_PATH}/cuda/\n"
         f"cuda_repo_keyring_src: {NODE_MIRROR_PATH}/keys/{KEYRING_NAME}\n"
-        f"nvidia_container_toolkit_repo_url: file://{NODE_MIRROR_PATH}/libnvidia-container/\n"
+        f"nvidia_container_toolkit_repo_url: file://{NODE_MIRROR_PATH}/libnvidia-container/"
+        f"{TOOLKIT_LAYOUT}/\n"
         f"nvidia_container_toolkit_repo_keyring_src: {NODE_MIRROR_PATH}/keys/{KEYRING_NAME}\n"
         f"gpu_burn_url: file://{NODE_MIRROR_PATH}/files/{burn}\n"
         f"gpu_burn_sha256: {published[burn]}\n"

@@ -5,7 +5,9 @@ Layout (bind-mounted read-only into every node at NODE_MIRROR_PATH):
     keys/gpuprov-lab-archive.gpg    the signing key, as a `signed-by=` keyring
     debian/                         signed subset of Debian 12 that the roles install
     cuda/                           stand-in of NVIDIA's CUDA repository (flat, signed)
-    libnvidia-container/            stand-in of the container-toolkit repository (flat, signed)
+    libnvidia-container/stable/deb/amd64/
+                                    stand-in of the container-toolkit repository (flat, signed),
+                                    at NVIDIA's path (TOOLKIT_LAYOUT)
     docker/                         stand-in of Docker's repository (dists/<codename>/stable,
                                     signed): Debian's engine under Docker's packages
     archive/                        stand-in of the distribution archive: the lab kernel's
@@ -38,6 +40,10 @@ from gpuprov.proc import run
 from gpuprov.resources import load_yaml
 
 MIRROR_RESOURCE = "lab/mirror.yml"
+# NVIDIA's container toolkit repository is flat under stable/deb/<architecture>/, the path
+# its install guide's list names as stable/deb/$(ARCH) (nvidia.github.io/libnvidia-container;
+# the lab's stand-in packages are amd64, gpuprov/lab/debs.py)
+TOOLKIT_LAYOUT = "stable/deb/amd64"
 KEYRING_NAME = "gpuprov-lab-archive.gpg"
 DIGEST_FILE = ".built-from"
 ORIGIN = "gpuprov-lab"
@@ -107,13 +113,15 @@ def ensure_mirror(paths: LabPaths, image: ImageRecipe, log) -> Path:
         lambda out: _build_wheels(out, recipe),
         log,
     )
-    for part, packages in (("cuda", standins.cuda_repo_packages),
-                           ("libnvidia-container", standins.container_repo_packages),
-                           ("archive", standins.archive_repo_packages)):
+    for part, packages, layout in (
+            ("cuda", standins.cuda_repo_packages, ""),
+            ("libnvidia-container", standins.container_repo_packages, TOOLKIT_LAYOUT),
+            ("archive", standins.archive_repo_packages, "")):
         _ensure_part(
             mirror / part,
-            _digest(part, vendor_digest, fpr),
-            lambda out, packages=packages: _build_vendor_repo(out, paths, packages(), key),
+            _digest(part, vendor_digest, fpr, *([layout] if layout else [])),
+            lambda out, packages=packages, layout=layout: _build_vendor_repo(
+                out / layout, paths, packages(), key),
             log,
         )
     files = mirror / "files"
@@ -128,6 +136,7 @@ def ensure_mirror(paths: LabPaths, image: ImageRecipe, log) -> Path:
 
 
 def _build_vendor_repo(out: Path, paths: LabPaths, packages, key: SigningKey) -> None:
+    out.mkdir(parents=True, exist_ok=True)
     scratch = paths.build_dir / "debs"
     for deb in packages:
         deb.build(scratch, out)

@@ -184,6 +184,32 @@ def test_a_node_prepared_by_cuda_keyring_converges_its_old_list_retired(bare_nod
     assert again.returncode == 0 and "changed=0" in again.stdout, again.stdout[-2000:]
 
 
+def test_a_node_with_nvidia_s_arch_toolkit_list_provisions_the_toolkit(bare_node, tmp_path):
+    """Issue 55: NVIDIA's install guide lists the toolkit as `stable/deb/$(ARCH)`, which apt
+    reads as this node's architecture (the lab's repository has NVIDIA's layout). The
+    role finds that entry, retires it and installs the toolkit; apt-get update is then
+    clean, and a second run changes nothing."""
+    from gpuprov.lab.mirror import KEYRING_NAME
+    from gpuprov.lab.paths import NODE_MIRROR_PATH
+    prepared = "/etc/apt/sources.list.d/nvidia-container-toolkit.list"
+    keyring = "/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg"
+    line = (f"deb [signed-by={keyring}] file://{NODE_MIRROR_PATH}/libnvidia-container/"
+            "stable/deb/$(ARCH) /")
+    setup = bare_node.ssh(NODE, f"cp {NODE_MIRROR_PATH}/keys/{KEYRING_NAME} {keyring} && "
+                                f"echo '{line}' > {prepared} && apt-get update -qq")
+    assert setup.returncode == 0, setup.stderr       # the list works as NVIDIA writes it
+    settings = {"nvidia_container_toolkit_configure_docker": "false"}   # no Docker here
+    first = _converge(bare_node, tmp_path, role="nvidia_container_toolkit", **settings)
+    assert first.returncode == 0, first.stdout[-3000:]
+    assert "Retire the other entries" in first.stdout and prepared in first.stdout
+    state = bare_node.ssh(NODE, f"ls {prepared}.gpuprov.bak && apt-get update 2>&1 && "
+                                "dpkg-query -W -f='${Version}' nvidia-container-toolkit")
+    assert state.returncode == 0, state.stdout + state.stderr
+    assert "Conflicting values" not in state.stdout and "W:" not in state.stdout, state.stdout
+    again = _converge(bare_node, tmp_path, role="nvidia_container_toolkit", **settings)
+    assert again.returncode == 0 and "changed=0" in again.stdout, again.stdout[-2000:]
+
+
 def test_a_driver_whose_module_fails_to_build_fails_the_host_with_dkms_s_error(bare_node,
                                                                               tmp_path):
     """Issue 37: real dkms exits 10 and dpkg fails the package with it; the lab's stand-in

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from gpuprov.lab import kinds
+from gpuprov.lab.mirror import TOOLKIT_LAYOUT
 from gpuprov.parsers.gpu_burn import parse_gpu_burn
 from gpuprov.parsers.kernel_log import parse_kernel_log
 from gpuprov.parsers.nvlink import parse_nvlink_status
@@ -24,7 +25,8 @@ KEYRING = "/usr/share/keyrings/gpuprov-lab-archive.gpg"
 # (apt refuses one URL with two Signed-By keyrings).
 SOURCES = {
     name: f"Types: deb\nURIs: file:///srv/gpuprov-mirror/{repo}/\nSuites: /\nSigned-By: {KEYRING}\n"
-    for name, repo in (("cuda", "cuda"), ("nvidia-container-toolkit", "libnvidia-container"))
+    for name, repo in (("cuda", "cuda"),
+                       ("nvidia-container-toolkit", f"libnvidia-container/{TOOLKIT_LAYOUT}"))
 }
 DRIVER_PACKAGES = ("nvidia-headless-{b}", "nvidia-utils-{b}", "nvidia-dkms-{b}",
                    "nvidia-kernel-common-{b}", "libnvidia-compute-{b}", "nvidia-compute-utils-{b}")
