@@ -107,9 +107,11 @@ def gpu_burn_log(gflops: list[int], errors: list[int] | None = None, seconds: in
 
 
 def driver_module(installed: str = "565.57.01", loaded: str = "565.57.01",
-                  kernel: str = "5.15.0-112-generic") -> str:
-    """DRIVER_MODULE's output (parsers/system.py): the kernel, its module, the loaded one."""
-    return f"kernel {kernel}\nmodule {installed}\nloaded {loaded}\n"
+                  kernel: str = "5.15.0-112-generic", license: str | None = None) -> str:
+    """DRIVER_MODULE's output (parsers/system.py): the kernel, its module, the loaded one,
+    and the module's license where given (evidence before gpuprov 0.2 has none)."""
+    return (f"kernel {kernel}\nmodule {installed}\nloaded {loaded}\n"
+            + (f"license {license}\n" if license is not None else ""))
 
 
 def packages(driver: str = "565.57.01", toolkit: str = "1.16.2") -> str:

@@ -24,6 +24,7 @@ from gpuprov.lab import kernel_modules, kernel_view, sim
 from gpuprov.lab.debs import Deb
 from gpuprov.lab.paths import enabled_link
 from gpuprov.lab.sim import node
+from gpuprov.parsers.system import OPEN_LICENSE, PROPRIETARY_LICENSE
 from gpuprov.resources import data_file, load_yaml
 
 RESOURCE = "lab/standins.yml"
@@ -36,6 +37,8 @@ SIM_SOURCES = Path(sim.__file__).parent
 SIM_MODULES = ("__init__", "node", "render", "nvidia_smi", "gpu_burn", "daemons", "dcgmi",
                "nccl_tests", "nvbandwidth")
 MODULE_UNIT = "gpuprov-lab-nvidia-module.service"
+# each flavour's nvidia module declares its license (parsers/system.py)
+MODULE_LICENSES = {"proprietary": PROPRIETARY_LICENSE, "open": OPEN_LICENSE}
 # What a 590+ pinning package pins: the driver packages under their unsuffixed names.
 PINNED_NAMES = ("nvidia-headless", "nvidia-headless-open", "nvidia-dkms", "nvidia-dkms-open",
                 "nvidia-kernel-common", "libnvidia-compute", "nvidia-compute-utils",
@@ -143,6 +146,10 @@ def driver_packages(branch: str, version: str, revision: str) -> Iterator[Deb]:
         # the module's sources, nv-p2p.c among them: what GDRCopy's gdrdrv builds against
         # (its Makefile finds the first nv-p2p.c under /usr/src/nvidia-*, data/packaging.yml)
         dkms.add(f"/usr/src/nvidia-{version}/nvidia/nv-p2p.c", "/* stand-in */\n")
+        # its license as the real nv.c declares it, which the DKMS stand-in builds into the
+        # module for `modinfo -F license` (parsers/system.py: the flavour)
+        dkms.add(f"/usr/src/nvidia-{version}/nvidia/nv.c",
+                 f'MODULE_LICENSE("{MODULE_LICENSES[flavour]}");\n')
         _loads_at_boot(dkms)
         dkms.scripts["postinst"] = dkms_postinst(version)
         dkms.scripts["prerm"] = f"dkms remove -m nvidia -v {version} --all || true\n"
@@ -194,7 +201,8 @@ def ubuntu_driver_packages(branch: str, version: str, revision: str,
         _exclusive(module, "nvidia-dkms-kernel")
         module.add(f"/lib/modules/{release}/kernel/nvidia-{branch}srv/nvidia.ko",
                    f"version={version}\nsigner={kernel_view.CANONICAL_MODULE_SIGNER}\n"
-                   f"sig_sha256={kernel_view.CANONICAL_MODULE_KEY_SHA256}\n")
+                   f"sig_sha256={kernel_view.CANONICAL_MODULE_KEY_SHA256}\n"
+                   f"license={MODULE_LICENSES[flavour]}\n")
         _loads_at_boot(module)
         module.scripts["postinst"] = f"{kernel_modules.MODPROBE_NVIDIA} || true\n"
         yield module

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from gpuprov.parsers.errors import ParseError
@@ -65,24 +66,45 @@ def parse_systemctl(text: str, source: str) -> dict[str, dict[str, str]]:
     return units
 
 
+# The nvidia module's declared license tells its flavour: the open kernel modules declare
+# "Dual MIT/GPL" (NVIDIA/open-gpu-kernel-modules kernel-open/nvidia/nv.c), the proprietary
+# module "NVIDIA" (its nv.c, MODULE_LICENSE("NVIDIA"))
+OPEN_LICENSE = "Dual MIT/GPL"
+PROPRIETARY_LICENSE = "NVIDIA"
+
+
 @dataclass(frozen=True)
 class DriverModule:
     """The running kernel, the nvidia module installed for it, and the one loaded."""
     kernel: str
     installed: str     # `modinfo -F version nvidia` for that kernel; "" when it has none
     loaded: str        # /sys/module/nvidia/version; "" when none is loaded
+    license: str | None = None   # `modinfo -F license nvidia`; None: evidence without it
+
+    @property
+    def flavour(self) -> str | None:
+        """open, proprietary, or None where the license was not read or is another's."""
+        return {OPEN_LICENSE: "open", PROPRIETARY_LICENSE: "proprietary"}.get(
+            self.license or "")
+
+    def kernel_at_least(self, major: int, minor: int) -> bool | None:
+        """The running kernel's release against major.minor; None where it reads as none."""
+        m = re.match(r"(\d+)\.(\d+)", self.kernel)
+        return None if m is None else (int(m[1]), int(m[2])) >= (major, minor)
 
 
 def parse_driver_module(text: str, source: str) -> DriverModule:
-    """`kernel K`, `module V`, `loaded V` lines (DRIVER_MODULE's command, below)."""
+    """`kernel K`, `module V`, `loaded V` lines and, from gpuprov 0.2 on, `license L`
+    (DRIVER_MODULE's command, below)."""
     fields = {}
     for line in text.splitlines():
         key, _, value = line.partition(" ")
-        if key in ("kernel", "module", "loaded"):
+        if key in ("kernel", "module", "loaded", "license"):
             fields[key] = value.strip()
-    if not fields.get("kernel") or set(fields) != {"kernel", "module", "loaded"}:
+    if not fields.get("kernel") or not {"kernel", "module", "loaded"} <= set(fields):
         raise ParseError(source, "expected `kernel`, `module` and `loaded` lines")
-    return DriverModule(fields["kernel"], fields["module"], fields["loaded"])
+    return DriverModule(fields["kernel"], fields["module"], fields["loaded"],
+                        fields.get("license"))
 
 
 # The kernel's taint flags: bit, letter, meaning (Documentation/admin-guide/tainted-kernels.rst;
@@ -155,9 +177,11 @@ DRIVER_MODULE = EvidenceKind(
     "driver-module.txt", "identity", parse_driver_module,
     "echo \"kernel $({kernel_release_command})\"; "
     "echo \"module $({modinfo_command} -F version nvidia 2>/dev/null)\"; "
-    "echo \"loaded $(cat {module_version_file} 2>/dev/null)\"",
-    "the running kernel, the version of the nvidia module installed for it (`modinfo`) and "
-    "of the one loaded", lab="sim/kmod.py")
+    "echo \"loaded $(cat {module_version_file} 2>/dev/null)\"; "
+    "echo \"license $({modinfo_command} -F license nvidia 2>/dev/null)\"",
+    "the running kernel, the version of the nvidia module installed for it (`modinfo`), "
+    "of the one loaded, and its license (its flavour: open or proprietary)",
+    lab="sim/kmod.py")
 LSPCI = EvidenceKind("lspci.txt", "identity", parse_lspci, "{lspci_command}",
                      "NVIDIA PCI functions (`lspci -nn -d 10de:`)", lab="kernel_view.py")
 SYSTEMCTL = EvidenceKind(

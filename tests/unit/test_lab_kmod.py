@@ -173,3 +173,24 @@ def test_a_failed_build_is_dkms_s_error_and_status_and_fails_the_postinst(node, 
     run = subprocess.run(["sh", "-c", script], capture_output=True, text=True, env=env,
                          timeout=30)
     assert run.returncode == 0 and "was skipped since the kernel headers" in run.stdout
+
+
+@pytest.mark.parametrize("declared", ["Dual MIT/GPL", "NVIDIA"])
+def test_the_built_module_carries_the_license_its_sources_declare(node, tmp_path, capsys,
+                                                                   declared):
+    """Issue 55: `modinfo -F license nvidia` tells the open flavour from the proprietary one
+    (DMA-BUF needs the open modules); the stand-in builds in what nv.c declares, and a
+    module built from sources that declare none has no license line, as modinfo prints
+    nothing for a field the module lacks."""
+    (tmp_path / f"usr/src/nvidia-{VERSION}/nvidia").mkdir()
+    (tmp_path / f"usr/src/nvidia-{VERSION}/nvidia/nv.c").write_text(
+        f'MODULE_LICENSE("{declared}");\n')
+    dkms(node, "install", "-m", "nvidia", "-v", VERSION)
+    capsys.readouterr()
+    assert kmod.modinfo_main(["-F", "license", "nvidia"], **node) == 0
+    assert capsys.readouterr().out == f"{declared}\n"
+    (tmp_path / f"usr/src/nvidia-{VERSION}/nvidia/nv.c").write_text("/* none */\n")
+    dkms(node, "install", "-m", "nvidia", "-v", VERSION, "--force")
+    capsys.readouterr()
+    assert kmod.modinfo_main(["-F", "license", "nvidia"], **node) == 0
+    assert capsys.readouterr().out == ""

@@ -1,7 +1,7 @@
 """GPUDirect's host settings: peer traffic between GPUs and NICs crosses the PCIe switches
-directly (ACS redirect off above them), GPUDirect RDMA's kernel module is loaded, every GPU
-has a NIC near enough for NCCL to use GPUDirect RDMA (PXB by default). (GDRCopy's own
-tests: workloads.py.)"""
+directly (ACS redirect off above them), GPUDirect RDMA has a path (nvidia-peermem loaded,
+or DMA-BUF), every GPU has a NIC near enough for NCCL to use GPUDirect RDMA (PXB by
+default). (GDRCopy's own tests: workloads.py.)"""
 
 from __future__ import annotations
 
@@ -10,11 +10,19 @@ from gpuprov.checks.registry import Results, check
 from gpuprov.model import Action, CheckResult
 from gpuprov.parsers.iommu import IOMMU, TRANSLATED
 from gpuprov.parsers.pci_tree import LSPCI_VVV, REDIRECT_FEATURES
-from gpuprov.parsers.system import LSMOD
+from gpuprov.parsers.system import DRIVER_MODULE, LSMOD
 from gpuprov.parsers.topo import TOPO
 from gpuprov.pci import BusId
 
 PEERMEM_MODULE = "nvidia_peermem"   # nvidia-peermem.ko, as lsmod names it
+# GPUDirect RDMA without nvidia-peermem: the NIC registers GPU memory through the kernel's
+# DMA-BUF, which NVIDIA recommends over peermem (GPU Operator, "GPUDirect RDMA and GPUDirect
+# Storage"), and which needs the open kernel modules and Linux 5.12 or later, where RDMA
+# gained DMA-BUF memory registration (ib_umem_dmabuf); NCCL uses it by default
+# (NCCL_DMABUF_ENABLE). Stock Ubuntu with inbox RDMA cannot load peermem: it is built without
+# MLNX/DOCA-OFED's peer-memory symbols and its init returns -EINVAL (open-gpu-kernel-modules
+# kernel-open/nvidia-peermem/nvidia-peermem.c, NV_MLNX_IB_PEER_MEM_SYMBOLS_PRESENT).
+DMABUF_KERNEL = (5, 12)
 
 
 def _peers_matter(profile) -> bool:
@@ -116,19 +124,38 @@ def iommu(ctx: Context, r: Results) -> CheckResult:
                     values)
 
 
-@check("gpudirect_rdma", stage="identity", needs=(LSMOD,), action=Action.NONE,
+@check("gpudirect_rdma", stage="identity", needs=(LSMOD, DRIVER_MODULE), action=Action.NONE,
        applies=lambda profile: bool(profile.data.get("nics")),
        skip_reason="no RDMA NICs in this profile",
-       rule=f"the {PEERMEM_MODULE} module is loaded (GPUDirect RDMA between the GPUs and the "
-            "RDMA NICs; NCCL's guide: it must be loaded at every boot)")
+       rule=f"GPUDirect RDMA between the GPUs and the RDMA NICs has a path: the {PEERMEM_MODULE} "
+            "module loaded (NCCL's guide: at every boot), or DMA-BUF, where the nvidia module "
+            "is the open flavour and the kernel is "
+            f"{DMABUF_KERNEL[0]}.{DMABUF_KERNEL[1]} or later; else it fails naming what is "
+            "missing")
 def gpudirect_rdma(ctx: Context, r: Results) -> CheckResult:
-    modules = ctx.evidence.read(LSMOD)
-    values = {"module": PEERMEM_MODULE, "loaded": PEERMEM_MODULE in modules}
-    if PEERMEM_MODULE not in modules:
-        return r.fail(f"{PEERMEM_MODULE} not loaded: NCCL falls back to staging RDMA "
-                      "traffic through host memory (modprobe nvidia-peermem; the gpudirect "
-                      "role loads it at every boot)", values)
-    return r.passed(f"{PEERMEM_MODULE} loaded (GPUDirect RDMA)", values)
+    modules, driver = ctx.evidence.read(LSMOD), ctx.evidence.read(DRIVER_MODULE)
+    values = {"module": PEERMEM_MODULE, "loaded": PEERMEM_MODULE in modules,
+              "flavour": driver.flavour, "kernel": driver.kernel}
+    if PEERMEM_MODULE in modules:
+        return r.passed(f"{PEERMEM_MODULE} loaded (GPUDirect RDMA)",
+                        {**values, "path": "peermem"})
+    missing = []
+    if driver.license is None:
+        missing.append("the nvidia module's flavour was not read (no license in the evidence)")
+    elif driver.flavour != "open":
+        missing.append("the nvidia module is not the open flavour (modinfo license "
+                       f"{driver.license!r})" if driver.license else
+                       "the nvidia module is not the open flavour (modinfo printed no license)")
+    if not driver.kernel_at_least(*DMABUF_KERNEL):
+        missing.append(f"kernel {driver.kernel} is older than "
+                       f"{DMABUF_KERNEL[0]}.{DMABUF_KERNEL[1]}")
+    if missing:
+        return r.fail(f"{PEERMEM_MODULE} not loaded, and no DMA-BUF: {'; '.join(missing)}: "
+                      "NCCL stages RDMA traffic through host memory (load nvidia-peermem, "
+                      "which needs MLNX/DOCA-OFED, or install the open kernel modules)",
+                      {**values, "path": None})
+    return r.passed(f"DMA-BUF: open kernel modules on kernel {driver.kernel} ({PEERMEM_MODULE} "
+                    "not loaded, not needed)", {**values, "path": "dmabuf"})
 
 
 # topo -m's path codes, nearest first (its legend): one PCIe switch (PIX), several (PXB),

@@ -160,9 +160,14 @@ class Dkms:
             sys.exit(BUILD_FAILED)
         print("Building module(s)... done.")
         signer, digest = self.signing()
+        # the license its sources declare (MODULE_LICENSE in nv.c), as the kernel's build
+        # records it for modinfo
+        declared = re.search(r'MODULE_LICENSE\("([^"]*)"\)',
+                             _read(self.node.path(f"/usr/src/{module}-{version}/{module}/nv.c")))
         os.makedirs(os.path.dirname(target), exist_ok=True)
         with open(target, "w") as fh:
-            fh.write(f"version={version}\nsigner={signer}\nsig_sha256={digest}\n")
+            fh.write(f"version={version}\nsigner={signer}\nsig_sha256={digest}\n"
+                     + (f"license={declared[1]}\n" if declared else ""))
 
     def install(self, module: str, version: str, kernel: str, force: bool) -> None:
         self.build(module, version, kernel, force)
@@ -272,8 +277,9 @@ def modinfo_main(argv: list[str], **paths: str) -> int:
             print(module[values["-F"]])
         return 0
     print(f"{'filename:':<16}/{os.path.relpath(path, node.root)}")
-    for key in ("version", "signer"):
-        print(f"{key + ':':<16}{module.get(key, '')}")
+    for key in ("version", "license", "signer"):
+        if key in module or key != "license":
+            print(f"{key + ':':<16}{module.get(key, '')}")
     return 0
 
 

@@ -1,4 +1,5 @@
-"""pcie_acs and gpudirect_rdma: judged from lspci -vvv and lsmod, the bridge or module named."""
+"""pcie_acs and gpudirect_rdma: judged from lspci -vvv, lsmod and the nvidia module's flavour,
+the bridge or module named."""
 
 from __future__ import annotations
 
@@ -8,7 +9,13 @@ from gpuprov.checks.run import judge
 from gpuprov.evidence import Evidence
 from gpuprov.model import Status
 from gpuprov.profiles import load_profile
-from tests.evidence_builder import capture, healthy_h100, replace, topo_all_pairs
+from tests.evidence_builder import (
+    capture,
+    driver_module,
+    healthy_h100,
+    replace,
+    topo_all_pairs,
+)
 
 H100 = load_profile("h100-sxm-8")
 HGX = capture("lspci-vvv/hgx-h100-dell-gpud.txt")
@@ -64,6 +71,44 @@ def test_peermem_loaded_passes_and_unloaded_fails(tmp_path):
                                "nvidia_uvm           1437696  0\nnvidia              8814592  2\n")
     result = _check(node, "gpudirect_rdma")
     assert result.status == Status.FAIL and "nvidia_peermem not loaded" in result.summary
+
+
+WITHOUT_PEERMEM = ("Module                  Size  Used by\n"
+                   "nvidia_uvm           1437696  0\nnvidia              8814592  2\n")
+
+
+def test_without_peermem_dma_buf_passes_on_open_modules_and_a_5_12_kernel(tmp_path):
+    """Issue 55: stock Ubuntu with inbox RDMA cannot load nvidia-peermem; GPUDirect RDMA then
+    goes through DMA-BUF, which needs the open kernel modules (modinfo's license "Dual
+    MIT/GPL") and Linux 5.12 or later. Each missing piece is named."""
+    node = replace(healthy_h100(tmp_path), "lsmod.txt", WITHOUT_PEERMEM)
+
+    def judged(**module):
+        return _check(replace(node, "driver-module.txt", driver_module(**module)),
+                      "gpudirect_rdma")
+
+    passed = judged(license="Dual MIT/GPL")
+    assert passed.status == Status.PASS and passed.values["path"] == "dmabuf"
+    assert passed.summary == ("DMA-BUF: open kernel modules on kernel 5.15.0-112-generic "
+                              "(nvidia_peermem not loaded, not needed)")
+    proprietary = judged(license="NVIDIA")
+    assert proprietary.status == Status.FAIL and proprietary.summary.startswith(
+        "nvidia_peermem not loaded, and no DMA-BUF: the nvidia module is not the open "
+        "flavour (modinfo license 'NVIDIA')"), proprietary.summary
+    old_kernel = judged(license="Dual MIT/GPL", kernel="5.4.0-216-generic")
+    assert old_kernel.status == Status.FAIL and \
+        "kernel 5.4.0-216-generic is older than 5.12" in old_kernel.summary
+    unread = judged()      # evidence from before the license was collected: not a pass
+    assert unread.status == Status.FAIL and "flavour was not read" in unread.summary
+
+
+def test_the_module_s_license_line_is_optional_and_names_its_flavour():
+    from gpuprov.parsers.system import parse_driver_module
+    old = parse_driver_module(driver_module(), "x")
+    assert (old.license, old.flavour) == (None, None)
+    assert parse_driver_module(driver_module(license="Dual MIT/GPL"), "x").flavour == "open"
+    assert parse_driver_module(driver_module(license="NVIDIA"), "x").flavour == "proprietary"
+    assert parse_driver_module(driver_module(license="GPL"), "x").flavour is None
 
 
 def test_a_profile_without_nics_skips_peermem(tmp_path):
