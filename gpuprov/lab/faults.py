@@ -251,6 +251,17 @@ def _peermem_missing(access, hw, gpu):
     return "nvidia-peermem unloaded", {"write_files": [[marker, ""]]}
 
 
+def _inbox_rdma(access, hw, gpu):
+    """A stock kernel with inbox RDMA, no MLNX/DOCA-OFED (issue 55): nvidia-peermem was
+    built without the peer-memory symbols, so it is not loaded and `modprobe` of it fails
+    with EINVAL, as on stock Ubuntu servers."""
+    marker = f"{kernel_view.LOADED_MODULES_DIR}/nvidia_peermem"
+    docker.exec_in(access.container, "rm", "-f", marker)
+    access.write(kernel_view.INBOX_RDMA, "")
+    return ("inbox RDMA: nvidia-peermem cannot load (Invalid argument)",
+            {"write_files": [[marker, ""]], "remove_files": [kernel_view.INBOX_RDMA]})
+
+
 def _gdrdrv_unloaded(access, hw, gpu):
     """GDRCopy's gdrdrv not loaded and /dev/gdrdrv gone (its service stopped, or failed at
     boot before the nvidia module was there): every gdrcopy_sanity test fails at gdr_open."""
@@ -623,6 +634,8 @@ FAULTS = {f.name: f for f in (
     FaultKind("acs-enabled", True, _acs_enabled,
               "ACS redirect on at the PCIe switch port above a GPU"),
     FaultKind("peermem-missing", False, _peermem_missing, "nvidia-peermem not loaded"),
+    FaultKind("inbox-rdma", False, _inbox_rdma,
+              "inbox RDMA, no OFED: nvidia-peermem fails to load (Invalid argument)"),
     FaultKind("gdrdrv-unloaded", False, _gdrdrv_unloaded,
               "GDRCopy's gdrdrv not loaded, /dev/gdrdrv gone"),
     FaultKind("iommu-translated", True, _iommu_translated,

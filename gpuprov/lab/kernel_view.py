@@ -39,6 +39,9 @@ LSPCI_VVV = "/usr/local/sbin/gpuprov-lab-lspci-vvv"
 SETPCI = "/usr/local/sbin/gpuprov-lab-setpci"
 MODPROBE = "/usr/local/sbin/gpuprov-lab-modprobe"
 LOADED_MODULES_DIR = f"{sim_node.RUN_DIR}/modules"   # one empty file per loaded module
+# present: the node's kernel has inbox RDMA only (no MLNX/DOCA-OFED), so its nvidia-peermem
+# was built without the peer-memory symbols and cannot load (fault inbox-rdma)
+INBOX_RDMA = f"{NODE_LAB_DIR}/inbox-rdma"
 # The simulated kernel's release, as `uname -r` would print it (the container's own
 # `uname -r` is the controller's).
 KERNEL_RELEASE = "6.1.0-gpuprov-lab"
@@ -70,7 +73,10 @@ fi
 
 # `modprobe nvidia-peermem`: the module ships with the driver (NCCL's troubleshooting guide),
 # so it loads where the nvidia module is loaded; elsewhere kmod's "Module … not found in
-# directory …" (as users quote it; not checked against kmod's source here). `modprobe gdrdrv`
+# directory …" (as users quote it; not checked against kmod's source here). On a kernel with
+# inbox RDMA its init returns -EINVAL (open-gpu-kernel-modules nvidia-peermem.c without
+# NV_MLNX_IB_PEER_MEM_SYMBOLS_PRESENT), which kmod reports as "could not insert
+# 'nvidia_peermem': Invalid argument" (as stock Ubuntu servers' logs quote it). `modprobe gdrdrv`
 # (GDRCopy's, from the gdrcopy role's packages): DKMS's build for the running kernel, loaded
 # where the nvidia module is (it needs nvidia's P2P symbols). The lsmod lines' sizes are the
 # lab's own figures: no check reads them.
@@ -79,7 +85,10 @@ _MODPROBE_SCRIPT = f"""#!/bin/sh
 name=$(echo "$1" | tr - _)
 case "$name" in
   nvidia_peermem)
-    if [ -s {sim_node.MODULE_VERSION} ]; then
+    if [ -e {INBOX_RDMA} ]; then
+      echo "modprobe: ERROR: could not insert '$name': Invalid argument" >&2
+      exit 1
+    elif [ -s {sim_node.MODULE_VERSION} ]; then
       mkdir -p {LOADED_MODULES_DIR} && touch {LOADED_MODULES_DIR}/$name
     else
       echo "modprobe: FATAL: Module $1 not found in directory /lib/modules/{KERNEL_RELEASE}" >&2

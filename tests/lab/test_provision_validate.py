@@ -776,7 +776,9 @@ def test_driver_upgrade_to_r590_and_rollback_each_validated(rack, tmp_path):
     """550 with CUDA 12.4 -> 590 with CUDA 13.1 (the repository's new driver packaging:
     unsuffixed names, a pinning package; cuDNN, DCGM and NCCL change CUDA major) on a
     converged NVSwitch node, idempotent, accepted; then `--rollback` to the 550 lock, exactly
-    the packages it had, accepted."""
+    the packages it had, accepted. The R590 node has inbox RDMA only (issue 55):
+    nvidia-peermem cannot load, provisioning says so and converges, and the node is accepted
+    through DMA-BUF (R590 on an A100 is the open flavour)."""
     node = "node02"
     if _state(rack, node) == "never-validated":     # run alone: the rack has no verdict yet
         assert report_of(rack.validate(node, "--json"))[node]["verdict"] == "accepted"
@@ -785,30 +787,43 @@ def test_driver_upgrade_to_r590_and_rollback_each_validated(rack, tmp_path):
     assert before["libcudnn9-cuda-12"] == "9.1.0.70-1", before
     upgrade_inventory = _lock_copy(rack, tmp_path / "r590", R590_CUDA13)
 
-    upgraded = rack.cli("provision", "-i", str(upgrade_inventory), "-l", node,
-                        "--allow-reboot", timeout=900)
-    assert upgraded.returncode == 0, upgraded.stdout[-3000:]
-    assert _state(rack, node) == "needs-validation"
-    after = _stack_packages(node)
-    assert not [p for p in after if re.search(r"-5[0-9]{2}(-open)?$", p)], after
-    for package in ("nvidia-driver-pinning-590.48.01", "nvidia-dkms-open", "libnvidia-compute",
-                    "nvidia-utils", "nvidia-fabricmanager", "libnvidia-nscq"):
-        assert after[package].startswith("590.48.01-"), (package, after)
-    # one cuDNN 9 build and DCGM's diagnostics for CUDA 13 only; NCCL's CUDA 13.0 build
-    assert {p: v for p, v in after.items() if p.startswith("libcudnn")} == {
-        "libcudnn9-cuda-13": "9.17.1.4-1", "libcudnn9-dev-cuda-13": "9.17.1.4-1"}, after
-    assert sorted(p for p in after if "datacenter-gpu-manager-4-" in p and "cuda" in p) == [
-        "datacenter-gpu-manager-4-cuda13", "datacenter-gpu-manager-4-proprietary-cuda13"], after
-    assert after["libnccl2"] == "2.28.9-1+cuda13.0", after
-    nvcc = gpuprov("lab", "ssh", node, "--", "/usr/local/cuda/bin/nvcc -V", check=True).stdout
-    assert "release 13.1, V13.1.115" in nvcc
-    again = rack.cli("provision", "-i", str(upgrade_inventory), "-l", node, timeout=900)
-    assert again.returncode == 0, again.stdout[-3000:]
-    assert re.search(rf"(?m)^{node}\s+converged\s+\d+\s+0\s", again.stdout), again.stdout
-    validated = report_of(gpuprov("validate", "-i", str(upgrade_inventory), node, "--soak",
-                                  SOAK, "--json", env=rack.env(), timeout=600))
-    assert validated[node]["verdict"] == "accepted", blocking(validated[node])
-    assert _state(rack, node) == "accepted"
+    # R590 on an A100 is the open flavour; the node has inbox RDMA only (issue 55)
+    fault(node, "inbox-rdma")
+    try:
+        upgraded = rack.cli("provision", "-i", str(upgrade_inventory), "-l", node,
+                            "--allow-reboot", timeout=900)
+        assert upgraded.returncode == 0, upgraded.stdout[-3000:]
+        # the role left nvidia-peermem out of modules-load.d (it would fail every boot)
+        loads = gpuprov("lab", "ssh", node, "--", "ls /etc/modules-load.d", check=True).stdout
+        assert "nvidia-peermem.conf" not in loads, loads
+        assert _state(rack, node) == "needs-validation"
+        after = _stack_packages(node)
+        assert not [p for p in after if re.search(r"-5[0-9]{2}(-open)?$", p)], after
+        for package in ("nvidia-driver-pinning-590.48.01", "nvidia-dkms-open",
+                        "libnvidia-compute", "nvidia-utils", "nvidia-fabricmanager",
+                        "libnvidia-nscq"):
+            assert after[package].startswith("590.48.01-"), (package, after)
+        # one cuDNN 9 build and DCGM's diagnostics for CUDA 13 only; NCCL's CUDA 13.0 build
+        assert {p: v for p, v in after.items() if p.startswith("libcudnn")} == {
+            "libcudnn9-cuda-13": "9.17.1.4-1", "libcudnn9-dev-cuda-13": "9.17.1.4-1"}, after
+        assert sorted(p for p in after if "datacenter-gpu-manager-4-" in p and "cuda" in p) \
+            == ["datacenter-gpu-manager-4-cuda13",
+                "datacenter-gpu-manager-4-proprietary-cuda13"], after
+        assert after["libnccl2"] == "2.28.9-1+cuda13.0", after
+        nvcc = gpuprov("lab", "ssh", node, "--", "/usr/local/cuda/bin/nvcc -V",
+                       check=True).stdout
+        assert "release 13.1, V13.1.115" in nvcc
+        again = rack.cli("provision", "-i", str(upgrade_inventory), "-l", node, timeout=900)
+        assert again.returncode == 0, again.stdout[-3000:]
+        assert re.search(rf"(?m)^{node}\s+converged\s+\d+\s+0\s", again.stdout), again.stdout
+        validated = report_of(gpuprov("validate", "-i", str(upgrade_inventory), node, "--soak",
+                                      SOAK, "--json", env=rack.env(), timeout=600))
+        assert validated[node]["verdict"] == "accepted", blocking(validated[node])
+        rdma = next(c for c in validated[node]["checks"] if c["id"] == "gpudirect_rdma")
+        assert rdma["summary"].startswith("DMA-BUF: open kernel modules on kernel"), rdma
+        assert _state(rack, node) == "accepted"
+    finally:
+        clear(rack, node, repaired=False)
 
     rolled = rack.cli("provision", "-i", str(upgrade_inventory), "--rollback", node,
                       "--allow-reboot", timeout=900)
