@@ -49,9 +49,10 @@ class RunningLab:
 
 
 @pytest.fixture(scope="session")
-def lab() -> RunningLab:
+def lab():
     """`gpuprov lab up` (and `reset`: bare nodes) once per session; the last test
-    (lab_teardown) takes it down."""
+    (lab_teardown) takes it down, or, where that test ran on the other lab
+    (tests/lab/conftest.py) or did not run, the session's end does."""
     up = gpuprov("lab", "up")
     assert up.returncode == 0, up.stderr
     # a lab left from an earlier session may carry its roles' packages: start from bare
@@ -60,7 +61,9 @@ def lab() -> RunningLab:
     inventory = Path(gpuprov("lab", "inventory", check=True).stdout.strip())
     nodes = dict(line.split("\t")[:2] for line in up.stdout.splitlines() if "\t" in line)
     ssh_config = inventory.parent.parent / "ssh" / "config"
-    return RunningLab(inventory=inventory, ssh_config=ssh_config, nodes=nodes)
+    yield RunningLab(inventory=inventory, ssh_config=ssh_config, nodes=nodes)
+    if gpuprov("lab", "status").stdout.strip() != "the lab is down":
+        gpuprov("lab", "down")
 
 
 def pytest_collection_modifyitems(config, items):

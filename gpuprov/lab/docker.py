@@ -7,7 +7,7 @@ import shutil
 import subprocess
 
 from gpuprov.errors import EnvironmentProblem
-from gpuprov.lab.paths import CONTAINER_PREFIX, LABEL
+from gpuprov.lab.paths import CONTAINER_PREFIX, LAB_FILTER
 from gpuprov.proc import run
 
 HOW_TO_GET_DOCKER = (
@@ -45,8 +45,8 @@ def inspect(name: str) -> dict | None:
 
 
 def lab_containers() -> list[str]:
-    """Names of every container the lab made, running or not."""
-    result = run(["docker", "ps", "-a", "--filter", f"label={LABEL}", "--format", "{{.Names}}"])
+    """Names of every container this lab made, running or not (not another lab's)."""
+    result = run(["docker", "ps", "-a", "--filter", LAB_FILTER, "--format", "{{.Names}}"])
     return sorted(line for line in result.stdout.split() if line)
 
 

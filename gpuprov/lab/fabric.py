@@ -1,13 +1,14 @@
 """The lab's compute fabric: a second network among the nodes' own namespaces, nothing else.
 
 It stands in for the InfiniBand/RoCE fabric multi-node jobs use: an internal Docker bridge
-network on 198.18.0.0/24 (RFC 2544's benchmarking range, never routed on the Internet),
-one address per node on its `eth0`. Docker still gives such a network a gateway address on
-the host's bridge and the nodes a default route to it; the lab takes both away ("seals"
-it): the host's bridge keeps no IPv4 or IPv6 address, and each node's boot unit deletes
-the default route. What is left reaches only the other nodes on the subnet, and carries
-no traffic to or from this machine or anything beyond it. Docker re-attaches the network
-when a node reboots, so the fabric survives the reboots provisioning does.
+network on 198.18.0.0/24 (in RFC 2544's benchmarking range, 198.18.0.0/15, never routed on
+the Internet; lab N of several side by side takes 198.18.(N-1).0/24), one address per node
+on its `eth0`. Docker still gives such a network a gateway address on the host's bridge
+and the nodes a default route to it; the lab takes both away ("seals" it): the host's
+bridge keeps no IPv4 or IPv6 address, and each node's boot unit deletes the default route.
+What is left reaches only the other nodes on the subnet, and carries no traffic to or from
+this machine or anything beyond it. Docker re-attaches the network when a node reboots, so
+the fabric survives the reboots provisioning does.
 
 Faults act inside one node's namespace from the controller (`nsenter`): `fabric-slow`
 shapes the node's egress with a token bucket, `fabric-down` takes its interface down.
@@ -18,18 +19,19 @@ from __future__ import annotations
 import ipaddress
 
 from gpuprov.errors import EnvironmentProblem
-from gpuprov.lab.paths import LABEL, enabled_link
+from gpuprov.lab.paths import INSTANCE, LABEL, enabled_link
 from gpuprov.proc import run
 
-NETWORK = "gpuprov-lab-fabric"
-BRIDGE = "gpl-fabric"           # the host-side bridge's name (Linux limits names to 15)
-SUBNET = ipaddress.ip_network("198.18.0.0/24")
+_LAB = "" if INSTANCE == 1 else str(INSTANCE)
+NETWORK = f"gpuprov-lab{_LAB}-fabric"
+BRIDGE = f"gpl{_LAB}-fabric"    # the host-side bridge's name (Linux limits names to 15)
+SUBNET = ipaddress.ip_network(f"198.18.{INSTANCE - 1}.0/24")
 # Docker insists on a gateway; no one holds this address once the network is sealed.
-GATEWAY = "198.18.0.254"
+GATEWAY = str(SUBNET.network_address + 254)
 INTERFACE = "eth0"              # the name Docker gives a container's first network
 FIRST_HOST = 11                 # node01 -> 198.18.0.11
 # the lab's Slurm head node (`gpuprov lab up --slurm`), just below the nodes
-HEAD_ADDRESS = "198.18.0.10"
+HEAD_ADDRESS = str(SUBNET.network_address + FIRST_HOST - 1)
 # fabric-slow: the node's egress shaped to this rate, a link trained far below its peers
 SLOW_RATE = "200mbit"
 
@@ -87,7 +89,7 @@ def ensure_network() -> None:
              "--subnet", str(SUBNET), "--gateway", GATEWAY,
              "--opt", f"com.docker.network.bridge.name={BRIDGE}",
              "--opt", "com.docker.network.bridge.enable_ip_masquerade=false",
-             "--label", f"{LABEL}=1", NETWORK])
+             "--label", f"{LABEL}={INSTANCE}", NETWORK])
     seal()
 
 

@@ -66,6 +66,14 @@ class Lab:
             fcntl.flock(fh, fcntl.LOCK_EX)
             yield
 
+    @contextmanager
+    def _cache_locked(self) -> Iterator[None]:
+        """One lab at a time builds, checks or signs the shared image and mirror."""
+        self.paths.cache.mkdir(parents=True, exist_ok=True)
+        with open(self.paths.cache_lock_file, "w") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            yield
+
     def recorded_nodes(self) -> dict[str, str]:
         try:
             return json.loads(self.paths.state_file.read_text())["nodes"]
@@ -94,8 +102,10 @@ class Lab:
         docker.ensure_engine()
         with self._locked():
             recipe = image.ImageRecipe.load()
-            tag = image.ensure_image(self.paths, recipe, self.log)
-            mirror_dir = mirror.ensure_mirror(self.paths, recipe, self.log)
+            with self._cache_locked():
+                tag = image.ensure_image(self.paths, recipe, self.log)
+                mirror_dir = mirror.ensure_mirror(self.paths, recipe, self.log)
+                _stop_gpg_agent(self.paths)
 
             surplus = set(self.recorded_nodes()) - set(plan)
             for node in sorted(surplus):
@@ -136,7 +146,6 @@ class Lab:
             self.paths.state_file.write_text(json.dumps(
                 {"nodes": plan, "image": tag, "slurm": with_slurm}, indent=2))
             write_inventory(self.paths, plan)
-            _stop_gpg_agent(self.paths)
         return plan
 
     def reset(self, names: list[str]) -> list[str]:
@@ -197,6 +206,7 @@ class Lab:
                 path.unlink(missing_ok=True)
             shutil.rmtree(self.paths.inventory_dir, ignore_errors=True)
             shutil.rmtree(self.paths.ssh_dir / "cp", ignore_errors=True)
+        with self._cache_locked():
             _stop_gpg_agent(self.paths)
         return removed
 

@@ -31,7 +31,7 @@ from gpuprov.lab import (
     perftest,
 )
 from gpuprov.lab.mirror import KEYRING_NAME
-from gpuprov.lab.paths import LABEL, NODE_LAB_DIR, NODE_MIRROR_PATH
+from gpuprov.lab.paths import INSTANCE, LABEL, NODE_LAB_DIR, NODE_MIRROR_PATH
 from gpuprov.proc import run
 
 KIND_LABEL = f"{LABEL}.kind"
@@ -126,7 +126,7 @@ def create(spec: NodeSpec, mirror: Path, config_tar: bytes, address: str | None 
         "--name", name, "--hostname", spec.name,
         # what the Debian/Ubuntu installer writes: the node's own name resolves locally
         "--add-host", f"{spec.name}:127.0.1.1",
-        "--label", f"{LABEL}=1", "--label", f"{KIND_LABEL}={spec.kind}",
+        "--label", f"{LABEL}={INSTANCE}", "--label", f"{KIND_LABEL}={spec.kind}",
         "--label", f"{IMAGE_LABEL}={spec.image}",
         *fabric.container_args(spec.name, address),
         "--cap-add", "ALL", "--cap-drop", "SYS_RESOURCE",

@@ -7,13 +7,33 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpuprov.config import cache_dir
+from gpuprov.errors import InputError
+
+# Labs side by side on one machine (the lab tests run two, one per pytest worker): lab N
+# (GPUPROV_LAB_INSTANCE, 1 to 9; 1 unless set) has containers, a fabric network and a
+# subnet of its own, and a state directory of its own. Lab 1 keeps the names it always
+# had. Read once, at import: a process works on one lab.
+MAX_INSTANCES = 9
+
+
+def _instance(value: str | None) -> int:
+    if value in (None, ""):
+        return 1
+    if not value.isdigit() or not 1 <= int(value) <= MAX_INSTANCES:
+        raise InputError(f"GPUPROV_LAB_INSTANCE={value!r}: not a lab number from 1 to "
+                         f"{MAX_INSTANCES}")
+    return int(value)
+
+
+INSTANCE = _instance(os.environ.get("GPUPROV_LAB_INSTANCE"))
 
 # Where nodes see the mirror: a read-only bind mount, reached as `file://` sources.
 NODE_MIRROR_PATH = "/srv/gpuprov-mirror"
 # Where nodes keep their simulated hardware description; no role manages this path.
 NODE_LAB_DIR = "/var/lib/gpuprov-lab"
-CONTAINER_PREFIX = "gpuprov-lab-"
-LABEL = "io.gpuprov.lab"
+CONTAINER_PREFIX = "gpuprov-lab-" if INSTANCE == 1 else f"gpuprov-lab{INSTANCE}-"
+LABEL = "io.gpuprov.lab"        # its value: the lab's number (every lab's containers carry it)
+LAB_FILTER = f"label={LABEL}={INSTANCE}"   # `docker ps --filter`: this lab's alone
 # Where a node's own units go (the site's), as against a package's (/usr/lib/systemd/system).
 SITE_UNIT_DIR = "/etc/systemd/system"
 
@@ -43,7 +63,8 @@ class LabPaths:
     def default(cls) -> LabPaths:
         home = Path.home()
         state = os.environ.get("GPUPROV_LAB_DIR") or os.path.join(
-            os.environ.get("XDG_STATE_HOME") or home / ".local/state", "gpuprov/lab"
+            os.environ.get("XDG_STATE_HOME") or home / ".local/state",
+            "gpuprov/lab" if INSTANCE == 1 else f"gpuprov/lab{INSTANCE}",
         )
         return cls(state=Path(state), cache=cache_dir())
 
@@ -55,6 +76,11 @@ class LabPaths:
     @property
     def lock_file(self) -> Path:
         return self.state / "lab.lock"
+
+    @property
+    def cache_lock_file(self) -> Path:
+        """Held while the image or the mirror is built or signed: labs share the cache."""
+        return self.cache / "cache.lock"
 
     @property
     def ssh_dir(self) -> Path:

@@ -7,6 +7,7 @@ import threading
 import pytest
 
 from gpuprov.lab import fabric as lab_fabric
+from gpuprov.lab.paths import LAB_FILTER
 from tests.conftest import gpuprov
 
 pytestmark = pytest.mark.lab
@@ -61,7 +62,7 @@ def test_node_is_isolated(lab, node):
     address = lab_fabric.address(node)
     routes = [line.strip() for line in
               lab.ssh(node, "ip route show; ip -6 route show").stdout.strip().splitlines()]
-    assert routes == [f"198.18.0.0/24 dev eth0 proto kernel scope link src {address}"]
+    assert routes == [f"{lab_fabric.SUBNET} dev eth0 proto kernel scope link src {address}"]
     for outside in ("10.0.0.1", "192.168.1.1", "8.8.8.8"):
         probe = lab.ssh(node, f"ip route get {outside}")
         assert probe.returncode != 0
@@ -142,11 +143,11 @@ def test_tampered_mirror_is_refused(lab):
 
 
 def test_up_twice_is_harmless(lab):
-    before = subprocess.run(["docker", "ps", "-q", "--filter", "label=io.gpuprov.lab"],
+    before = subprocess.run(["docker", "ps", "-q", "--filter", LAB_FILTER],
                             capture_output=True, text=True, check=True).stdout.split()
     again = gpuprov("lab", "up")
     assert again.returncode == 0, again.stderr
-    after = subprocess.run(["docker", "ps", "-q", "--filter", "label=io.gpuprov.lab"],
+    after = subprocess.run(["docker", "ps", "-q", "--filter", LAB_FILTER],
                            capture_output=True, text=True, check=True).stdout.split()
     assert sorted(before) == sorted(after)
     assert "created" not in again.stderr

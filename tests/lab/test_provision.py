@@ -34,6 +34,7 @@ import yaml
 from gpuprov.lab import gdrcopy as lab_gdrcopy
 from gpuprov.lab import kernel_modules, kernel_view
 from gpuprov.lab import nodes as lab_nodes
+from gpuprov.lab.docker import container_name
 from gpuprov.lab.inventory import LAB_LOCK
 from tests.certificates import site_key_pair
 from tests.conftest import BIN, REPO, gpuprov
@@ -431,7 +432,7 @@ def test_secure_boot_signs_with_the_site_key_waits_for_enrollment_then_converges
     }))
     assert gpuprov("lab", "fault", "node02", "secure-boot").returncode == 0
     try:
-        restarted = subprocess.run(["docker", "restart", "--time", "0", "gpuprov-lab-node02"],
+        restarted = subprocess.run(["docker", "restart", "--time", "0", container_name("node02")],
                                    capture_output=True, timeout=120)
         assert restarted.returncode == 0
         lab_nodes.wait_ready("node02")
@@ -500,7 +501,7 @@ def test_canonical_precompiled_modules_load_under_secure_boot_with_nothing_enrol
         purged = rack.lab.ssh("node03", f"DEBIAN_FRONTEND=noninteractive {purge} -y")
         assert purged.returncode == 0, purged.stderr
         assert gpuprov("lab", "fault", "node03", "secure-boot").returncode == 0
-        restarted = subprocess.run(["docker", "restart", "--time", "0", "gpuprov-lab-node03"],
+        restarted = subprocess.run(["docker", "restart", "--time", "0", container_name("node03")],
                                    capture_output=True, timeout=120)
         assert restarted.returncode == 0
         lab_nodes.wait_ready("node03")
