@@ -51,8 +51,8 @@ class RunningLab:
 @pytest.fixture(scope="session")
 def lab():
     """`gpuprov lab up` (and `reset`: bare nodes) once per session; the last test
-    (lab_teardown) takes it down, or, where that test ran on the other lab
-    (tests/lab/conftest.py) or did not run, the session's end does."""
+    (lab_teardown) takes it down, or, where the session has no such test (lab 2's, in
+    scripts/test.sh) or it did not run, the session's end does."""
     up = gpuprov("lab", "up")
     assert up.returncode == 0, up.stderr
     # a lab left from an earlier session may carry its roles' packages: start from bare
