@@ -42,6 +42,10 @@ CAPTURES = [
      "host memory uncorrectable error (DIMM) (host-memory-ue) on the node"),
     ("kernel-log/nic-probe-failed-mlx5-tinycore9.txt", "fail", "reboot",
      "driver probe failed (probe-failed) on NIC 0000:03:00.0"),
+    # issue 53: a ConnectX whose firmware stopped completing commands
+    ("kernel-log/nic-command-timeout-create-dct-ucx7738.txt", "fail", "reboot",
+     "NIC firmware did not complete a command (mlx5 command timeout) (nic-command-timeout) "
+     "on NIC 0000:61:00.0"),
     ("kernel-log/peermem-kmsg-gpud-testdata.txt", "fail", "reboot",
      "nvidia-peermem error (peermem)"),
     ("kernel-log/peermem-invalid-context-dmesgT-gpud46.txt", "fail", "reboot",
