@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 from gpuprov.errors import InputError
 from gpuprov.lab import (
@@ -59,20 +60,13 @@ class Lab:
     paths: LabPaths
     log: object = print
 
-    @contextmanager
-    def _locked(self) -> Iterator[None]:
-        self.paths.state.mkdir(parents=True, exist_ok=True)
-        with open(self.paths.lock_file, "w") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX)
-            yield
+    def _locked(self):
+        """One command at a time changes this lab."""
+        return _flocked(self.paths.lock_file)
 
-    @contextmanager
-    def _cache_locked(self) -> Iterator[None]:
+    def _cache_locked(self):
         """One lab at a time builds, checks or signs the shared image and mirror."""
-        self.paths.cache.mkdir(parents=True, exist_ok=True)
-        with open(self.paths.cache_lock_file, "w") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX)
-            yield
+        return _flocked(self.paths.cache_lock_file)
 
     def recorded_nodes(self) -> dict[str, str]:
         try:
@@ -228,6 +222,15 @@ class Lab:
                 "systemd": systemd,
             })
         return rows
+
+
+@contextmanager
+def _flocked(path: Path) -> Iterator[None]:
+    """An exclusive lock on `path` (made, with its directory, where absent) while inside."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        yield
 
 
 def _stop_gpg_agent(paths: LabPaths) -> None:
