@@ -200,8 +200,10 @@ def as_markdown(run: RunRecord, result: NodeResult, system: str, bundle: tuple[P
     measured values, and the evidence archive."""
     bad = result.failing
     gpus = {g.index: g for g in result.gpus}
+    # a GPU is at fault only where a check found its hardware so: one that gpuprov could not
+    # see, or a setup failure naming it, is no case for a GPU's RMA (issue 53)
     at_fault: dict[tuple, tuple] = {}   # (index, bus id) -> the row, from its first check
-    for c in bad:
+    for c in result.hardware_failing:
         if c.gpu is None:
             continue
         g = gpus.get(c.gpu.index) if c.gpu.index is not None else None
@@ -219,6 +221,10 @@ def as_markdown(run: RunRecord, result: NodeResult, system: str, bundle: tuple[P
         lines += ["| index | bus id | serial | UUID | name | check |", "|---|---|---|---|---|---|"]
         lines += [f"| {i if i is not None else '-'} | {b or '-'} | {s or '-'} | {u or '-'} | "
                   f"{n or '-'} | {check} |" for i, b, s, u, n, check in at_fault.values()]
+    elif bad and not result.hardware_failing:
+        lines.append("No hardware fault: every failed check below is the node's setup or "
+                     "evidence gpuprov could not read (action fix-setup or none), no case "
+                     "for an RMA.")
     else:
         lines.append("No single GPU is at fault: the failures below are node-wide.")
     lines += ["", "## Failed checks", "", "| check | status | action | summary | measured |",

@@ -90,3 +90,23 @@ def test_markdown_sets_every_gpu_s_soak_figures_side_by_side(recorded, tmp_path)
     # the healthy evidence's telemetry: the real H100's figures under gpu-burn
     assert lines[2] == "| 0 | 358000 | 632 | 700 | 59 | 1980 | - |"
     assert len(lines) == 2 + 8
+
+
+def test_a_gpu_named_by_a_setup_failure_is_not_listed_as_failing(recorded, tmp_path):
+    """Issue 53: what gpuprov could not see, or the node's setup, is never a GPU's RMA: the
+    same failure on GPU 2 with action fix-setup leaves the failing-GPU table empty, says
+    it is no case for an RMA, and still lists the check with its action."""
+    import dataclasses
+
+    from gpuprov.model import Action
+    run, results = recorded
+    node08 = next(r for r in results if r.node == "node08")
+    setup = dataclasses.replace(node08, checks=[
+        dataclasses.replace(c, action=Action.FIX_SETUP) if c.id == "gpu_burn" else c
+        for c in node08.checks])
+    text = report.as_markdown(run, setup, "HGX H100 8-GPU",
+                              report.archive(setup, tmp_path / "out"))
+    failing_gpus = text.split("## Failing GPU", 1)[1].split("## ", 1)[0]
+    assert "| index | bus id |" not in failing_gpus
+    assert "No hardware fault: every failed check below is the node's setup" in failing_gpus
+    assert "| `gpu_burn` | fail | `fix-setup` |" in text
