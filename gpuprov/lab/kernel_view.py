@@ -75,8 +75,9 @@ fi
 # so it loads where the nvidia module is loaded; elsewhere kmod's "Module … not found in
 # directory …" (as users quote it; not checked against kmod's source here). On a kernel with
 # inbox RDMA its init returns -EINVAL (open-gpu-kernel-modules nvidia-peermem.c without
-# NV_MLNX_IB_PEER_MEM_SYMBOLS_PRESENT), which kmod reports as "could not insert
-# 'nvidia_peermem': Invalid argument" (as stock Ubuntu servers' logs quote it). `modprobe gdrdrv`
+# NV_MLNX_IB_PEER_MEM_SYMBOLS_PRESENT), which kmod's modprobe reports as
+# "modprobe: ERROR: could not insert 'nvidia_peermem': Invalid argument" (kmod
+# tools/modprobe.c: ERR("could not insert '%s': %s\n", name, strerror(-err))). `modprobe gdrdrv`
 # (GDRCopy's, from the gdrcopy role's packages): DKMS's build for the running kernel, loaded
 # where the nvidia module is (it needs nvidia's P2P symbols). The lsmod lines' sizes are the
 # lab's own figures: no check reads them.

@@ -146,7 +146,10 @@ def gpudirect_rdma(ctx: Context, r: Results) -> CheckResult:
         missing.append("the nvidia module is not the open flavour (modinfo license "
                        f"{driver.license!r})" if driver.license else
                        "the nvidia module is not the open flavour (modinfo printed no license)")
-    if not driver.kernel_at_least(*DMABUF_KERNEL):
+    recent = driver.kernel_at_least(*DMABUF_KERNEL)
+    if recent is None:
+        missing.append(f"the kernel release {driver.kernel!r} was not read as a version")
+    elif not recent:
         missing.append(f"kernel {driver.kernel} is older than "
                        f"{DMABUF_KERNEL[0]}.{DMABUF_KERNEL[1]}")
     if missing:

@@ -100,6 +100,9 @@ def test_without_peermem_dma_buf_passes_on_open_modules_and_a_5_12_kernel(tmp_pa
         "kernel 5.4.0-216-generic is older than 5.12" in old_kernel.summary
     unread = judged()      # evidence from before the license was collected: not a pass
     assert unread.status == Status.FAIL and "flavour was not read" in unread.summary
+    odd = judged(license="Dual MIT/GPL", kernel="custom")     # a release with no version
+    assert odd.status == Status.FAIL and \
+        "the kernel release 'custom' was not read as a version" in odd.summary
 
 
 def test_the_module_s_license_line_is_optional_and_names_its_flavour():
