@@ -18,6 +18,24 @@ from gpuprov.errors import InputError
 from gpuprov.resources import yaml_files
 
 _NUM = {"type": "number", "exclusiveMinimum": 0}
+# A numeric fingerprint's golden (docs/fingerprint.md): the hashes per mode of the probe's
+# workload, for one key; a different value of any key field may change the hashes
+FINGERPRINT_MODES = ("fp32", "tf32", "bf16", "fp16", "train")
+FINGERPRINT_KEY = ("device", "driver", "cuda", "cublas", "torch", "workload")
+_GOLDEN = {
+    "type": "object", "required": ["key", "hashes"], "additionalProperties": False,
+    "properties": {
+        "key": {"type": "object", "required": list(FINGERPRINT_KEY),
+                "additionalProperties": False,
+                "properties": {f: {"type": ["string", "null"]} for f in FINGERPRINT_KEY}},
+        "hashes": {"type": "object", "required": list(FINGERPRINT_MODES),
+                   "additionalProperties": False,
+                   "properties": {m: {"oneOf": [{"type": "null"}, {
+                       "type": "string", "pattern": "^[0-9a-f]{16}$"}]}
+                       for m in FINGERPRINT_MODES}},
+        "nodes": {"type": "array", "items": {"type": "string"}},
+    },
+}
 SCHEMA = {
     "type": "object",
     "required": ["name", "gpu", "pcie", "nvlink", "nvswitch", "ecc_required", "max_temp_c",
@@ -128,6 +146,10 @@ SCHEMA = {
         "fabric": {
             "type": "object", "required": ["busbw_min_gbps"], "additionalProperties": False,
             "properties": {"busbw_min_gbps": {"type": "number", "minimum": 0}},
+        },
+        "fingerprint": {   # the goldens `gpuprov baseline` learns (numeric_fingerprint)
+            "type": "object", "additionalProperties": False,
+            "properties": {"golden": {"type": "array", "items": _GOLDEN}},
         },
         "sources": {"type": "object", "additionalProperties": {"type": "string"}},
     },

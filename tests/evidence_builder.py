@@ -237,12 +237,34 @@ def nvswitch_info(versions: dict[str, str]) -> str:
                    f"BIOS Version: {version}\n" for bus, version in versions.items())
 
 
+def fingerprint(smi_text: str, device: str = "NVIDIA H100 80GB HBM3",
+                off: dict[int, dict[str, str]] | None = None,
+                errors: dict[int, str] | None = None) -> str:
+    """The fingerprint probe's report for the GPUs of an `nvidia-smi -q` text: each GPU's
+    entry the real H200's (tests/fixtures/fingerprint/, whose GEMM hashes an H100 gives too:
+    shared fixtures numeric-fingerprint/) with its own index, UUID and bus id; `off` gives a
+    GPU other hashes, `errors` a GPU whose process failed."""
+    from gpuprov.parsers.smi_gpu import parse_smi_query
+    real = json.loads(capture("fingerprint/h200-probe-run-1.txt"))
+    entry = real["gpus"][0]
+    gpus = []
+    for g in parse_smi_query(smi_text, "nvidia-smi-q.txt").gpus:
+        if errors and g.index in errors:
+            gpus.append({"index": g.index, "uuid": g.uuid, "error": errors[g.index]})
+            continue
+        gpus.append({**entry, "index": g.index, "uuid": g.uuid, "bus_id": g.bus_id,
+                     "device": device,
+                     "hashes": {**entry["hashes"], **((off or {}).get(g.index) or {})}})
+    return json.dumps({**real, "gpus": gpus}, indent=2) + "\n"
+
+
 def one_gpu(directory: Path) -> Path:
     """A node's nvidia-smi reports made one GPU's: the real H200 VM's (the node the
     one-GPU captures come from), so a one-GPU profile's coverage is the node's own."""
     one = capture("nvidia-smi-q/h200-580.159.04-vm.txt")
     for name in ("nvidia-smi-q.txt", "nvidia-smi-q-after.txt"):
         replace(directory, name, one)
+    replace(directory, "fingerprint.json", fingerprint(one, "NVIDIA H200"))
     return directory
 
 
@@ -278,6 +300,7 @@ def healthy_h100(directory: Path) -> Path:
         "ddp-smoke.json": json.dumps({"ok": True, "world_size": 8, "backend": "nccl",
                                       "losses": [0.91, 0.52, 0.33],
                                       "allreduce_busbw_gbps": 455.0}),
+        "fingerprint.json": fingerprint(H100_Q.read_text()),
         "dmesg.txt": "2026-11-21T09:00:01,000000+00:00 Linux version 5.15.0-112-generic\n",
         "packages.txt": packages(),
         "driver-module.txt": driver_module(),

@@ -26,11 +26,12 @@ from pathlib import Path
 from testinfra.host import Host
 
 from gpuprov import __version__, evidence
-from gpuprov.evidence import EvidenceKind
+from gpuprov.evidence import Evidence, EvidenceKind
 from gpuprov.lock import Lock
 from gpuprov.parsers.dcgm import DCGM_DIAG
 from gpuprov.parsers.dcgm_health import DCGM_HEALTH
 from gpuprov.parsers.errors import ParseError
+from gpuprov.parsers.fingerprint import FINGERPRINT
 from gpuprov.parsers.gdrcopy import GDRCOPY_SANITY
 from gpuprov.parsers.gpu_burn import GPU_BURN
 from gpuprov.parsers.ibstat import BOARD_ID_COMMAND, IBSTAT_COMMAND
@@ -389,6 +390,33 @@ def ddp_smoke(c: Collector, gpus: int) -> None:
         if written.rc != 0:
             c.write(DDP_JSON, json.dumps(_no_result(result, ranks, limit, seconds),
                                                   indent=2) + "\n")
+
+
+# the fingerprint probe's own limit for every GPU's process together, and the hard one on
+# the node: a GPU's fingerprint takes seconds (docs/fingerprint.md)
+FINGERPRINT_TIMEOUT_S = 150
+
+
+def fingerprint(c: Collector) -> None:
+    """The numeric fingerprint of every GPU the before-soak nvidia-smi listed, in the node's
+    PyTorch environment: one process per GPU, each seeing that GPU alone (its UUID)."""
+    with c.stage("fingerprint"):
+        python = c.meta.get("pytorch_env") and f"{c.meta['pytorch_env']}/bin/python"
+        if not python:
+            c.skip("fingerprint", "no PyTorch environment to run the fingerprint probe in")
+            return
+        try:
+            smi = Evidence(c.directory).read(SMI_BEFORE)
+        except ParseError:
+            smi = None
+        gpus = [g for g in (smi.gpus if smi else []) if g.uuid]
+        if not gpus:
+            c.skip("fingerprint", "nvidia-smi listed no GPU with a UUID before the soak")
+            return
+        probe = c.upload("fingerprint.py", probe_source("fingerprint"))
+        listed = " ".join(f"--gpu {g.index}={shlex.quote(g.uuid)}" for g in gpus)
+        c.run(f"cd {c.workdir} && {python} {probe} {listed} --timeout {FINGERPRINT_TIMEOUT_S}",
+              timeout=FINGERPRINT_TIMEOUT_S + 30, file=FINGERPRINT)
 
 
 def nccl_tests(c: Collector, gpus: int) -> None:

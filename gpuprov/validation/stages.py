@@ -4,10 +4,10 @@ pipeline) and the testinfra modules (validation/test_node.py) both walk this tab
 stage's checks are those the registry files under its name (catalog.stage_checks).
 
 Identity and the before-soak snapshot always run. The soak (with the after-soak
-snapshot), the DDP smoke (with nccl-tests, nvbandwidth and GDRCopy's tests) and DCGM's
-diagnostics do not on a node whose identity checks failed, unless the operator asks
-(`--soak-after-identity-failure`); the run then records each as skipped, with the failing
-checks as why, and every check of a skipped stage says so.
+snapshot), the DDP smoke (with the numeric fingerprint, nccl-tests, nvbandwidth and
+GDRCopy's tests) and DCGM's diagnostics do not on a node whose identity checks failed,
+unless the operator asks (`--soak-after-identity-failure`); the run then records each as
+skipped, with the failing checks as why, and every check of a skipped stage says so.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ def _ddp(c: collect.Collector, step: Step) -> None:
     # as many ranks as the identity snapshot's nvidia-smi listed GPUs
     gpus = collect.gpus_listed(Evidence(c.directory))
     collect.ddp_smoke(c, gpus)
+    collect.fingerprint(c)
     collect.nccl_tests(c, gpus)
     collect.nvbandwidth(c)
     collect.gdrcopy(c)

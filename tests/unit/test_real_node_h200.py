@@ -30,10 +30,12 @@ def test_the_real_h200_passes_every_gpu_check_and_fails_only_for_its_setup():
     failing = {i: c for i, c in checks.items() if c["status"] in ("fail", "missing")}
     assert not {i: c["action"] for i, c in failing.items() if c["action"] in HARDWARE}
     # what failed, and what each says to set up
-    assert sorted(failing) == ["cudnn", "driver_module", "gpu_burn_build", "nouveau"]
-    # collected before gpu-burn's build record was: missing, a setup finding
-    assert (failing["gpu_burn_build"]["status"], failing["gpu_burn_build"]["action"]) == (
-        "missing", "fix-setup")
+    assert sorted(failing) == ["cudnn", "driver_module", "gpu_burn_build", "nouveau",
+                               "numeric_fingerprint"]
+    # collected before gpu-burn's build record and the fingerprint probe were: missing, a
+    # setup finding
+    for late in ("gpu_burn_build", "numeric_fingerprint"):
+        assert (failing[late]["status"], failing[late]["action"]) == ("missing", "fix-setup")
     assert failing["nouveau"]["action"] == "fix-setup"
     assert failing["nouveau"]["summary"] == ("lsmod failed (exit status 127): sh: 1: lsmod: "
                                              "not found")

@@ -207,6 +207,7 @@ MEMBER_LINES = {
     "ib-counters-after.txt": lambda m: rf"/mlx5_{m}/",
     "nvidia-smi-topo.txt": lambda m: rf"^GPU{m}\t",
     Q_AFTER: None,                             # a GPU's block of `nvidia-smi -q`
+    "fingerprint.json": None,                  # a GPU's entry of the probe's JSON
 }
 HEALTHY: dict[str, Path] = {}
 
@@ -219,7 +220,11 @@ def _healthy(tmp_root: Path) -> Path:
 
 def _drop_gpu_block(text: str, gpu: int) -> str:
     """The text without the gpu-th GPU's block: `GPU <n>: …` blocks (`nvlink -s/-e`) or
-    `GPU 0000…` ones (`nvidia-smi -q`, in index order)."""
+    `GPU 0000…` ones (`nvidia-smi -q`, in index order); a JSON report's `gpus` entry."""
+    if text.lstrip().startswith("{"):
+        report = json.loads(text)
+        report["gpus"] = [g for g in report["gpus"] if g["index"] != gpu]
+        return json.dumps(report, indent=2)
     if text.startswith("GPU ") or "\nGPU 0:" in text:
         blocks = re.split(r"(?m)^(?=GPU \d+: )", text)
         return "".join(b for b in blocks if not b.startswith(f"GPU {gpu}: "))

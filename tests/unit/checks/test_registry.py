@@ -33,7 +33,8 @@ def test_checks_run_in_stage_order_and_every_stage_list_comes_from_the_registry(
     assert ranks == sorted(ranks)
     assert sum((stage_checks(s) for s in STAGES), ()) == check_ids()
     assert "container_toolkit" in stage_checks("identity")
-    assert stage_checks("ddp") == ("ddp_smoke", "nccl_bandwidth", "nvbandwidth", "gdrcopy")
+    assert stage_checks("ddp") == ("numeric_fingerprint", "ddp_smoke", "nccl_bandwidth",
+                                   "nvbandwidth", "gdrcopy")
     assert stage_checks("fabric") == ("fabric", "fabric_rails")
 
 

@@ -1,0 +1,117 @@
+"""The numeric fingerprint: a screen for silent data corruption (docs/fingerprint.md).
+
+Every GPU ran the same fixed-seed deterministic workload and hashed its results. GPUs of one
+kind under one software stack compute bit for bit alike (measured: tests/fixtures/
+fingerprint/, shared fixtures numeric-fingerprint/), so a GPU whose hashes differ from its
+siblings' computes wrong but plausible results; a node whose GPUs agree with each other and
+not with the site's golden (learned by `gpuprov baseline` from accepted nodes, for the same
+key: device, driver, CUDA, cuBLAS, torch, workload) is off as a whole.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from gpuprov.checks.context import Context
+from gpuprov.checks.registry import Problems, Results, check
+from gpuprov.model import Action, CheckResult
+from gpuprov.parsers.fingerprint import FINGERPRINT, MODES, FingerprintReport, GpuFingerprint
+from gpuprov.parsers.smi_gpu import SMI_BEFORE
+from gpuprov.profiles import FINGERPRINT_KEY as KEY_FIELDS
+
+
+def key_of(gpu: GpuFingerprint, report: FingerprintReport, driver: str | None) -> dict:
+    """What a golden is for: a different value of any of these may change the hashes."""
+    return {"device": gpu.device, "driver": driver, "cuda": report.cuda_version,
+            "cublas": gpu.cublas_version, "torch": report.torch_version,
+            "workload": gpu.workload}
+
+
+def key_text(key: dict) -> str:
+    return " / ".join(f"{name} {key.get(name) or 'none'}" for name in KEY_FIELDS)
+
+
+def golden_for(profile_data: dict, key: dict) -> dict | None:
+    """The profile's golden hashes for `key`, if it has them."""
+    for entry in (profile_data.get("fingerprint") or {}).get("golden") or []:
+        if {name: entry["key"].get(name) for name in KEY_FIELDS} == key:
+            return entry["hashes"]
+    return None
+
+
+def _differ(hashes: dict, reference: dict) -> str:
+    """The modes whose hash differs, each as `mode <own> (<reference>)`."""
+    return ", ".join(f"{mode} {hashes.get(mode)} ({reference.get(mode)})" for mode in MODES
+                     if hashes.get(mode) != reference.get(mode))
+
+
+@check("numeric_fingerprint", stage="ddp", needs=(FINGERPRINT,),
+       action=Action.RESEAT_OR_INSPECT,
+       rule="every GPU ran the fixed-seed deterministic workload (GEMM chains in fp32, TF32, "
+            "bf16, fp16; AdamW steps); GPUs of one kind give bit-identical hashes (a "
+            "minority GPU computes wrong: reseat-or-inspect, rma on repeat), and equal the "
+            "profile's golden for their key (device, driver, CUDA, cuBLAS, torch, "
+            "workload); no golden for the key: a warning, never a silent pass")
+def numeric_fingerprint(ctx: Context, r: Results) -> CheckResult:
+    report = ctx.evidence.read(FINGERPRINT)
+    smi = ctx.evidence.read(SMI_BEFORE)
+    driver = smi.driver_version if smi else None
+    problems: Problems = []
+    # each group's hashes once; a GPU's own only where they differ or it failed ("off")
+    values: dict = {"seconds": report.seconds, "groups": [], "off": {}}
+    failed = [g for g in report.gpus.values() if g.error]
+    ran = [g for g in report.gpus.values() if not g.error]
+    for g in failed:
+        values["off"][g.index] = {"uuid": g.uuid, "error": g.error}
+        problems.append((g.index, f"{ctx.gpu_label(g.index)}: the workload failed ({g.error})"))
+    if failed and not ran:   # the environment, not one GPU: nothing ran anywhere
+        return r.failed(problems, values, action=Action.FIX_SETUP)
+    action = Action.REBOOT if failed else r.default_action
+    no_golden, whole_off = [], []
+    groups: dict[tuple, list[GpuFingerprint]] = {}
+    for g in ran:
+        groups.setdefault(tuple(key_of(g, report, driver).values()), []).append(g)
+    for members in groups.values():
+        key = key_of(members[0], report, driver)
+        golden = golden_for(ctx.profile.data, key)
+        counts = Counter(g.signature for g in members)
+        top, held = counts.most_common(1)[0]
+        majority = dict(zip(MODES, top, strict=True)) if held * 2 > len(members) else None
+        values["groups"].append({"key": key, "gpus": sorted(g.index for g in members),
+                                 "hashes": majority, "golden": golden})
+        if golden is None:
+            no_golden.append(key)
+        reference = golden or majority
+        if reference is None:
+            values["off"].update({g.index: {"uuid": g.uuid, "hashes": g.hashes}
+                                  for g in members})
+            split = "; ".join(
+                f"GPU(s) {', '.join(str(g.index) for g in members if g.signature == s)} give "
+                f"fp32 {s[0]}" for s in counts)
+            problems.append((None, f"{len(members)} {key['device']} GPUs disagree with no "
+                                   f"majority and no golden to tell which are wrong ({split})"))
+            continue
+        off = [g for g in sorted(members, key=lambda g: g.index)
+               if g.signature != tuple(reference.get(m) for m in MODES)]
+        if golden is not None and off and len(off) == len(members) and len(counts) == 1:
+            whole_off.append((key, _differ(majority or {}, golden)))
+            continue
+        whose = "the golden's" if golden is not None else "its siblings'"
+        for g in off:
+            values["off"][g.index] = {"uuid": g.uuid, "hashes": g.hashes}
+            problems.append((g.index, f"{ctx.gpu_label(g.index)} computes differently from "
+                                      f"{whose} hashes: {_differ(g.hashes, reference)}"))
+    if problems:
+        return r.failed(problems, values, action=action)
+    if whole_off:
+        key, diff = whole_off[0]
+        return r.fail(f"every GPU agrees with the others but not with the golden for "
+                      f"{key_text(key)}: {diff}; compare the node's software and firmware with "
+                      "the golden's nodes", values, action=Action.NONE)
+    count = len(ran)
+    if no_golden:
+        return r.warn(f"{count} GPUs give identical hashes; no golden yet for "
+                      f"{key_text(no_golden[0])} (`gpuprov baseline` learns it from accepted "
+                      "nodes)", values, action=Action.NONE)
+    return r.passed(f"{count} GPUs give identical hashes, equal to the golden for "
+                    f"{key_text(values['groups'][0]['key'])}", values)
