@@ -24,7 +24,11 @@ What is learned (each only when the accepted results carry it):
   the limit the site sets), and `under_load.power_fraction_min` from every GPU's peak draw
   over its limit, where the base profile judges the soak's telemetry;
 - `nvbandwidth.h2d_min_gbps`, `d2h_min_gbps`, `d2d_min_gbps` from every GPU's nvbandwidth
-  copy bandwidth, where the nodes ran it.
+  copy bandwidth, where the nodes ran it;
+- `fingerprint.golden`: per key (device, driver, CUDA, cuBLAS, torch, workload), the numeric
+  fingerprint's hashes that more than half of the nodes with that key gave (each node's
+  GPUs agreeing among themselves); no majority, no golden for that key, and the nodes that
+  differed are named (docs/fingerprint.md).
 
 Per-node figures (DDP, nccl-tests, fabric) need at least as many samples as nodes a
 baseline needs; per-GPU figures have several per node.
@@ -196,13 +200,46 @@ def learn(results: list[NodeResult], base: Profile, tolerance_pct: float) -> lis
             floor, centre, rejected = robust_floor(copies, tolerance_pct)
             learned.append(Learned(f"nvbandwidth.{key}_min_gbps", round(floor, 1), centre,
                                    len(copies), rejected, f"median - {tolerance_pct:g} %"))
-    if not learned:
-        raise InputError("the accepted results carry no measured values to learn from")
     return learned
 
 
+@dataclass(frozen=True)
+class Golden:
+    key: dict
+    hashes: dict | None      # None: no hashes held by more than half the nodes
+    nodes: list[str]         # the nodes that gave them
+    differing: list[str]     # the nodes with that key that gave others
+
+    def as_profile_entry(self) -> dict:
+        return {"key": self.key, "hashes": self.hashes, "nodes": self.nodes}
+
+
+def learn_goldens(results: list[NodeResult]) -> list[Golden]:
+    """Each fingerprint key's golden: the hashes a strict majority of its nodes gave."""
+    by_key: dict[tuple, tuple[dict, dict[tuple, list[str]]]] = {}
+    for r in results:
+        for group in (_check(r, "numeric_fingerprint") or {}).get("groups") or []:
+            if not group.get("hashes"):
+                continue
+            key = group["key"]
+            entry = by_key.setdefault(tuple(sorted(key.items())), (key, {}))
+            nodes = entry[1].setdefault(tuple(sorted(group["hashes"].items())), [])
+            if r.node not in nodes:
+                nodes.append(r.node)
+    goldens = []
+    for key, seen in by_key.values():
+        total = sum(len(nodes) for nodes in seen.values())
+        hashes, nodes = max(seen.items(), key=lambda item: len(item[1]))
+        if len(nodes) * 2 <= total:
+            goldens.append(Golden(key, None, [], sorted(n for ns in seen.values() for n in ns)))
+            continue
+        goldens.append(Golden(key, dict(hashes), sorted(nodes), sorted(
+            n for other, ns in seen.items() if other != hashes for n in ns)))
+    return goldens
+
+
 def baseline_profile(base: Profile, name: str, learned: list[Learned],
-                     results: list[NodeResult]) -> dict:
+                     results: list[NodeResult], goldens: list[Golden] = ()) -> dict:
     """The base profile's data with the learned floors, its sources citing the evidence."""
     data = copy.deepcopy(base.data)
     data["name"] = name
@@ -219,4 +256,12 @@ def baseline_profile(base: Profile, name: str, learned: list[Learned],
             f"baseline of {base.name}: {item.rule} = {item.value:g} (median {item.centre:g} "
             f"of {item.samples} samples, {item.rejected} rejected as outliers) from nodes "
             f"{', '.join(nodes)}, runs {', '.join(runs)}")
+    found = [g.as_profile_entry() for g in goldens if g.hashes]
+    if found:
+        kept = [g for g in (data.get("fingerprint") or {}).get("golden") or []
+                if g["key"] not in [f["key"] for f in found]]
+        data["fingerprint"] = {"golden": kept + found}
+        sources["fingerprint.golden"] = (
+            f"baseline of {base.name}: per key, the hashes more than half of its nodes gave, "
+            f"from nodes {', '.join(nodes)}, runs {', '.join(runs)}")
     return data

@@ -13,11 +13,12 @@ import hashlib
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib import resources
 
 import yaml
 
 from gpuprov.errors import InputError
-from gpuprov.lab import cpufreq, docker, fabric, kernel_view, kinds, pci, standins
+from gpuprov.lab import cpufreq, docker, fabric, kernel_view, kinds, pci, sim, standins
 from gpuprov.lab import gdrcopy as lab_gdrcopy
 from gpuprov.lab.sim import kmod
 from gpuprov.lab.sim import node as sim_node
@@ -269,6 +270,35 @@ def _gdrdrv_unloaded(access, hw, gpu):
     docker.exec_in(access.container, "rm", "-f", marker, lab_gdrcopy.DEVICE)
     return "gdrdrv unloaded, /dev/gdrdrv gone", {"write_files": [[marker, ""],
                                                                  [lab_gdrcopy.DEVICE, ""]]}
+
+
+# where the pytorch_env role records each environment it made (validation/collect.py reads
+# the same record to find the interpreter)
+TORCH_RECORD = "/var/lib/gpuprov/pytorch-envs/default.json"
+SDC_MODULE, SDC_PTH, SDC_TARGETS = ("gpuprov_lab_sdc.py", "gpuprov-lab-sdc.pth",
+                                    "gpuprov_lab_sdc.targets")
+
+
+def _sdc(access, hw, gpu):
+    """Silent data corruption: the GPU's matrix products wrong in the lowest bit of one
+    element, below gpuprov (sim/sdc_hook.py, loaded by a .pth file in the node's PyTorch
+    environment for every process that sees this GPU by its UUID)."""
+    record = access.read(TORCH_RECORD)
+    if record is None:
+        raise InputError(f"{access.node}: no PyTorch environment ({TORCH_RECORD} absent): "
+                         "provision the node first")
+    python = f"{yaml.safe_load(record)['env']}/bin/python"
+    site = docker.exec_in(access.container, python, "-c", "import sysconfig; "
+                          "print(sysconfig.get_paths()['purelib'])").stdout.strip()
+    targets = f"{site}/{SDC_TARGETS}"
+    listed = (access.read(targets) or "").splitlines()
+    hook = resources.files(sim).joinpath("sdc_hook.py").read_text()
+    access.write_all([(f"{site}/{SDC_MODULE}", hook),
+                      (f"{site}/{SDC_PTH}", "import gpuprov_lab_sdc\n"),
+                      (targets, "".join(f"{u}\n" for u in [*listed, gpu["uuid"]]))])
+    return (f"GPU {gpu['index']} ({gpu['uuid']}) computes its matrix products wrong in one "
+            "low bit", {"remove_files": [f"{site}/{name}"
+                                         for name in (SDC_MODULE, SDC_PTH, SDC_TARGETS)]})
 
 
 def _rail_slow(access, hw, gpu):
@@ -605,6 +635,8 @@ FAULTS = {f.name: f for f in (
     FaultKind("row-remap-pending", True, _row_remap_pending, "a row remap awaiting reset"),
     FaultKind("xid", True, _xid, "an Xid 119 line in the node's kernel log"),
     FaultKind("burn-errors", True, _burn_errors, "gpu-burn finds errors on a GPU"),
+    FaultKind("sdc", True, _sdc,
+              "silent data corruption: a GPU's matrix products wrong in one low bit"),
     FaultKind("slow-gpu", True, _slow_gpu, "a GPU 15% slower than its siblings"),
     FaultKind("thermal-outlier", True, _thermal_outlier,
               "a GPU 12 C hotter than its siblings under load"),

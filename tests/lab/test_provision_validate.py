@@ -137,6 +137,12 @@ def test_three_healthy_nodes_of_different_kinds_are_accepted(rack, tmp_path):
         assert ddp["values"]["world_size"] == len(node["gpus"]) and ddp["values"]["ok"]
         assert "[default0]:rank 0: joined" in (Path(node["evidence_dir"]) / "ddp-smoke.log"
                                                 ).read_text()
+        # every GPU's fingerprint alike (the lab's CPU torch), and no golden yet: a warning
+        fingerprint = next(c for c in node["checks"] if c["id"] == "numeric_fingerprint")
+        assert fingerprint["status"] == "warn", fingerprint
+        [group] = fingerprint["values"]["groups"]
+        assert group["key"]["device"] == "cpu" and len(group["gpus"]) == len(node["gpus"])
+        assert "no golden yet for device cpu" in fingerprint["summary"]
         # the profile's load (tensor cores), sampled while it ran: every GPU under load
         evidence = Path(node["evidence_dir"])
         assert "using Tensor Cores" in (evidence / "gpu-burn.log").read_text()
@@ -283,6 +289,9 @@ ROUNDS = [
     [("node01", "thermal-outlier", 3, "load_thermal"), ("node02", "power-capped", 5, "load_power"),
      ("node03", "clock-throttle", 2, "load_throttle"),   # node03: L40S, 4 GPUs
      ("node01", "slow-d2d", 6, "nvbandwidth"), ("node02", "hbm-errors", 1, "dcgm_diag"),
+     # silent data corruption (issue 56): one GPU's products wrong in one low bit, below
+     # gpuprov; its numeric fingerprint differs from its siblings'
+     ("node01", "sdc", 4, "numeric_fingerprint"),
      # GDRCopy's gdrdrv gone (issue 40): its own tests fail at gdr_open
      ("node03", "gdrdrv-unloaded", None, "gdrcopy")],
 ]
@@ -296,7 +305,8 @@ ACTIONS = {"fallen-off-bus": "reboot", "gpu-lost-in-soak": "reboot", "gsp-timeou
            "ib-symbol-errors": "reseat-or-inspect", "ib-link-flap": "reseat-or-inspect",
            "acs-enabled": "none", "peermem-missing": "none", "firmware-old": "none",
            "iommu-translated": "none", "cpu-powersave": "none",
-           "nic-far": "reseat-or-inspect", "gdrdrv-unloaded": "none"}
+           "nic-far": "reseat-or-inspect", "gdrdrv-unloaded": "none",
+           "sdc": "reseat-or-inspect"}
 # what DCGM's health watches (dcgmi health -c) report for the faults they watch
 DCGM_HEALTH_SEES = {"ecc-uncorrectable": "Memory system: Detected 1 volatile double-bit ECC "
                                          "error(s) in GPU 5.",
@@ -909,6 +919,21 @@ def test_kill_9_mid_soak_leaves_no_accepted_node_and_the_next_run_adopts_the_soa
     meta = json.loads((evidence / "meta.json").read_text())
     assert meta["burn_in"]["adopted_from"] == run_id
     assert "Burning for 30 seconds." in (evidence / "gpu-burn.log").read_text()
+
+
+def test_every_accepted_validation_gave_the_same_fingerprint(rack):
+    """Issue 56: the fingerprint of a healthy node is the same validation after validation
+    (node03's, accepted again and again above; and every node's: the lab's GPUs all compute
+    on the CPU build of torch). Read from the ledger: no validation of its own."""
+    results = [r for r in Ledger(rack.ledger).node_results()
+               if r.verdict == "accepted" and r.node in NODES]
+    seen: dict[str, list] = {}
+    for r in results:
+        check = next(c for c in r.checks if c.id == "numeric_fingerprint")
+        [group] = check.values["groups"]
+        seen.setdefault(r.node, []).append(json.dumps(group["hashes"], sort_keys=True))
+    assert len(seen.get("node03", [])) >= 3, {n: len(v) for n, v in seen.items()}
+    assert len({h for hashes in seen.values() for h in hashes}) == 1, seen
 
 
 def test_never_provisioned_node_is_rejected_with_reasons_and_an_rma_report(rack, tmp_path):

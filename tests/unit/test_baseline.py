@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 
 import pytest
 import yaml
 
-from gpuprov.baseline import robust_ceiling, robust_floor
+from gpuprov.baseline import learn_goldens, robust_ceiling, robust_floor
 from gpuprov.checks.run import judge
 from gpuprov.evidence import Evidence
 from gpuprov.lab import kinds
@@ -138,6 +139,66 @@ def test_a_slow_node_passes_the_shipped_profile_and_fails_its_peers(env, tmp_pat
     # 309400 and 363825 (nodes 1-3) - 8 % at DCGM's FP32 rate: x 50900 / 358900
     assert "43879.8 Gflop/s below dcgm.gflops_min 47470.6" in learned.summary
     assert learned.summary.endswith("(+5 more)")
+
+
+def test_the_golden_fingerprint_comes_from_the_peers_and_rejects_a_node_off_as_a_whole(
+        env, tmp_path):
+    """Issue 56: the accepted nodes' agreeing hashes become the golden for their key; a node
+    whose every GPU agrees with its siblings yet not with the golden passes the shipped
+    profile (a warning: no golden) and fails the baseline, naming the key."""
+    out = tmp_path / "h100-site.yml"
+    result = gpuprov("baseline", "--from", "v1", "--base", "h100-sxm-8", "-o", str(out),
+                     env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    data = yaml.safe_load(out.read_text())
+    real = json.loads(eb.capture("fingerprint/h200-probe-run-1.txt"))["gpus"][0]["hashes"]
+    [golden] = data["fingerprint"]["golden"]
+    assert golden["hashes"] == real
+    assert golden["nodes"] == ["node01", "node02", "node03", "node04"]
+    assert (golden["key"]["device"], golden["key"]["driver"]) == ("NVIDIA H100 80GB HBM3",
+                                                                   "565.57.01")
+    assert "fingerprint.golden: device NVIDIA H100 80GB HBM3 / driver 565.57.01" in result.stdout
+    off = {i: {"fp32": "0f0f0f0f0f0f0f0f"} for i in range(8)}
+    node = eb.replace(eb.healthy_h100(tmp_path / "off" / "node09"), "fingerprint.json",
+                      eb.fingerprint(eb.H100_Q.read_text(), off=off))
+    shipped, learned = (judge(Evidence(node), profile, None,
+                              only=("numeric_fingerprint",)).checks[0]
+                        for profile in (H100, load_profile(str(out))))
+    assert str(shipped.status) == "warn" and "no golden yet" in shipped.summary
+    assert (str(learned.status), learned.gpu) == ("fail", None)
+    assert learned.summary.startswith("every GPU agrees with the others but not with the "
+                                      "golden for device NVIDIA H100 80GB HBM3")
+    assert "fp32 0f0f0f0f0f0f0f0f (ddfbb82eac4d23be)" in learned.summary
+    # offline, as an operator would: `gpuprov evaluate` with the learned profile
+    evaluated = gpuprov("evaluate", str(node), "--profile", str(out), "--json", env=env,
+                        timeout=60)
+    assert evaluated.returncode == 1, evaluated.stderr
+    checks = {c["id"]: c for c in json.loads(evaluated.stdout)["checks"]}
+    assert checks["numeric_fingerprint"]["status"] == "fail"
+
+
+def test_the_golden_is_what_more_than_half_the_nodes_gave(tmp_path):
+    ledger = Ledger(tmp_path / "ledger.sqlite3")
+    _record(ledger, "v2", {n: GOOD[n] for n in ("node01", "node02")}, tmp_path)
+    results = list(ledger.node_results(run_id="v2"))
+    # two of three agree: their hashes are the golden, the third named as differing
+    [most] = learn_goldens([*results, _renamed(results[0], "node05", "0123456789abcdef")])
+    assert (most.nodes, most.differing) == (["node01", "node02"], ["node05"])
+    assert most.hashes["fp32"] == "ddfbb82eac4d23be"
+    [even] = learn_goldens([results[0], _renamed(results[1], "node02", "0123456789abcdef")])
+    assert (even.hashes, even.differing) == (None, ["node01", "node02"])
+
+
+def _renamed(result, node: str, fp32: str):
+    """`result` as another node's, its fingerprint's fp32 hash another."""
+    checks = []
+    for c in result.checks:
+        if c.id == "numeric_fingerprint":
+            group = dict(c.values["groups"][0], hashes={**c.values["groups"][0]["hashes"],
+                                                         "fp32": fp32})
+            c = replace(c, values={**c.values, "groups": [group]})
+        checks.append(c)
+    return replace(result, node=node, checks=checks)
 
 
 def test_the_rule_rejects_its_own_outliers_until_stable():
