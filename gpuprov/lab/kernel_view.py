@@ -279,7 +279,8 @@ HEADERS_MAKEFILE = (f"# gpuprov lab: stands in for linux-headers-{KERNEL_RELEASE
 # (the modules are built after the kernel and signed apart: their signatures ship as
 # linux-signatures-nvidia-<release>, NVIDIA/gpu-driver-container#35; issue 37). So what it
 # signed loads under Secure Boot with no MOK.
-CANONICAL_MODULE_SIGNER = packaging_facts.facts()["canonical_precompiled"]["module_signer"]
+# (the lab's kernels carry the first of Canonical's keys, as kernels before 2025 do)
+CANONICAL_MODULE_SIGNER = packaging_facts.facts()["canonical_precompiled"]["module_signers"][0]
 CANONICAL_MODULE_KEY_SHA256 = hashlib.sha256(CANONICAL_MODULE_SIGNER.encode()).hexdigest()
 BUILTIN_TRUSTED_KEYS = f"/usr/lib/gpuprov-lab/{KERNEL_RELEASE}.builtin_trusted_keys"
 

@@ -189,16 +189,19 @@ def precompiled_modules(show_lines: list[str], packages: list[str], version: str
             "why_missing": why}
 
 
-def precompiled_gaps(lines: list[str], version: str, signer: str) -> dict:
+def precompiled_gaps(lines: list[str], version: str, signers: list[str] | str) -> dict:
     """The module lines -> the kernels whose module is absent, at another version, or not
-    signed by `signer`, each worded."""
+    signed by one of `signers` (Canonical's keys: newer kernels trust a 2025 one too), each
+    worded."""
+    signers = [signers] if isinstance(signers, str) else list(signers)
+    signer = "' or '".join(signers)
     problems = {}
     for kernel, (found, signed_by) in _modules(lines).items():
         if not found:
             problems[kernel] = "has no nvidia module"
         elif found != version:
             problems[kernel] = f"has nvidia {found}, not {version}"
-        elif signed_by != signer:
+        elif signed_by not in signers:
             problems[kernel] = f"has a module signed by '{signed_by or 'nobody'}', not '{signer}'"
     return problems
 

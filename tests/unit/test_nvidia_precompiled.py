@@ -9,7 +9,7 @@ import importlib.util
 
 import yaml
 
-from gpuprov import collection
+from gpuprov import collection, packaging_facts
 from tests.ansible_local import run_task_file
 
 _spec = importlib.util.spec_from_file_location(
@@ -72,6 +72,14 @@ def test_every_installed_kernel_needs_the_locked_module_signed_by_the_kernels_ke
                               f"'{SIGNER}'",
         "5.15.0-103-generic": f"has a module signed by 'nobody', not '{SIGNER}'"}
     assert filters.precompiled_gaps(lines[:1], "550.90.07", SIGNER) == {}
+    # newer kernels trust Canonical's 2025 key as well: a module it signed is no gap
+    newer = ["module 6.8.0-90-generic 580.95.05|Canonical Ltd. Kernel Module Signing 2025 Kmod",
+             "module 6.8.0-85-generic 580.95.05|Example Site MOK"]
+    signers = packaging_facts.facts()["canonical_precompiled"]["module_signers"]
+    assert filters.precompiled_gaps(newer, "580.95.05", signers) == {
+        "6.8.0-85-generic": "has a module signed by 'Example Site MOK', not 'Canonical Ltd. "
+                            "Kernel Module Signing' or 'Canonical Ltd. Kernel Module Signing "
+                            "2025 Kmod'"}
 
 
 def _after_install(tmp_path, modules: dict[str, str]):
@@ -89,7 +97,7 @@ def _after_install(tmp_path, modules: dict[str, str]):
                                .read_text())
     return run_task_file(tmp_path, collection.ROLES / "nvidia_driver" / "tasks" / "precompiled.yml",
                          {"nvidia_driver_version": "550.90.07",
-                          "nvidia_driver_precompiled_signer": SIGNER,
+                          "nvidia_driver_precompiled_signers": [SIGNER],
                           "nvidia_driver_modinfo_command": str(modinfo),
                           "nvidia_driver_kernels": {k: False for k in modules},
                           **{name: role_vars[name] for name in (

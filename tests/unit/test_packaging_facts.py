@@ -68,8 +68,8 @@ def test_dcgm_installs_the_plugins_its_cuda_package_only_recommends():
 
 
 def test_the_precompiled_signer_and_dkms_s_failure_are_the_facts():
-    assert (_defaults("nvidia_driver")["nvidia_driver_precompiled_signer"]
-            == FACTS["canonical_precompiled"]["module_signer"])
+    assert (_defaults("nvidia_driver")["nvidia_driver_precompiled_signers"]
+            == FACTS["canonical_precompiled"]["module_signers"])
     # the lab's dkms (it runs on the node, apart from the package data) says the same
     assert FACTS["dkms"]["build_failed_status"] == kmod.BUILD_FAILED
 
