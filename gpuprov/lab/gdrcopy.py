@@ -59,7 +59,12 @@ def file_name(package: str) -> str:
 
 
 # the real gdrdrv.init's start and stop (v2.6), on the lab's lsmod and modprobe; an LSB
-# header as the real one has, so update-rc.d and systemd's SysV generator take it
+# header as the real one has, so update-rc.d and systemd's SysV generator take it. Each step
+# of the real start() ends `&& log_success_msg || log_failure_msg` and takes that as its
+# status, and lsb-base's log_failure_msg returns 0 (`log_end_msg 1 || true`): a step that
+# fails is reported and the next one runs, and the script exits 0 (packaging.yml gdrcopy
+# init_exits_zero). The device node needs the module's major in /proc/devices: no module,
+# no node.
 _INIT_SCRIPT = f"""#!/bin/bash
 # gpuprov lab: GDRCopy's init script (see gpuprov/lab/gdrcopy.py)
 ### BEGIN INIT INFO
@@ -70,21 +75,23 @@ _INIT_SCRIPT = f"""#!/bin/bash
 # Default-Stop: 0 1 6
 # Description: GDRcopy kernel-mode driver init script
 ### END INIT INFO
+failed() {{ echo " failed!"; }}
 start() {{
     echo -n "Checking required modules: "
     if ! {kernel_view.LSMOD} | grep -qw nvidia; then
-        echo "module nvidia is not loaded"; exit 1
+        echo "module nvidia is not loaded"; failed
     fi
     echo
     if {kernel_view.LSMOD} | grep -qw {MODULE}; then
         echo "module already loaded"
     else
         echo -n "Loading {MODULE} kernel module: "
-        {kernel_view.MODPROBE} {MODULE} || exit 1
+        {kernel_view.MODPROBE} {MODULE} || failed
         echo
     fi
     echo -n "Initializing GDRcopy /dev entries: "
-    rm -f {DEVICE} && : > {DEVICE} && chmod 666 {DEVICE} || exit 1
+    rm -f {DEVICE}
+    {{ {kernel_view.LSMOD} | grep -qw {MODULE} && : > {DEVICE} && chmod 666 {DEVICE}; }} || failed
     echo
 }}
 stop() {{

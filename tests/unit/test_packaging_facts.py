@@ -111,6 +111,8 @@ def test_the_gdrcopy_role_installs_starts_and_builds_against_what_the_facts_say(
     role_vars = yaml.safe_load((ROLES / "gdrcopy" / "vars" / "main.yml").read_text())
     assert role_vars["gdrcopy_packages"] == gdrcopy["packages"]        # in install order
     assert role_vars["gdrcopy_service"] == gdrcopy["service"]
+    assert (role_vars["gdrcopy_module"], role_vars["gdrcopy_device"]) == (gdrcopy["module"],
+                                                                        gdrcopy["device"])
     assert role_vars["gdrcopy_nvidia_source_globs"] == gdrcopy["nvidia_source_globs"]
     assert role_vars["gdrcopy_nvidia_source_file"] == gdrcopy["nvidia_source_file"]
     # the validator runs the packaged tool by name
