@@ -716,6 +716,8 @@ FAULTS = {f.name: f for f in (
               "the kernel tainted by a machine check whose log lines have rotated away"),
     FaultKind("lsmod-absent", False, _tool_absent(kernel_view.LSMOD),
               "no lsmod on the node (a setup finding, never the hardware's)"),
+    FaultKind("ibstat-absent", False, _tool_absent(kernel_view.IBSTAT),
+              "no ibstat on the node (no infiniband-diags): the ports are read from sysfs"),
     FaultKind("systemd-run-absent", False, _tool_absent(SYSTEMD_RUN),
               "no systemd-run on the node: the soak runs under setsid instead"),
 )}

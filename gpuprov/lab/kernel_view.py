@@ -25,12 +25,14 @@ points the driver role at the simulated sysfs:
 from __future__ import annotations
 
 import hashlib
+import shlex
 
 from gpuprov import packaging_facts
 from gpuprov.lab import pci
 from gpuprov.lab.paths import NODE_LAB_DIR, boot_unit, enabled_link
 from gpuprov.lab.sim import node as sim_node
 from gpuprov.parsers.ib_counters import ERROR_COUNTERS
+from gpuprov.parsers.ibstat import IBSTAT_COMMAND
 from gpuprov.parsers.nvswitch_info import UNREAD as NVSWITCH_UNREAD
 
 LSMOD = "/usr/local/sbin/gpuprov-lab-lsmod"
@@ -51,6 +53,12 @@ GDRDRV_BUILT = f"/lib/modules/{KERNEL_RELEASE}/updates/dkms/{GDRDRV}.ko"
 IBSTAT = "/usr/local/sbin/gpuprov-lab-ibstat"
 IB_COUNTERS = "/usr/local/sbin/gpuprov-lab-ib-counters"
 IB_BOARD_ID = "/usr/local/sbin/gpuprov-lab-ib-board-id"
+# the validator's ibstat command on a lab node: the real one (parsers/ibstat.py
+# IBSTAT_COMMAND), with the lab's ibstat for `ibstat` and, where that is absent (fault
+# ibstat-absent: no infiniband-diags), the ports' sysfs attributes rendered under the lab's
+# directory from the description, read by the real fallback
+IBSTAT_OR_SYSFS = "/usr/local/sbin/gpuprov-lab-ibstat-or-sysfs"
+IB_SYSFS_ROOT = f"{NODE_LAB_DIR}/sys/class/infiniband"
 NVSWITCH_INFO = "/usr/local/sbin/gpuprov-lab-nvswitch-info"
 
 _LSMOD_SCRIPT = f"""#!/bin/sh
@@ -236,6 +244,43 @@ sys.exit(0 if ports else 2)
 
 # `grep -sH . /sys/class/infiniband/*/board_id` of the described adapters: each one's PSID
 # (its kind's `nics.psid`), grep's exit status 2 where none has one
+# The ports' sysfs attributes in the kernel's own forms (Linux drivers/infiniband/core/
+# sysfs.c: state_show "%d: %s" with ib_port_state_to_str's names, phys_state_show "%u: %s"
+# with ib_port_phys_state_str's, rate_show "%d Gb/sec (%s)"; mlx5's hca_type "MT<device id>"
+# and fw_ver, drivers/infiniband/hw/mlx5/main.c; node_guid as four colon-separated groups),
+# rendered from the description each time the validator asks
+_IB_SYSFS_RENDER = f"""import os, shutil, yaml
+STATES = {{"Down": (1, "DOWN"), "Initializing": (2, "INIT"), "Armed": (3, "ARMED"),
+          "Active": (4, "ACTIVE")}}
+PHYS = {{"Sleep": 1, "Polling": 2, "Disabled": 3, "PortConfigurationTraining": 4, "LinkUp": 5,
+         "LinkErrorRecovery": 6}}
+with open("{NODE_LAB_DIR}/hardware.yml") as fh:
+    hw = yaml.safe_load(fh)
+shutil.rmtree("{IB_SYSFS_ROOT}", ignore_errors=True)
+def put(path, text):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as out:
+        out.write(text + "\\n")
+for p in hw.get("nic_ports") or []:
+    ca = f"{IB_SYSFS_ROOT}/{{p['ca']}}"
+    put(f"{{ca}}/hca_type", p["ca_type"])
+    put(f"{{ca}}/fw_ver", p["firmware"])
+    guid = (p.get("node_guid") or "0x0")[2:].rjust(16, "0")
+    put(f"{{ca}}/node_guid", ":".join(guid[i:i + 4] for i in range(0, 16, 4)))
+    port = f"{{ca}}/ports/{{p['port']}}"
+    put(f"{{port}}/state", "%d: %s" % STATES.get(p["state"], (1, "DOWN")))
+    put(f"{{port}}/phys_state", f"{{PHYS.get(p['physical_state'], 3)}}: {{p['physical_state']}}")
+    put(f"{{port}}/rate", f"{{p['rate_gbps']:g}} Gb/sec (4X)")
+    put(f"{{port}}/link_layer", p["link_layer"])
+"""
+_IBSTAT_OR_SYSFS_SCRIPT = ("#!/bin/bash\n# gpuprov lab: the validator's ibstat command (see "
+                           "gpuprov/lab/kernel_view.py)\n"
+                           f"python3 -c {shlex.quote(_IB_SYSFS_RENDER)} || exit 1\n"
+                           + IBSTAT_COMMAND.replace("command -v ibstat", f"command -v {IBSTAT}")
+                           .replace("then ibstat;", f"then {IBSTAT};")
+                           .replace("/sys/class/infiniband", IB_SYSFS_ROOT) + "\n")
+
+
 _IB_BOARD_ID_SCRIPT = f"""#!/usr/bin/python3
 # gpuprov lab: the board_id (PSID) of the node's described NIC ports (see kernel_view.py)
 import sys
@@ -374,6 +419,7 @@ def files(node: str) -> list[tuple[str, bytes, int]]:
             (IBSTAT.lstrip("/"), _IBSTAT_SCRIPT.encode(), 0o755),
             (IB_COUNTERS.lstrip("/"), _IB_COUNTERS_SCRIPT.encode(), 0o755),
             (IB_BOARD_ID.lstrip("/"), _IB_BOARD_ID_SCRIPT.encode(), 0o755),
+            (IBSTAT_OR_SYSFS.lstrip("/"), _IBSTAT_OR_SYSFS_SCRIPT.encode(), 0o755),
             (NVSWITCH_INFO.lstrip("/"), _NVSWITCH_INFO_SCRIPT.encode(), 0o755),
             (KERNEL_RELEASE_COMMAND.lstrip("/"), f"#!/bin/sh\necho {KERNEL_RELEASE}\n".encode(),
              0o755),
@@ -402,7 +448,7 @@ def inventory_vars() -> str:
             f"gpudirect_modprobe_command: {MODPROBE}\n"
             f"gpudirect_pci_devices_dir: {pci.DEVICES_DIR}\n"
             f"gpudirect_sys_module_dir: {LOADED_MODULES_DIR}\n"
-            f"gpuprov_validate_ibstat_command: {IBSTAT}\n"
+            f"gpuprov_validate_ibstat_command: {IBSTAT_OR_SYSFS}\n"
             f"gpuprov_validate_ib_counters_command: {IB_COUNTERS}\n"
             # drift reads it too (gpuprov/drift/run.py); grep's status 2 read as no adapter
             f"gpuprov_validate_ib_board_id_command: {IB_BOARD_ID} || true\n"

@@ -266,8 +266,9 @@ ROUNDS = [
      ("node02", "ib-symbol-errors", None, "ib_counters")],
     [("node01", "sxid", None, "kernel_log"), ("node02", "nic-degraded", None, "nics"),
      ("node03", "xid", 2, "kernel_log"),
-     # firmware below the lab lock's minimum (issue 40)
-     ("node01", "firmware-old", None, "firmware")],
+     # firmware below the lab lock's minimum (issue 40), read from sysfs where ibstat is
+     # absent (issue 55: the CA type from hca_type, so ConnectX minimums still apply)
+     ("node01", "firmware-old", None, "firmware"), ("node01", "ibstat-absent", None, "firmware")],
     [("node01", "nic-down", None, "nics"), ("node02", "fabric-degraded", None, "nvswitch"),
      ("node03", "reset-required", 0, "gpu_reset_required"),
      # GPUDirect's host settings (issue 40): ACS back on above one GPU, peermem unloaded,
@@ -304,6 +305,7 @@ ACTIONS = {"fallen-off-bus": "reboot", "gpu-lost-in-soak": "reboot", "gsp-timeou
            "slow-d2d": "reseat-or-inspect", "machine-check": "reseat-or-inspect",
            "ib-symbol-errors": "reseat-or-inspect", "ib-link-flap": "reseat-or-inspect",
            "acs-enabled": "none", "peermem-missing": "none", "firmware-old": "none",
+           "ibstat-absent": "none",
            "iommu-translated": "none", "cpu-powersave": "none",
            "nic-far": "reseat-or-inspect", "gdrdrv-unloaded": "none",
            "sdc": "reseat-or-inspect"}
@@ -361,6 +363,9 @@ def test_each_fault_is_rejected_with_its_check_naming_the_gpu(rack, round_):
                 "minimum 28.39.1002" in failing[check_id]["summary"], failing[check_id]
             assert "NVSwitch 0000:05:00.0 (10de:22a3): firmware 96.10.3b.00.01 below the " \
                 "locked minimum 96.10.3f.00.01" in failing[check_id]["summary"], failing[check_id]
+        elif kind == "ibstat-absent":   # the ports as the sysfs fallback printed them
+            listing = (Path(result["evidence_dir"]) / "ibstat.txt").read_text()
+            assert "CA type: MT4129" in listing and "Number of ports" not in listing, listing
         elif kind == "nic-far":       # the GPU, and its nearest NICs now across the socket
             assert "no NIC within PXB (nearest mlx5_4 NODE, mlx5_6 NODE" in \
                 failing[check_id]["summary"], failing[check_id]
