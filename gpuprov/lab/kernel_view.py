@@ -448,6 +448,7 @@ def inventory_vars() -> str:
             f"gpudirect_modprobe_command: {MODPROBE}\n"
             f"gpudirect_pci_devices_dir: {pci.DEVICES_DIR}\n"
             f"gpudirect_sys_module_dir: {LOADED_MODULES_DIR}\n"
+            f"gdrcopy_sys_module_dir: {LOADED_MODULES_DIR}\n"
             f"gpuprov_validate_ibstat_command: {IBSTAT_OR_SYSFS}\n"
             f"gpuprov_validate_ib_counters_command: {IB_COUNTERS}\n"
             # drift reads it too (gpuprov/drift/run.py); grep's status 2 read as no adapter
