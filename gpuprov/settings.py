@@ -153,7 +153,7 @@ _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _DURATION = re.compile(r"^(\d+)\s*([smhdw])$")
 
 
-def _duration(value: object, where: str) -> float | None:
+def duration(value: object, where: str) -> float | None:
     """Seconds from `90`, `12h`, `7d`, `2w`; None for `never`."""
     if value == "never":
         return None
@@ -174,9 +174,9 @@ def acceptance_periods() -> Callable[[str | None], float | None]:
     profiles = section.get("profiles") or {}
     if not isinstance(profiles, dict):
         raise InputError(f"{path}: acceptance.profiles: expected a mapping of profile names")
-    site = (_duration(section["valid_for"], f"{path}: acceptance.valid_for")
+    site = (duration(section["valid_for"], f"{path}: acceptance.valid_for")
             if "valid_for" in section else float(ACCEPTANCE_VALID_FOR_S))
-    own = {name: _duration(value, f"{path}: acceptance.profiles.{name}")
+    own = {name: duration(value, f"{path}: acceptance.profiles.{name}")
            for name, value in profiles.items()}
     return lambda profile: own.get(profile, site)
 
@@ -200,7 +200,7 @@ def offender_rule() -> tuple[int, float]:
     if isinstance(count, bool) or not isinstance(count, int) or count < 2:
         raise InputError(f"{path}: offenders.rejections: expected a whole number of at least "
                          f"2, got {count!r}")
-    within = (_duration(section["within"], f"{path}: offenders.within")
+    within = (duration(section["within"], f"{path}: offenders.within")
               if "within" in section else float(OFFENDER_WITHIN_S))
     if within is None:
         raise InputError(f"{path}: offenders.within: a period, not never")

@@ -32,6 +32,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "fabric": ("gpuprov.cli.fabric", "fabric",
                "Test the compute fabric across NODEs: exit 0 none at fault, 1 any, 2 bad "
                "input."),
+    "fleet": ("gpuprov.cli.fleet", "fleet_command",
+              "Intake yield and reliability from the ledger: exit 0, 2 bad input."),
     "lab": ("gpuprov.cli.lab", "lab",
             "The lab: a simulated rack of bare servers on this machine."),
     "lock": ("gpuprov.cli.lock", "lock",

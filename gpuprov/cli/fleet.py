@@ -1,0 +1,106 @@
+"""`gpuprov fleet`: intake yield and reliability from the ledger (docs/fleet-figures.md)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import click
+
+from gpuprov import fleet, fleet_page
+from gpuprov.cli import options
+from gpuprov.config import resolve_inventory
+from gpuprov.errors import InputError
+from gpuprov.inventory import Inventory
+from gpuprov.ledger import Ledger
+from gpuprov.settings import duration
+
+
+def _group_of(inventory: Inventory | None):
+    """What names a node's group: the validation's own figures, else its inventory
+    variable (none where the node is not in the inventory)."""
+    variables: dict[str, dict] = {}
+
+    def group_of(result, by: str) -> str | None:
+        if by in fleet.BUILTIN_GROUPS:
+            return fleet.builtin_group(result, by)
+        assert inventory is not None
+        if result.node not in variables:
+            known = result.node in inventory.hosts()
+            variables[result.node] = inventory.settings(result.node) if known else {}
+        value = variables[result.node].get(by)
+        return None if value is None else str(value)
+    return group_of
+
+
+def _hours(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+def _print(data: dict) -> None:
+    click.echo(f"{data['validations']} validation(s), {data['rejections']} rejected")
+    click.echo("\nINTAKE (first validation)")
+    for i in data["intake"]:
+        group = ", ".join(f"{k}={v}" for k, v in i["group"].items())
+        click.echo(f"  {group}: {i['accepted']}/{i['nodes']} accepted ({i['yield_pct']:g} %)")
+    click.echo("\nREJECTIONS BY CHECK")
+    for check, count in data["rejections_by_check"].items():
+        click.echo(f"  {check:<24} {count}")
+    click.echo("\nREJECTIONS BY ACTION")
+    for action, count in data["rejections_by_action"].items():
+        click.echo(f"  {action:<24} {count}")
+    offenders = data["repeat_offenders"]
+    share = offenders["share_pct"]
+    click.echo(f"\nREPEAT OFFENDERS ({offenders['rejections_at_least']}+ rejections): "
+               f"{', '.join(offenders['nodes']) or 'none'}"
+               + (f", {share:g} % of rejections" if share is not None else ""))
+    click.echo(f"\n{'NODE':<16} {'VALIDATIONS':>11} {'INCIDENTS':>9} {'MTBI_H':>8} "
+               f"{'TTR_H':>8}")
+    for n in data["nodes"]:
+        click.echo(f"{n['name']:<16} {n['validations']:>11} {n['incidents']:>9} "
+                   f"{_hours(n['mtbi_h']):>8} {_hours(n['ttr_h']):>8}")
+    if data["gpus"]:
+        click.echo(f"\n{'GPU SERIAL':<16} {'NODE':<12} {'INCIDENTS':>9} {'MTBI_H':>8} "
+                   f"{'TTR_H':>8}")
+        for g in data["gpus"]:
+            click.echo(f"{g['name']:<16} {g['node']:<12} {g['incidents']:>9} "
+                       f"{_hours(g['mtbi_h']):>8} {_hours(g['ttr_h']):>8}")
+
+
+@click.command()
+@click.option("--since", metavar="DURATION",
+              help="Only validations judged within this long before now (30d, 12h, 2w).")
+@click.option("--by", "by", multiple=True, metavar="NAME",
+              help="Group intake yield by profile, driver, vbios or an inventory variable "
+                   "(needs --inventory); repeat to combine. Default: profile.")
+@options.inventory
+@options.json_document
+@click.option("--html", "html_file", type=click.Path(path_type=Path), metavar="FILE",
+              help="Also write a self-contained HTML page with plots.")
+def fleet_command(since: str | None, by: tuple[str, ...], inventory_option: str | None,
+                  as_json: bool, html_file: Path | None) -> None:
+    """Intake yield and reliability from the ledger: exit 0, 2 bad input."""
+    by = by or ("profile",)
+    inventory = None
+    if any(name not in fleet.BUILTIN_GROUPS for name in by):
+        inventory = Inventory(resolve_inventory(inventory_option))
+    if html_file is not None and not html_file.parent.resolve().is_dir():
+        raise InputError(f"--html {html_file}: directory {html_file.parent} does not exist")
+    now = time.time()
+    window = duration(since, "--since") if since else None
+    ledger = Ledger()
+    results = ledger.node_results()
+    repairs = {node: [r.at for r in ledger.repairs(node)] for node in {r.node for r in results}}
+    figures = fleet.figures(results, repairs, now, now - window if window else None, by,
+                            _group_of(inventory))
+    if html_file is not None:
+        tmp = html_file.with_name(f".{html_file.name}.tmp")
+        tmp.write_text(fleet_page.render(figures))
+        tmp.replace(html_file)
+    if as_json:
+        click.echo(json.dumps(figures.as_dict(), indent=2))
+    else:
+        _print(figures.as_dict())
+        if html_file is not None:
+            click.echo(f"\nwrote {html_file}")

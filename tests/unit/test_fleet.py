@@ -1,0 +1,130 @@
+"""Issue 57: `gpuprov fleet` (the CLI as a subprocess) over a ledger of known history, each
+figure worked out by hand below. Judgements are real: the evaluators over evidence built
+from the fixtures (a healthy HGX H100, and one whose gpu-burn finds errors on a GPU).
+
+History, hours after the start (now is the start + 31 h):
+  0 h  v1: node01 accepted, node02 rejected (gpu-burn errors on GPU 2), node03 accepted
+ 10 h  node02's repair recorded
+ 12 h  v2: node02 accepted                       -> node02's time to repair: 12 h
+ 24 h  v3: node02 rejected again (GPU 2)         -> node02: 2 incidents 24 h apart
+ 30 h  v4: node01 rejected (gpu-burn errors on GPU 5)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from dataclasses import replace
+
+import pytest
+
+from gpuprov.checks.run import judge
+from gpuprov.evidence import Evidence
+from gpuprov.ledger import Ledger
+from gpuprov.profiles import load_profile
+from gpuprov.validation.collect import NodeSettings
+from gpuprov.validation.pipeline import NodeJob, _result
+from tests import evidence_builder as eb
+from tests.conftest import gpuprov
+
+H100 = load_profile("h100-sxm-8")
+HOUR = 3600
+GPU2_SERIAL = "1654423003947"      # GPU 2 of the real H100 report (nvidia-smi -q fixture)
+
+
+def _record(ledger: Ledger, run: str, nodes: dict, at: float) -> None:
+    ledger.start_run(run, "validate", "/inv/rack.ini", list(nodes), {}, {}, "/ev")
+    for node, directory in nodes.items():
+        judgement = judge(Evidence(directory), H100, None)
+        job = NodeJob(NodeSettings(node=node, profile=H100, lock=None, run_id=run,
+                                   soak_seconds=30), directory, directory, directory)
+        result = _result(job, at, judgement.verdict, judgement.reason(), judgement)
+        ledger.record_node(run, replace(result, started_at=at, judged_at=at))
+    ledger.finish_validation(run)
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("fleet")
+    healthy = eb.healthy_h100(tmp / "healthy")
+    gpu2 = eb.replace(eb.copy(healthy, tmp / "gpu2"), "gpu-burn.log",
+                      eb.gpu_burn_log([358000] * 8, errors=[0, 0, 1542, 0, 0, 0, 0, 0]))
+    gpu5 = eb.replace(eb.copy(healthy, tmp / "gpu5"), "gpu-burn.log",
+                      eb.gpu_burn_log([358000] * 8, errors=[0, 0, 0, 0, 0, 77, 0, 0]))
+    start = time.time() - 31 * HOUR
+    ledger = Ledger(tmp / "ledger.sqlite3")
+    _record(ledger, "v1", {"node01": healthy, "node02": gpu2, "node03": healthy}, start)
+    real_time = time.time
+    try:   # the repair's own clock: 10 h after the start
+        time.time = lambda: start + 10 * HOUR
+        ledger.record_repair("node02", "GPU 2 reseated", "tests")
+    finally:
+        time.time = real_time
+    _record(ledger, "v2", {"node02": healthy}, start + 12 * HOUR)
+    _record(ledger, "v3", {"node02": gpu2}, start + 24 * HOUR)
+    _record(ledger, "v4", {"node01": gpu5}, start + 30 * HOUR)
+    return {**os.environ, "GPUPROV_LEDGER": str(tmp / "ledger.sqlite3"),
+            "GPUPROV_STATE_DIR": str(tmp / "state")}
+
+
+def _fleet(env, *args):
+    result = gpuprov("fleet", *args, env=env, timeout=120)
+    assert result.returncode == 0, result.stderr
+    return result
+
+
+def test_every_figure_of_a_known_history(env):
+    data = json.loads(_fleet(env, "--json").stdout)
+    assert (data["validations"], data["rejections"]) == (6, 3)
+    # each node's first validation: node02's rejected, the others accepted
+    assert data["intake"] == [{"group": {"profile": "h100-sxm-8"}, "nodes": 3, "accepted": 2,
+                               "rejected_nodes": ["node02"], "yield_pct": 66.7}]
+    assert data["rejections_by_check"] == {"gpu_burn": 3}
+    assert data["rejections_by_action"] == {"rma": 3}
+    nodes = {n["name"]: n for n in data["nodes"]}
+    assert nodes["node02"] == {"name": "node02", "node": "node02", "validations": 3,
+                               "incidents": 2, "mtbi_h": 24.0, "ttr_h": 12.0, "repaired": 1}
+    assert (nodes["node01"]["incidents"], nodes["node01"]["mtbi_h"],
+            nodes["node01"]["ttr_h"]) == (1, None, None)     # no repair recorded after it
+    assert nodes["node03"]["incidents"] == 0
+    gpu2 = next(g for g in data["gpus"] if g["name"] == GPU2_SERIAL)
+    assert (gpu2["incidents"], gpu2["mtbi_h"], gpu2["ttr_h"]) == (2, 24.0, 12.0)
+    assert data["repeat_offenders"] == {"rejections_at_least": 2, "nodes": ["node02"],
+                                        "rejections": 2, "share_pct": 66.7}
+
+
+def test_a_window_counts_only_what_was_judged_in_it(env):
+    data = json.loads(_fleet(env, "--since", "20h", "--json").stdout)   # v2, v3 and v4
+    assert (data["validations"], data["rejections"]) == (3, 2)
+    assert data["intake"] == []            # every node's first validation is older
+    assert data["repeat_offenders"]["nodes"] == []
+
+
+def test_grouped_by_driver_and_vbios_and_printed_as_a_table(env):
+    data = json.loads(_fleet(env, "--by", "driver", "--by", "vbios", "--json").stdout)
+    assert data["intake"][0]["group"] == {"driver": "565.57.01", "vbios": "96.00.74.00.01"}
+    table = _fleet(env).stdout
+    assert "h100-sxm-8 (profile): 2/3 accepted" not in table
+    assert "profile=h100-sxm-8: 2/3 accepted (66.7 %)" in table
+    assert "REPEAT OFFENDERS (2+ rejections): node02, 66.7 % of rejections" in table
+
+
+def test_the_html_page_is_self_contained_with_plots(env, tmp_path):
+    page = tmp_path / "fleet.html"
+    _fleet(env, "--html", str(page))
+    text = page.read_text()
+    assert text.count("<svg") == 2            # intake yield and rejections by check
+    assert not re.search(r'(src|href)="(https?:)?//', text)     # nothing fetched to view it
+    assert "<td>node02</td>" in text
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--since", "yesterday"], "--since: expected a duration such as 12h, 7d or 2w"),
+    (["--html", "/no/such/dir/f.html"], "--html /no/such/dir/f.html: directory /no/such/dir"),
+])
+def test_bad_input_is_one_line_exit_2(env, args, message):
+    result = gpuprov("fleet", *args, env=env, timeout=60)
+    assert result.returncode == 2 and message in result.stderr, result.stderr
+    assert len(result.stderr.splitlines()) == 1
