@@ -46,6 +46,9 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "provision": ("gpuprov.cli.provision", "provision",
                   "Provision the inventory's hosts: exit 0 all converged, 1 any not, 2 bad "
                   "input."),
+    "replay": ("gpuprov.cli.replay", "replay",
+               "Judge past validations again: exit 0 no verdict changes, 1 some do, 2 bad "
+               "input."),
     "report": ("gpuprov.cli.report", "report_command",
                "Report a validation RUN, or a NODE's latest validation (default: the latest..."),
     "validate": ("gpuprov.cli.validate", "validate",

@@ -1,6 +1,7 @@
-"""Issue 57: `gpuprov fleet` (the CLI as a subprocess) over a ledger of known history, each
-figure worked out by hand below. Judgements are real: the evaluators over evidence built
-from the fixtures (a healthy HGX H100, and one whose gpu-burn finds errors on a GPU).
+"""Issue 57: `gpuprov fleet` and `gpuprov replay` (the CLI as a subprocess) over a ledger of
+known history, each figure worked out by hand below. Judgements are real: the evaluators
+over evidence built from the fixtures (a healthy HGX H100, and one whose gpu-burn finds
+errors on a GPU).
 
 History, hours after the start (now is the start + 31 h):
   0 h  v1: node01 accepted, node02 rejected (gpu-burn errors on GPU 2), node03 accepted
@@ -15,10 +16,12 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import time
 from dataclasses import replace
 
 import pytest
+import yaml
 
 from gpuprov.checks.run import judge
 from gpuprov.evidence import Evidence
@@ -128,3 +131,67 @@ def test_bad_input_is_one_line_exit_2(env, args, message):
     result = gpuprov("fleet", *args, env=env, timeout=60)
     assert result.returncode == 2 and message in result.stderr, result.stderr
     assert len(result.stderr.splitlines()) == 1
+
+
+# -- gpuprov replay: the same history judged again -----------------------------------------
+
+def _lock_file(tmp_path, **changes) -> str:
+    path = tmp_path / "versions.yml"
+    path.write_text(yaml.safe_dump({f"gpuprov_{k}": v for k, v in {**eb.LOCK, **changes}
+                                    .items()}))
+    return str(path)
+
+
+def test_replay_under_the_installed_gpuprov_changes_nothing(env):
+    result = gpuprov("replay", env=env, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "6 validation(s) judged again, 0 verdict(s) would change" in result.stdout
+
+
+def test_replay_with_a_lock_no_node_meets_names_every_acceptance_and_records_nothing(
+        env, tmp_path):
+    before = Ledger(env["GPUPROV_LEDGER"]).node_results()
+    result = gpuprov("replay", "--lock", _lock_file(tmp_path, driver_version="580.95.05"),
+                     "--json", env=env, timeout=120)
+    assert result.returncode == 1, result.stderr
+    data = json.loads(result.stdout)
+    changed = {(c["node"], c["run_id"]): c for c in data["changed"]}
+    # the acceptances become rejections; the rejections were rejections already
+    assert sorted(changed) == [("node01", "v1"), ("node02", "v2"), ("node03", "v1")]
+    assert all((c["from"], c["to"]) == ("accepted", "rejected") for c in changed.values())
+    assert changed[("node02", "v2")]["checks"]["driver_version"] == {"from": "pass",
+                                                                     "to": "fail"}
+    assert Ledger(env["GPUPROV_LEDGER"]).node_results() == before
+    table = gpuprov("replay", "--lock", _lock_file(tmp_path, driver_version="580.95.05"),
+                    "--node", "node03", env=env, timeout=120)
+    assert table.returncode == 1
+    assert "node03  v1" in table.stdout and "accepted -> rejected" in table.stdout
+    assert "driver_version pass->fail" in table.stdout
+
+
+def test_replay_with_a_node_s_own_profile(env):
+    result = gpuprov("replay", "--profile", "node03=a100-sxm-8", "--json", env=env,
+                     timeout=120)
+    assert result.returncode == 1, result.stderr
+    [change] = json.loads(result.stdout)["changed"]
+    assert (change["node"], change["run_id"]) == ("node03", "v1")
+    assert change["checks"]["gpu_inventory"] == {"from": "pass", "to": "fail"}
+
+
+def test_evidence_gone_is_named_not_skipped(tmp_path):
+    ledger = Ledger(tmp_path / "ledger.sqlite3")
+    evidence = eb.healthy_h100(tmp_path / "node09")
+    _record(ledger, "v9", {"node09": evidence}, time.time())
+    shutil.rmtree(evidence)
+    env = {**os.environ, "GPUPROV_LEDGER": str(tmp_path / "ledger.sqlite3"),
+           "GPUPROV_STATE_DIR": str(tmp_path / "state")}
+    result = gpuprov("replay", env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "0 validation(s) judged again" in result.stdout
+    assert f"not judged again: node09 run v9: evidence gone ({evidence})" in result.stdout
+
+
+def test_replay_of_an_unknown_node_is_bad_input(env):
+    result = gpuprov("replay", "--node", "node99", env=env, timeout=60)
+    assert result.returncode == 2
+    assert result.stderr.strip().endswith("--node node99: no validation of it in the ledger")
