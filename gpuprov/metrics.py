@@ -19,7 +19,7 @@ from prometheus_client import CollectorRegistry, Gauge, Info, generate_latest, w
 from gpuprov.errors import InputError
 from gpuprov.ledger import Ledger
 from gpuprov.lifecycle import expires_at, quarantine
-from gpuprov.model import NodeResult, Outcome, Verdict
+from gpuprov.model import NodeResult, Outcome, Status, Verdict
 from gpuprov.settings import acceptance_periods
 
 TEXTFILE = "gpuprov.prom"
@@ -47,6 +47,10 @@ def fleet_registry(ledger: Ledger, hosts: Iterable[str] = ()) -> CollectorRegist
                     "1 for each check that failed (or whose evidence was missing) in the "
                     "node's latest verdict; action: what an operator should do",
                     ["node", "check", "action"], registry=registry)
+    observed = Gauge("gpuprov_node_check_observed",
+                     "1 for each check in observe mode (config observe) that would have "
+                     "rejected the node's latest verdict; action: what it calls for",
+                     ["node", "check", "action"], registry=registry)
     burn = Gauge("gpuprov_gpu_burn_flops", "gpu-burn's floating-point operations per second "
                  "per GPU in the node's latest validation", ["node", "gpu"], registry=registry)
     ddp = Gauge("gpuprov_ddp_allreduce_bus_bandwidth_bytes_per_second",
@@ -84,7 +88,7 @@ def fleet_registry(ledger: Ledger, hosts: Iterable[str] = ()) -> CollectorRegist
             ends = expires_at(result, period(result.profile))
             if ends is not None:
                 expiry.labels(node).set(ends)
-            _checks(result, failing, burn, ddp, nccl)
+            _checks(result, (failing, observed), burn, ddp, nccl)
         if node in provisioning:
             run, host = provisioning[node]
             for name in Outcome:
@@ -95,12 +99,16 @@ def fleet_registry(ledger: Ledger, hosts: Iterable[str] = ()) -> CollectorRegist
     return registry
 
 
-def _checks(result: NodeResult, failing: Gauge, burn: Gauge, ddp: Gauge, nccl: Gauge) -> None:
+def _checks(result: NodeResult, findings: tuple[Gauge, Gauge], burn: Gauge, ddp: Gauge,
+            nccl: Gauge) -> None:
+    failing, observed = findings
     for check in result.checks:
-        # failing checks only: a passing one is no series (28 per node would be most of a
-        # fleet's series, and alerts ask `== 1` either way)
+        # failing (or observed) checks only: a passing one is no series (28 per node would
+        # be most of a fleet's series, and alerts ask `== 1` either way)
         if check.blocking:
             failing.labels(result.node, check.id, str(check.action)).set(1)
+        elif check.status == Status.OBSERVED:
+            observed.labels(result.node, check.id, str(check.action)).set(1)
         if check.id == "gpu_burn":
             for index, gpu in sorted((check.values.get("gpus") or {}).items()):
                 if gpu.get("gflops"):

@@ -18,6 +18,9 @@ class Status(StrEnum):
     WARN = "warn"
     MISSING = "missing"
     SKIP = "skip"
+    # a failure (or missing evidence) of a check the site observes (observe mode): judged
+    # and reported as what it would have done, never a rejection
+    OBSERVED = "observed"
 
 
 # A node is accepted only when no check failed and no evidence was missing.

@@ -43,6 +43,7 @@ METRICS_DIR_ENV = "GPUPROV_METRICS_DIR"
 KNOWN = {"acceptance": {"valid_for", "profiles"},
          "ansible": {"strategy"},
          "metrics": {"textfile_dir"},
+         "observe": {"checks", "profiles"},
          "offenders": {"rejections", "within"},
          "slurm": {"ssh_host", "ssh_config", "drain_timeout_s", "max_drain_share"}}
 
@@ -71,6 +72,8 @@ def load(path: Path | None = None) -> dict[str, dict]:
         if section not in KNOWN:
             raise InputError(f"{path}: unknown section {section!r} "
                              f"(known: {', '.join(sorted(KNOWN))})")
+        if section == "observe" and isinstance(values, list):
+            continue    # the site-wide list alone (observed_checks)
         if not isinstance(values, dict):
             raise InputError(f"{path}: {section}: expected a mapping")
         for key in values:
@@ -179,6 +182,31 @@ def acceptance_periods() -> Callable[[str | None], float | None]:
     own = {name: duration(value, f"{path}: acceptance.profiles.{name}")
            for name, value in profiles.items()}
     return lambda profile: own.get(profile, site)
+
+
+def _check_list(value: object, where: str) -> frozenset[str]:
+    if value is None:
+        return frozenset()
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise InputError(f"{where}: expected a list of check ids")
+    return frozenset(value)
+
+
+def observed_checks() -> Callable[[str | None], frozenset[str]]:
+    """The configuration read once: for a profile, the checks judged in observe mode (their
+    findings reported, never a rejection): the site's (`observe: [ids]`, or `observe:
+    {checks: [ids]}`) and the profile's own (`observe: {profiles: {NAME: [ids]}}`)."""
+    path = config_path()
+    section = load(path).get("observe") or {}
+    if isinstance(section, list):
+        section = {"checks": section}
+    site = _check_list(section.get("checks"), f"{path}: observe.checks")
+    profiles = section.get("profiles") or {}
+    if not isinstance(profiles, dict):
+        raise InputError(f"{path}: observe.profiles: expected a mapping of profile names")
+    own = {name: _check_list(value, f"{path}: observe.profiles.{name}")
+           for name, value in profiles.items()}
+    return lambda profile: site | own.get(profile or "", frozenset())
 
 
 def acceptance_valid_for(profile: str | None) -> float | None:

@@ -3,11 +3,13 @@ verdicts (`gpuprov evaluate`, `gpuprov validate` and validation/'s testinfra mod
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass, replace
 
-from gpuprov.checks.catalog import all_checks
+from gpuprov import settings
+from gpuprov.checks.catalog import all_checks, check_ids
 from gpuprov.checks.context import Context
+from gpuprov.errors import InputError
 from gpuprov.evidence import Evidence
 from gpuprov.lock import Lock
 from gpuprov.model import CheckResult, Status, Verdict, verdict
@@ -27,18 +29,37 @@ class Judgement:
                 "checks": [c.as_dict() for c in self.checks]}
 
     def reason(self) -> str:
-        """One line: each blocking check with its summary."""
+        """One line: each blocking check with its summary, then the observed ones'."""
         bad = [c for c in self.checks if c.blocking]
-        return "; ".join(f"{c.id}: {c.summary}" for c in bad) or "all checks passed"
+        observed = [c.id for c in self.checks if c.status == Status.OBSERVED]
+        said = "; ".join(f"{c.id}: {c.summary}" for c in bad) or "all checks passed"
+        return said + (f"; observed: would reject: {', '.join(observed)}" if observed else "")
+
+
+def observed_for(profile: str) -> frozenset[str]:
+    """The checks the configuration observes for `profile`, each a registered check."""
+    observed = settings.observed_checks()(profile)
+    unknown = sorted(observed - set(check_ids()))
+    if unknown:
+        raise InputError(f"{settings.config_path()}: observe: unknown check "
+                         f"{unknown[0]!r} (see docs/checks.md)")
+    return observed
+
+
+def _observed(result: CheckResult) -> CheckResult:
+    return replace(result, status=Status.OBSERVED,
+                   summary=f"observed: would reject: {result.summary}")
 
 
 def judge(evidence: Evidence, profile: Profile, lock: Lock | None,
           strict: bool = True, only: Iterable[str] | None = None,
-          upto: str | None = None) -> Judgement:
+          upto: str | None = None, observe: Collection[str] | None = None) -> Judgement:
     """Every check (or those in `only`), in registry order. strict: malformed evidence
     raises (evaluate's exit 2); otherwise it fails the checks that read it (a live node's
     broken output). upto: the last stage collected so far (a run judged as it goes);
-    later stages' evidence is not yet required."""
+    later stages' evidence is not yet required. observe: the checks whose failures are
+    reported as observed, never blocking (default: the configuration's, observe mode)."""
+    observed = observed_for(profile.name) if observe is None else frozenset(observe)
     ctx = Context(evidence, profile, lock, upto)
     wanted = set(only) if only is not None else None
     results = []
@@ -51,5 +72,6 @@ def judge(evidence: Evidence, profile: Profile, lock: Lock | None,
             if strict:
                 raise
             results.append(CheckResult(spec.id, Status.FAIL, f"unreadable evidence: {exc}"))
+    results = [_observed(r) if r.blocking and r.id in observed else r for r in results]
     node = evidence.meta.get("node") or evidence.dir.name
     return Judgement(node, profile.name, verdict(results), results)

@@ -17,7 +17,7 @@ from gpuprov.profiles import load_profile, shipped_names
 
 
 def render_table(j: Judgement) -> str:
-    rows = [(c.id, c.status.upper(), c.action if c.status in ("fail", "warn") else "",
+    rows = [(c.id, c.status.upper(), c.action if c.status in ("fail", "warn", "observed") else "",
              c.summary) for c in j.checks]
     return "\n".join([f"node {j.node}  profile {j.profile}", "",
                       text_table(("CHECK", "STATUS", "ACTION", "SUMMARY"), rows), "",
