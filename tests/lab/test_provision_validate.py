@@ -24,6 +24,7 @@ from pathlib import Path
 import jsonschema
 import psycopg
 import pytest
+import yaml
 from junitparser import JUnitXml
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -939,6 +940,31 @@ def test_every_accepted_validation_gave_the_same_fingerprint(rack):
         seen.setdefault(r.node, []).append(json.dumps(group["hashes"], sort_keys=True))
     assert len(seen.get("node03", [])) >= 3, {n: len(v) for n, v in seen.items()}
     assert len({h for hashes in seen.values() for h in hashes}) == 1, seen
+
+
+def test_fleet_figures_and_replay_over_this_rack_s_history(rack, tmp_path):
+    """Issue 57, on the PostgreSQL ledger of this module's runs: the healthy round, the
+    fault rounds (each node rejected, its repair recorded) and the re-acceptances. No
+    validation of its own."""
+    data = json.loads(rack.cli("fleet", "--json").stdout)
+    profiles = {i["group"]["profile"] for i in data["intake"]}
+    assert profiles == {"h100-sxm-8", "a100-sxm-8", "l40s-pcie-4"}, data["intake"]
+    assert data["rejections_by_check"]["gpu_inventory"] >= 1      # the missing GPU's round
+    assert any((n["ttr_h"] or 0) > 0 for n in data["nodes"]), data["nodes"]
+    page = tmp_path / "fleet.html"
+    assert rack.cli("fleet", "--html", str(page)).returncode == 0
+    assert "<svg" in page.read_text()
+    # a lock no node meets: every acceptance would be a rejection, and nothing is recorded
+    before = Ledger(rack.ledger).node_results()
+    lock = yaml.safe_load((rack.inventory.parent / "group_vars/all/versions.yml").read_text())
+    changed = tmp_path / "versions.yml"
+    changed.write_text(yaml.safe_dump({**lock, "gpuprov_driver_version": "999.99.99"}))
+    replayed = rack.cli("replay", "--lock", str(changed), "--json", timeout=600)
+    assert replayed.returncode == 1, replayed.stderr[-2000:]
+    found = json.loads(replayed.stdout)["changed"]
+    assert {c["node"] for c in found} == set(NODES)
+    assert all(c["checks"]["driver_version"]["to"] == "fail" for c in found)
+    assert Ledger(rack.ledger).node_results() == before
 
 
 def test_never_provisioned_node_is_rejected_with_reasons_and_an_rma_report(rack, tmp_path):
