@@ -182,6 +182,7 @@ def figures(results: Iterable[NodeResult], repairs: dict[str, list[float]], unti
             node.repairs_h.append(ttr)
         for serial in {c.gpu.serial for c in r.failing if c.gpu and c.gpu.serial}:
             gpu = gpus.setdefault(serial, Reliability(serial, r.node))
+            gpu.node = r.node          # where it failed last (a GPU can move)
             gpu.incidents.append(r.judged_at)
             if ttr is not None:
                 gpu.repairs_h.append(ttr)

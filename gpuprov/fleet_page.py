@@ -24,8 +24,9 @@ def _when(stamp: float | None) -> str:
         "%Y-%m-%d %H:%M UTC")
 
 
-def _svg(labels: list[str], values: list[float], xlabel: str, title: str) -> str:
-    """A horizontal bar chart as an SVG element."""
+def _svg(labels: list[str], values: list[float], xlabel: str, title: str,
+         counts: bool = False) -> str:
+    """A horizontal bar chart as an SVG element (`counts`: whole numbers on its axis)."""
     import matplotlib
     matplotlib.use("Agg")   # no display: draw to memory
     from matplotlib import pyplot as plt
@@ -33,6 +34,8 @@ def _svg(labels: list[str], values: list[float], xlabel: str, title: str) -> str
     fig, ax = plt.subplots(figsize=(7, height))
     ax.barh(labels[::-1], values[::-1], color="#4878a8")
     ax.set_xlabel(xlabel)
+    if counts:
+        ax.xaxis.get_major_locator().set_params(integer=True)
     ax.set_title(title)
     fig.tight_layout()
     out = io.StringIO()
@@ -71,7 +74,7 @@ def render(figures: Figures) -> str:
     checks = data["rejections_by_check"]
     if checks:
         parts.append(_svg(list(checks), list(checks.values()), "rejections",
-                          "Rejections by check"))
+                          "Rejections by check", counts=True))
     parts.append(_table(["check", "rejections"], [[k, v] for k, v in checks.items()]))
     parts.append(_table(["action", "rejections"],
                         [[k, v] for k, v in data["rejections_by_action"].items()]))

@@ -1,15 +1,6 @@
 """Issue 57: `gpuprov fleet` and `gpuprov replay` (the CLI as a subprocess) over a ledger of
-known history, each figure worked out by hand below. Judgements are real: the evaluators
-over evidence built from the fixtures (a healthy HGX H100, and one whose gpu-burn finds
-errors on a GPU).
-
-History, hours after the start (now is the start + 31 h):
-  0 h  v1: node01 accepted, node02 rejected (gpu-burn errors on GPU 2), node03 accepted
- 10 h  node02's repair recorded
- 12 h  v2: node02 accepted                       -> node02's time to repair: 12 h
- 24 h  v3: node02 rejected again (GPU 2)         -> node02: 2 incidents 24 h apart
- 30 h  v4: node01 rejected (gpu-burn errors on GPU 5)
-"""
+known history (tests/fleet_history.py), each figure worked out by hand below from that
+history."""
 
 from __future__ import annotations
 
@@ -18,57 +9,23 @@ import os
 import re
 import shutil
 import time
-from dataclasses import replace
 
 import pytest
 import yaml
 
-from gpuprov.checks.run import judge
-from gpuprov.evidence import Evidence
 from gpuprov.ledger import Ledger
-from gpuprov.profiles import load_profile
-from gpuprov.validation.collect import NodeSettings
-from gpuprov.validation.pipeline import NodeJob, _result
 from tests import evidence_builder as eb
+from tests import fleet_history
 from tests.conftest import gpuprov
 
-H100 = load_profile("h100-sxm-8")
-HOUR = 3600
 GPU2_SERIAL = "1654423003947"      # GPU 2 of the real H100 report (nvidia-smi -q fixture)
-
-
-def _record(ledger: Ledger, run: str, nodes: dict, at: float) -> None:
-    ledger.start_run(run, "validate", "/inv/rack.ini", list(nodes), {}, {}, "/ev")
-    for node, directory in nodes.items():
-        judgement = judge(Evidence(directory), H100, None)
-        job = NodeJob(NodeSettings(node=node, profile=H100, lock=None, run_id=run,
-                                   soak_seconds=30), directory, directory, directory)
-        result = _result(job, at, judgement.verdict, judgement.reason(), judgement)
-        ledger.record_node(run, replace(result, started_at=at, judged_at=at))
-    ledger.finish_validation(run)
 
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("fleet")
-    healthy = eb.healthy_h100(tmp / "healthy")
-    gpu2 = eb.replace(eb.copy(healthy, tmp / "gpu2"), "gpu-burn.log",
-                      eb.gpu_burn_log([358000] * 8, errors=[0, 0, 1542, 0, 0, 0, 0, 0]))
-    gpu5 = eb.replace(eb.copy(healthy, tmp / "gpu5"), "gpu-burn.log",
-                      eb.gpu_burn_log([358000] * 8, errors=[0, 0, 0, 0, 0, 77, 0, 0]))
-    start = time.time() - 31 * HOUR
-    ledger = Ledger(tmp / "ledger.sqlite3")
-    _record(ledger, "v1", {"node01": healthy, "node02": gpu2, "node03": healthy}, start)
-    real_time = time.time
-    try:   # the repair's own clock: 10 h after the start
-        time.time = lambda: start + 10 * HOUR
-        ledger.record_repair("node02", "GPU 2 reseated", "tests")
-    finally:
-        time.time = real_time
-    _record(ledger, "v2", {"node02": healthy}, start + 12 * HOUR)
-    _record(ledger, "v3", {"node02": gpu2}, start + 24 * HOUR)
-    _record(ledger, "v4", {"node01": gpu5}, start + 30 * HOUR)
-    return {**os.environ, "GPUPROV_LEDGER": str(tmp / "ledger.sqlite3"),
+    ledger = fleet_history.build(tmp)
+    return {**os.environ, "GPUPROV_LEDGER": str(ledger),
             "GPUPROV_STATE_DIR": str(tmp / "state")}
 
 
@@ -181,7 +138,7 @@ def test_replay_with_a_node_s_own_profile(env):
 def test_evidence_gone_is_named_not_skipped(tmp_path):
     ledger = Ledger(tmp_path / "ledger.sqlite3")
     evidence = eb.healthy_h100(tmp_path / "node09")
-    _record(ledger, "v9", {"node09": evidence}, time.time())
+    fleet_history.record(ledger, "v9", {"node09": evidence}, time.time())
     shutil.rmtree(evidence)
     env = {**os.environ, "GPUPROV_LEDGER": str(tmp_path / "ledger.sqlite3"),
            "GPUPROV_STATE_DIR": str(tmp_path / "state")}
