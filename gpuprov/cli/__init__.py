@@ -22,6 +22,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "baseline": ("gpuprov.cli.baseline", "baseline",
                  "Learn floors from known-good nodes into a profile: exit 0 written, 2 bad "
                  "input."),
+    "certify": ("gpuprov.cli.certify", "certify",
+                "Sign NODE's latest acceptance: exit 0 written, 1 not accepted, 2 bad input."),
     "doctor": ("gpuprov.cli.doctor", "doctor",
                "What would make provisioning fail, read from every host in one SSH round..."),
     "drift": ("gpuprov.cli.drift", "drift",
@@ -51,6 +53,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                "input."),
     "report": ("gpuprov.cli.report", "report_command",
                "Report a validation RUN, or a NODE's latest validation (default: the latest..."),
+    "verify": ("gpuprov.cli.certify", "verify",
+               "Check a certificate: exit 0 it holds, 1 bad, tampered or expired, 2 bad input."),
     "validate": ("gpuprov.cli.validate", "validate",
                  "Validate NODEs: exit 0 all accepted, 1 any rejected or unreachable, 2 bad "
                  "input."),

@@ -184,6 +184,29 @@ def test_three_healthy_nodes_of_different_kinds_are_accepted(rack, tmp_path):
     assert sorted(report_of(again)) == ["node03"]
 
 
+def test_an_accepted_node_is_certified_and_plain_ssh_keygen_verifies_it(rack, tmp_path):
+    """Issue 58: node01, accepted just above, certified with a site key; ssh-keygen -Y
+    verify and gpuprov verify accept the certificate, and a one-byte change is refused."""
+    key = tmp_path / "site-key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True,
+                   stdin=subprocess.DEVNULL)
+    allowed = tmp_path / "allowed_signers"
+    allowed.write_text('lab@gpuprov namespaces="gpuprov-acceptance" '
+                       + (tmp_path / "site-key.pub").read_text())
+    cert = tmp_path / "node01.json"
+    done = rack.cli("certify", "node01", "--key", str(key), "--out", str(cert))
+    assert done.returncode == 0, done.stderr
+    with cert.open("rb") as document:
+        plain = subprocess.run(["ssh-keygen", "-Y", "verify", "-f", str(allowed), "-I",
+                                "lab@gpuprov", "-n", "gpuprov-acceptance", "-s", f"{cert}.sig"],
+                               stdin=document, capture_output=True, text=True, check=False)
+    assert plain.returncode == 0, plain.stderr
+    assert rack.cli("verify", str(cert), "--allowed-signers", str(allowed)).returncode == 0
+    cert.write_text(cert.read_text().replace('"node01"', '"node02"', 1))
+    tampered = rack.cli("verify", str(cert), "--allowed-signers", str(allowed))
+    assert tampered.returncode == 1 and "bad signature" in tampered.stderr
+
+
 def test_the_fabric_test_names_a_slow_node_and_fails_fast_on_a_dead_link(rack):
     """Fabric-only runs (`gpuprov fabric`): a node whose link is shaped to a fraction of
     its peers' is named by the pairwise runs and rejected; a node whose interface is down

@@ -1,0 +1,147 @@
+"""Acceptance certificates (`gpuprov certify`, `gpuprov verify`; docs/certificates.md): one
+node's latest acceptance as a JSON document with keys sorted, beside a detached SSH
+signature that anyone can check with plain `ssh-keygen -Y verify` and an allowed_signers
+file, without gpuprov, as git checks SSH-signed commits.
+
+The document holds what a buyer or an auditor checks against the hardware: the node, run,
+verdict and when it expires; the profile and the lock (each with its SHA-256); every GPU's
+index, serial, UUID and VBIOS; NIC ports' GUIDs, PSIDs and firmware; NVSwitches' Device
+Serial Numbers and firmware; every check's status; and the SHA-256 of the evidence bundle
+`gpuprov report` writes. The private key goes to ssh-keygen only: never into the document,
+a log or the ledger.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+import subprocess
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+
+import jsonschema
+
+from gpuprov import __version__
+from gpuprov.errors import InputError
+from gpuprov.model import NodeResult
+from gpuprov.resources import data_file
+
+NAMESPACE = "gpuprov-acceptance"       # ssh-keygen -Y's namespace: a signature for this use only
+SCHEMA = "schemas/acceptance-certificate.schema.json"
+FORMAT = 1
+
+
+def _digest(data: object) -> str:
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+
+def _iso(stamp: float) -> str:
+    return datetime.fromtimestamp(stamp, UTC).isoformat(timespec="seconds")
+
+
+def _values(result: NodeResult, check_id: str) -> dict:
+    return next((c.values for c in result.checks if c.id == check_id), {})
+
+
+def _parts(result: NodeResult) -> tuple[list, list, list]:
+    """The GPUs, NIC ports and NVSwitches the validation identified."""
+    gpus = [{"index": g.get("index"), "serial": g.get("serial"), "uuid": g.get("uuid"),
+             "vbios": g.get("vbios")} for g in _values(result, "gpu_inventory").get("gpus")
+            or []]
+    judged = _values(result, "firmware").get("judged") or {}
+    nics = []
+    for port, found in sorted((_values(result, "nics").get("ports") or {}).items()):
+        psid = ((judged.get("nics") or {}).get(port) or {}).get("psid")
+        nics.append({"port": port, "guid": found.get("guid"), "psid": psid,
+                     "firmware": found.get("firmware")})
+    switches = []
+    for bus, serial in sorted((_values(result, "nvswitch").get("serials") or {}).items()):
+        firmware = ((judged.get("nvswitches") or {}).get(bus) or {}).get("firmware")
+        switches.append({"bus_id": bus, "serial": serial, "firmware": firmware})
+    return gpus, nics, switches
+
+
+def build(result: NodeResult, profile: dict, lock: dict | None, valid_for: float | None,
+          bundle: Path, bundle_sha256: str) -> dict:
+    """The certificate of an accepted result (its checks, GPUs and evidence bundle)."""
+    gpus, nics, switches = _parts(result)
+    return {"format": FORMAT, "namespace": NAMESPACE, "node": result.node,
+            "run_id": result.run_id, "verdict": str(result.verdict),
+            "judged_at": _iso(result.judged_at),
+            "expires_at": None if valid_for is None else _iso(result.judged_at + valid_for),
+            "profile": {"name": result.profile, "sha256": _digest(profile), "content": profile},
+            "lock": {"sha256": _digest(lock), "content": lock},
+            "gpuprov_version": __version__, "gpus": gpus, "nics": nics, "nvswitches": switches,
+            "checks": [{"id": c.id, "status": str(c.status)} for c in result.checks],
+            "evidence": {"bundle": bundle.name, "sha256": bundle_sha256}}
+
+
+def text(certificate: dict) -> str:
+    return json.dumps(certificate, indent=2, sort_keys=True) + "\n"
+
+
+def schema_problems(certificate: object) -> list[str]:
+    schema = json.loads(data_file(SCHEMA).read_text())
+    return [f"{'.'.join(str(p) for p in e.absolute_path) or '(top level)'}: {e.message}"
+            for e in jsonschema.Draft202012Validator(schema).iter_errors(certificate)]
+
+
+def check_key(key: Path) -> None:
+    """A private key ssh itself would use: present, and readable by its owner alone."""
+    if not key.is_file():
+        raise InputError(f"--key {key}: no such key file")
+    mode = stat.S_IMODE(key.stat().st_mode)
+    if mode & 0o077:
+        raise InputError(f"--key {key}: permissions {mode:04o} are too open (group or others "
+                         "may read it; ssh refuses such a key too): chmod 600")
+
+
+def sign(document: Path, key: Path) -> Path:
+    """`ssh-keygen -Y sign -n gpuprov-acceptance`: DOCUMENT.sig beside the document."""
+    check_key(key)
+    done = subprocess.run(["ssh-keygen", "-q", "-Y", "sign", "-n", NAMESPACE, "-f", str(key),
+                           str(document)], capture_output=True, text=True, check=False,
+                          stdin=subprocess.DEVNULL)
+    signature = Path(f"{document}.sig")
+    if done.returncode != 0 or not signature.is_file():
+        said = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        raise InputError(f"--key {key}: ssh-keygen could not sign ({said})")
+    return signature
+
+
+def verify_signature(document: Path, signature: Path, allowed: Path) -> tuple[str | None, str]:
+    """(the signer's principal, or None; what ssh-keygen said)."""
+    found = subprocess.run(["ssh-keygen", "-Y", "find-principals", "-s", str(signature),
+                            "-f", str(allowed)], capture_output=True, text=True, check=False,
+                           stdin=subprocess.DEVNULL)
+    principals = found.stdout.split()
+    if found.returncode != 0 or not principals:
+        said = (found.stderr.strip().splitlines() or ["no principal matches"])[-1]
+        return None, f"signed by a key that is not allowed in {allowed} ({said})"
+    with document.open("rb") as data:
+        checked = subprocess.run(["ssh-keygen", "-Y", "verify", "-f", str(allowed), "-I",
+                                  principals[0], "-n", NAMESPACE, "-s", str(signature)],
+                                 stdin=data, capture_output=True, text=True, check=False)
+    said = (checked.stdout + checked.stderr).strip().splitlines()
+    if checked.returncode != 0:
+        return None, f"bad signature ({said[-1] if said else 'ssh-keygen refused it'})"
+    return principals[0], said[0] if said else "good signature"
+
+
+def public_key_line(key: Path) -> str:
+    """The key's public half, as allowed_signers wants it (`ssh-keygen -y`)."""
+    done = subprocess.run(["ssh-keygen", "-y", "-f", str(key)], capture_output=True,
+                          text=True, check=False, stdin=subprocess.DEVNULL)
+    if done.returncode != 0:
+        raise InputError(f"--key {key}: not a private key ssh-keygen can read")
+    return done.stdout.strip()
+
+
+def atomic_write(path: Path, content: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w") as out:
+        out.write(content)
+    os.replace(tmp, path)

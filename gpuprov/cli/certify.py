@@ -1,0 +1,117 @@
+"""`gpuprov certify` and `gpuprov verify`: signed acceptance certificates that anyone can
+check with plain ssh-keygen (docs/certificates.md)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import click
+
+from gpuprov import certificates, report
+from gpuprov.errors import InputError
+from gpuprov.evidence import Evidence
+from gpuprov.ledger import Ledger
+from gpuprov.lifecycle import node_state, quarantine
+from gpuprov.profiles import load_profile
+from gpuprov.settings import acceptance_periods
+
+
+@click.command()
+@click.argument("node")
+@click.option("--key", "key", required=True, type=click.Path(path_type=Path), metavar="KEY",
+              help="The signer's SSH private key (readable by its owner alone).")
+@click.option("--out", "out", type=click.Path(path_type=Path), metavar="FILE",
+              help="The certificate (default: gpuprov-acceptance-NODE-RUN.json here); the "
+                   "signature goes to FILE.sig, the evidence bundle beside it.")
+def certify(node: str, key: Path, out: Path | None) -> None:
+    """Sign NODE's latest acceptance: exit 0 written, 1 not accepted, 2 bad input."""
+    certificates.check_key(key)
+    ledger = Ledger()
+    history = [r for r in ledger.node_results(node=node) if r.verdict is not None]
+    if not history:
+        raise InputError(f"{node}: no finished validation of it in the ledger ({ledger.path})")
+    result = history[-1]
+    now = time.time()
+    valid_for = acceptance_periods()(result.profile)
+    cut = ledger.interrupted_provisioning()
+    state = node_state(result, ledger.last_provisioning().get(node), now, valid_for,
+                       ledger.last_repairs().get(node), node in quarantine(ledger, now),
+                       cut[node].started_at if node in cut else None)
+    observed = [c.id for c in result.checks if str(c.status) == "observed"]
+    if state == "accepted" and observed:   # accepted only because these were observed
+        state = f"observed-only (would reject: {', '.join(observed)})"
+    if state != "accepted":
+        click.echo(f"{node}: {state} (run {result.run_id}): only an accepted node is certified; "
+                   "nothing written", err=True)
+        sys.exit(1)
+    out = out or Path(f"gpuprov-acceptance-{node}-{result.run_id}.json")
+    if not out.parent.resolve().is_dir():
+        raise InputError(f"--out {out}: directory {out.parent} does not exist")
+    if not Path(result.evidence_dir).is_dir():
+        raise InputError(f"{node}: evidence {result.evidence_dir} of run {result.run_id} is "
+                         "gone: validate again to certify")
+    lock = Evidence(Path(result.evidence_dir)).meta.get("lock")
+    bundle, digest = report.archive(result, out.parent)
+    certificate = certificates.build(result, load_profile(result.profile).data, lock,
+                                     valid_for, bundle, digest)
+    problems = certificates.schema_problems(certificate)
+    if problems:   # gpuprov's own fault: never signed
+        raise RuntimeError(f"certificate does not hold its schema: {problems[0]}")
+    certificates.atomic_write(out, certificates.text(certificate))
+    out.chmod(0o644)
+    signature = certificates.sign(out, key)
+    click.echo(f"{out}: {node} accepted in run {result.run_id}, until "
+               f"{certificate['expires_at'] or 'never'}\n{signature}: signed "
+               f"({certificates.NAMESPACE})\n{bundle}: evidence, sha256 {digest}")
+
+
+@click.command()
+@click.argument("certificate", type=click.Path(path_type=Path))
+@click.option("--allowed-signers", "allowed", type=click.Path(path_type=Path),
+              metavar="FILE", help="ssh's allowed_signers: who may sign (default: "
+                                   "~/.ssh/allowed_signers).")
+@click.option("--evidence", "bundle", type=click.Path(path_type=Path), metavar="BUNDLE",
+              help="Also check that this evidence bundle is the certified one.")
+@click.option("--signature", "signature", type=click.Path(path_type=Path), metavar="FILE",
+              help="The detached signature (default: CERTIFICATE.sig).")
+def verify(certificate: Path, allowed: Path | None, bundle: Path | None,
+           signature: Path | None) -> None:
+    """Check a certificate: exit 0 it holds, 1 bad, tampered or expired, 2 bad input."""
+    allowed = allowed or Path.home() / ".ssh" / "allowed_signers"
+    signature = signature or Path(f"{certificate}.sig")
+    for what, path in (("certificate", certificate), ("--allowed-signers", allowed),
+                       ("signature", signature)):
+        if not path.is_file():
+            raise InputError(f"{what} {path}: no such file")
+    if bundle is not None and not bundle.is_file():
+        raise InputError(f"--evidence {bundle}: no such file")
+    signer, said = certificates.verify_signature(certificate, signature, allowed)
+    if signer is None:
+        _refuse(certificate, said)
+    try:
+        data = json.loads(certificate.read_text())
+    except (ValueError, UnicodeDecodeError) as exc:
+        _refuse(certificate, f"not a certificate ({exc})")
+    problems = certificates.schema_problems(data)
+    if problems:
+        _refuse(certificate, f"does not hold the certificate schema: {problems[0]}")
+    if data["expires_at"] and datetime.fromisoformat(data["expires_at"]) <= datetime.now(UTC):
+        _refuse(certificate, f"expired at {data['expires_at']}")
+    if bundle is not None:
+        digest = hashlib.sha256(bundle.read_bytes()).hexdigest()
+        if digest != data["evidence"]["sha256"]:
+            _refuse(certificate, f"evidence {bundle} has sha256 {digest}, the certificate "
+                                 f"says {data['evidence']['sha256']}")
+    click.echo(f"{certificate}: {data['node']} accepted in run {data['run_id']} at "
+               f"{data['judged_at']}, until {data['expires_at'] or 'never'}; signed by "
+               f"{signer} ({said})" + (f"; evidence {bundle} matches" if bundle else ""))
+
+
+def _refuse(certificate: Path, why: str) -> None:
+    click.echo(f"{certificate}: {why}", err=True)
+    sys.exit(1)

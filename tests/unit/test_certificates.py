@@ -1,0 +1,146 @@
+"""Issue 58: acceptance certificates, signed and checked with the real ssh-keygen. The
+ledger is the known history of tests/fleet_history.py: node03 accepted, node02 rejected at
+its latest validation. The CLI as a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from gpuprov import certificates
+from gpuprov.ledger import Ledger
+from tests import fleet_history
+from tests.conftest import gpuprov
+
+
+def _key(directory: Path, name: str) -> Path:
+    key = directory / name
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", str(key)],
+                   check=True, stdin=subprocess.DEVNULL)
+    return key
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("certify")
+    ledger = fleet_history.build(tmp)
+    key = _key(tmp, "site-key")
+    allowed = tmp / "allowed_signers"
+    allowed.write_text(f'acceptance@site.example namespaces="gpuprov-acceptance" '
+                       f"{certificates.public_key_line(key)}\n")
+    env = {**os.environ, "GPUPROV_LEDGER": str(ledger), "GPUPROV_STATE_DIR": str(tmp / "state"),
+           "XDG_CONFIG_HOME": str(tmp / "config")}
+    env.pop("GPUPROV_CONFIG", None)
+    out = tmp / "out"
+    out.mkdir()
+    done = gpuprov("certify", "node03", "--key", str(key), "--out", str(out / "node03.json"),
+                   env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return {"env": env, "key": key, "allowed": allowed, "cert": out / "node03.json",
+            "tmp": tmp, "stdout": done.stdout}
+
+
+def _verify(site, *args, cert=None):
+    return gpuprov("verify", str(cert or site["cert"]), "--allowed-signers",
+                   str(site["allowed"]), *args, env=site["env"], timeout=60)
+
+
+def test_certify_writes_the_document_its_signature_and_the_evidence_bundle(site):
+    data = json.loads(site["cert"].read_text())
+    assert (data["node"], data["run_id"], data["verdict"]) == ("node03", "v1", "accepted")
+    assert len(data["gpus"]) == 8 and data["gpus"][0]["serial"] == "1654423001593"
+    assert data["gpus"][0]["vbios"] == "96.00.74.00.01"
+    assert [n["port"] for n in data["nics"]][:2] == ["mlx5_0 port 1", "mlx5_1 port 1"]
+    assert {c["id"] for c in data["checks"]} >= {"gpu_burn", "numeric_fingerprint"}
+    assert certificates.schema_problems(data) == []
+    bundle = site["cert"].parent / data["evidence"]["bundle"]
+    assert bundle.is_file() and Path(f"{site['cert']}.sig").is_file()
+    # the private key is nowhere in what was written
+    secret = site["key"].read_text().splitlines()[1]
+    assert secret not in site["cert"].read_text() and secret not in site["stdout"]
+
+
+def test_plain_ssh_keygen_and_gpuprov_verify_accept_it(site):
+    with site["cert"].open("rb") as document:
+        plain = subprocess.run(["ssh-keygen", "-Y", "verify", "-f", str(site["allowed"]), "-I",
+                                "acceptance@site.example", "-n", "gpuprov-acceptance", "-s",
+                                f"{site['cert']}.sig"], stdin=document, capture_output=True,
+                               text=True, check=False)
+    assert plain.returncode == 0, plain.stderr
+    bundle = site["cert"].parent / json.loads(site["cert"].read_text())["evidence"]["bundle"]
+    result = _verify(site, "--evidence", str(bundle))
+    assert result.returncode == 0, result.stderr
+    assert "node03 accepted in run v1" in result.stdout
+    assert "signed by acceptance@site.example" in result.stdout
+    assert f"evidence {bundle} matches" in result.stdout
+
+
+def test_a_one_byte_change_is_refused(site, tmp_path):
+    tampered = tmp_path / "node03.json"
+    text = site["cert"].read_text()
+    tampered.write_text(text.replace('"node03"', '"node04"', 1))
+    (tmp_path / "node03.json.sig").write_bytes(Path(f"{site['cert']}.sig").read_bytes())
+    result = _verify(site, cert=tampered)
+    assert result.returncode == 1 and "bad signature" in result.stderr, result.stderr
+
+
+def test_a_signer_not_allowed_is_refused(site, tmp_path):
+    other = tmp_path / "allowed_signers"
+    stranger = _key(tmp_path, "stranger")
+    other.write_text(f'someone@else.example namespaces="gpuprov-acceptance" '
+                     f"{certificates.public_key_line(stranger)}\n")
+    result = gpuprov("verify", str(site["cert"]), "--allowed-signers", str(other),
+                     env=site["env"], timeout=60)
+    assert result.returncode == 1 and "signed by a key that is not allowed" in result.stderr
+
+
+def test_another_evidence_bundle_is_refused(site, tmp_path):
+    wrong = tmp_path / "bundle.tar.gz"
+    wrong.write_bytes(b"not the evidence")
+    result = _verify(site, "--evidence", str(wrong))
+    assert result.returncode == 1 and "the certificate says" in result.stderr
+
+
+def test_an_expired_certificate_is_refused(site, tmp_path):
+    [result] = [r for r in Ledger(site["env"]["GPUPROV_LEDGER"]).node_results(node="node03")]
+    bundle = tmp_path / "bundle.tar.gz"
+    bundle.write_bytes(b"x")
+    data = certificates.build(result, {"name": "h100-sxm-8"}, None, 3600.0, bundle, "0" * 64)
+    cert = tmp_path / "old.json"
+    cert.write_text(certificates.text(data))
+    certificates.sign(cert, site["key"])
+    refused = _verify(site, cert=cert)
+    assert refused.returncode == 1 and "expired at" in refused.stderr, refused.stderr
+
+
+@pytest.mark.parametrize("node, state", [("node02", "rejected (run v3)"),
+                                         ("node01", "rejected (run v4)")])
+def test_a_node_not_accepted_is_refused_and_nothing_written(site, tmp_path, node, state):
+    out = tmp_path / "c.json"
+    result = gpuprov("certify", node, "--key", str(site["key"]), "--out", str(out),
+                     env=site["env"], timeout=60)
+    assert result.returncode == 1 and f"{node}: {state}" in result.stderr, result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_expired_acceptance_is_not_certified(site, tmp_path):
+    config = tmp_path / "config.yml"
+    config.write_text("acceptance:\n  valid_for: 1d\n")    # node03's is 31 hours old
+    result = gpuprov("certify", "node03", "--key", str(site["key"]), "--out",
+                     str(tmp_path / "c.json"), env={**site["env"], "GPUPROV_CONFIG": str(config)},
+                     timeout=60)
+    assert result.returncode == 1 and "node03: expired (run v1)" in result.stderr
+
+
+def test_a_key_others_can_read_is_refused_as_ssh_refuses_it(site, tmp_path):
+    loose = _key(tmp_path, "loose")
+    loose.chmod(0o644)
+    result = gpuprov("certify", "node03", "--key", str(loose), "--out",
+                     str(tmp_path / "c.json"), env=site["env"], timeout=60)
+    assert result.returncode == 2
+    assert "permissions 0644 are too open" in result.stderr
+    assert not (tmp_path / "c.json").exists()
