@@ -4,6 +4,7 @@ installed gpuprov; what would change, recorded nowhere (docs/fleet-figures.md)."
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from datetime import UTC, datetime
@@ -12,6 +13,7 @@ from pathlib import Path
 import click
 
 from gpuprov import replay as replaying
+from gpuprov import settings
 from gpuprov.console import text_table
 from gpuprov.errors import InputError
 from gpuprov.ledger import Ledger
@@ -52,10 +54,19 @@ def _profiles(items: tuple[str, ...]):
               help="Judge with this versions lock (default: each run's recorded one).")
 @click.option("--profile", "profile_items", multiple=True, metavar="[NODE=]FILE",
               help="Judge with this profile (NODE's alone with NODE=); default: each run's.")
+@click.option("--config", "config_path", type=click.Path(path_type=Path), metavar="FILE",
+              help="Judge under this configuration file (its observe section) instead of "
+                   "the installed one.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
 def replay(since: str | None, nodes: tuple[str, ...], lock_path: Path | None,
-           profile_items: tuple[str, ...], as_json: bool) -> None:
+           profile_items: tuple[str, ...], config_path: Path | None, as_json: bool) -> None:
     """Judge past validations again: exit 0 no verdict changes, 1 some do, 2 bad input."""
+    if config_path is not None:
+        if not config_path.is_file():
+            raise InputError(f"--config {config_path}: no such file")
+        # this process judges under it (settings read it where the judge asks)
+        os.environ[settings.CONFIG_ENV] = str(config_path)
+        settings.load(config_path)
     window = duration(since, "--since") if since else None
     lock = Lock.load(lock_path) if lock_path is not None else None
     profile_for = _profiles(profile_items)

@@ -152,3 +152,26 @@ def test_replay_of_an_unknown_node_is_bad_input(env):
     result = gpuprov("replay", "--node", "node99", env=env, timeout=60)
     assert result.returncode == 2
     assert result.stderr.strip().endswith("--node node99: no validation of it in the ledger")
+
+
+def test_replay_under_another_configuration_observing_the_failing_check(env, tmp_path):
+    config = tmp_path / "config.yml"
+    config.write_text("observe: [gpu_burn]\n")
+    result = gpuprov("replay", "--config", str(config), "--json", env=env, timeout=120)
+    assert result.returncode == 1, result.stderr
+    changed = {(c["node"], c["run_id"]): c for c in json.loads(result.stdout)["changed"]}
+    assert sorted(changed) == [("node01", "v4"), ("node02", "v1"), ("node02", "v3")]
+    assert changed[("node01", "v4")]["checks"]["gpu_burn"] == {"from": "fail",
+                                                              "to": "observed"}
+    missing = gpuprov("replay", "--config", str(tmp_path / "none.yml"), env=env, timeout=60)
+    assert missing.returncode == 2 and "--config" in missing.stderr
+
+
+def test_intake_grouped_by_an_inventory_variable(env, tmp_path):
+    inventory = tmp_path / "hosts.ini"
+    inventory.write_text("[gpu]\nnode01 gpuprov_lot=A\nnode02 gpuprov_lot=B\n"
+                         "node03 gpuprov_lot=A\n")
+    data = json.loads(_fleet(env, "--by", "gpuprov_lot", "-i", str(inventory), "--json")
+                      .stdout)
+    assert [(i["group"], i["nodes"], i["accepted"]) for i in data["intake"]] == [
+        ({"gpuprov_lot": "A"}, 2, 2), ({"gpuprov_lot": "B"}, 1, 0)]
