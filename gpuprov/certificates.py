@@ -131,6 +131,17 @@ def verify_signature(document: Path, signature: Path, allowed: Path) -> tuple[st
     return principals[0], said[0] if said else "good signature"
 
 
+def fingerprint(key: Path) -> str:
+    """The key's fingerprint as `ssh-keygen -l` prints it (SHA256:…): what the ledger keeps
+    of the signer, never the key."""
+    done = subprocess.run(["ssh-keygen", "-l", "-f", str(key)], capture_output=True,
+                          text=True, check=False, stdin=subprocess.DEVNULL)
+    words = done.stdout.split()
+    if done.returncode != 0 or len(words) < 2:
+        raise InputError(f"--key {key}: not a key ssh-keygen can read")
+    return words[1]
+
+
 def public_key_line(key: Path) -> str:
     """The key's public half, as allowed_signers wants it (`ssh-keygen -y`)."""
     done = subprocess.run(["ssh-keygen", "-y", "-f", str(key)], capture_output=True,

@@ -15,7 +15,7 @@ import click
 from gpuprov import certificates, report
 from gpuprov.errors import InputError
 from gpuprov.evidence import Evidence
-from gpuprov.ledger import Ledger
+from gpuprov.ledger import Certificate, Ledger
 from gpuprov.lifecycle import node_state, quarantine
 from gpuprov.profiles import load_profile
 from gpuprov.settings import acceptance_periods
@@ -65,6 +65,10 @@ def certify(node: str, key: Path, out: Path | None) -> None:
     certificates.atomic_write(out, certificates.text(certificate))
     out.chmod(0o644)
     signature = certificates.sign(out, key)
+    ledger.record_certificate(Certificate(
+        node, result.run_id, time.time(), str(out.resolve()),
+        hashlib.sha256(out.read_bytes()).hexdigest(), certificates.fingerprint(key),
+        result.judged_at + valid_for if valid_for is not None else None))
     click.echo(f"{out}: {node} accepted in run {result.run_id}, until "
                f"{certificate['expires_at'] or 'never'}\n{signature}: signed "
                f"({certificates.NAMESPACE})\n{bundle}: evidence, sha256 {digest}")

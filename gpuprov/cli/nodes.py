@@ -166,6 +166,11 @@ def _history(ledger: Ledger, node: str) -> None:
                            f"{r.reason} [{r.evidence_dir}]" if r else ""))
     for repair in ledger.repairs(node):
         events.append((repair.at, "repaired", "-", repair.recorded_by, repair.note))
+    for issued in ledger.certificates(node):
+        until = _when(issued.expires_at) if issued.expires_at else "never"
+        events.append((issued.issued_at, "certified", issued.run_id, f"until {until}",
+                       f"{issued.path} (sha256 {issued.sha256[:16]}…, signer "
+                       f"{issued.signer})"))
     for action in ledger.slurm_actions(host=node):
         events.append((action.at, "slurm", action.run_id, f"{action.action} {action.result}",
                        f"{action.reason}{': ' + action.detail if action.detail else ''}"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import shutil
 from pathlib import Path
 
 import click
@@ -44,6 +45,24 @@ def system_of(profile: str) -> str:
         return profile
 
 
+def _bundle_certificate(ledger: Ledger, node: str, run_id: str, out_dir: Path) -> None:
+    """The latest acceptance certificate issued for this run of the node, with its
+    signature, copied beside the evidence archive (gpuprov certify; docs/certificates.md)."""
+    issued = [c for c in ledger.certificates(node) if c.run_id == run_id]
+    if not issued:
+        return
+    source = Path(issued[-1].path)
+    for path in (source, Path(f"{source}.sig")):
+        if not path.is_file():
+            click.echo(f"certificate {path}: no longer there (issued "
+                       f"{issued[-1].issued_at:.0f}); not bundled")
+            return
+    for path in (source, Path(f"{source}.sig")):
+        if path.parent.resolve() != out_dir.resolve():
+            shutil.copy2(path, out_dir / path.name)
+    click.echo(f"certificate: {out_dir / source.name} (and .sig), sha256 {issued[-1].sha256}")
+
+
 @click.command("report")
 @click.argument("target", required=False, metavar="[RUN|NODE]")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "junit", "markdown"]),
@@ -71,3 +90,4 @@ def report_command(target: str | None, fmt: str, out_dir: Path) -> None:
         for result in chosen:
             bundle = report.archive(result, out_dir)
             click.echo(report.as_markdown(run, result, system_of(result.profile), bundle))
+            _bundle_certificate(ledger, result.node, result.run_id, out_dir)

@@ -13,8 +13,8 @@ as it is judged (nothing collected is lost), but its verdict only when the whole
 finishes: a killed run leaves no node accepted. A run is refused while another live run
 holds one of its hosts (on PostgreSQL, a run of any controller: the database holds the
 claim and drops it when the run's connection ends). Only versions, host names, check
-results, paths and repair notes are stored: never variables or secrets (nor a database
-password).
+results, paths, repair notes and certificates' digests and signers' key fingerprints are
+stored: never variables or secrets (nor a database password, nor a signing key).
 """
 
 from __future__ import annotations
@@ -24,9 +24,11 @@ from pathlib import Path
 
 from gpuprov.config import state_dir
 from gpuprov.ledger.baselines import BaselinesRepository
+from gpuprov.ledger.certificates import CertificatesRepository
 from gpuprov.ledger.drift import DriftRepository
 from gpuprov.ledger.provisioning import ProvisioningRepository
 from gpuprov.ledger.records import (
+    Certificate,
     DriftReport,
     HostBusy,
     ProvisionBaseline,
@@ -41,7 +43,7 @@ from gpuprov.ledger.slurm import SlurmRepository
 from gpuprov.ledger.store import open_store
 from gpuprov.ledger.verdicts import VerdictsRepository
 
-__all__ = ["LEDGER_ENV", "MIGRATIONS", "DriftReport", "HostBusy", "Ledger",
+__all__ = ["LEDGER_ENV", "MIGRATIONS", "Certificate", "DriftReport", "HostBusy", "Ledger",
            "ProvisionBaseline", "Repair", "RunRecord", "SlurmAction", "default_location"]
 
 LEDGER_ENV = "GPUPROV_LEDGER"
@@ -53,9 +55,9 @@ def default_location() -> str:
 
 
 class Ledger(RunsRepository, VerdictsRepository, ProvisioningRepository, DriftRepository,
-             SlurmRepository, RepairsRepository, BaselinesRepository):
+             SlurmRepository, RepairsRepository, BaselinesRepository, CertificatesRepository):
     """One ledger, its concerns in their own modules (runs, verdicts, provisioning, drift,
-    Slurm, repairs, provisioning baselines) over one store."""
+    Slurm, repairs, provisioning baselines, certificates issued) over one store."""
 
     def __init__(self, location: Path | str | None = None) -> None:
         self.store = open_store(str(location or default_location()))

@@ -39,6 +39,18 @@ class Repair:
 
 
 @dataclass(frozen=True)
+class Certificate:
+    """An acceptance certificate `gpuprov certify` issued (the document stays a file)."""
+    node: str
+    run_id: str
+    issued_at: float
+    path: str             # where it was written
+    sha256: str           # the document's
+    signer: str           # the signing key's fingerprint (ssh-keygen -l)
+    expires_at: float | None
+
+
+@dataclass(frozen=True)
 class ProvisionBaseline:
     host: str
     run_id: str           # the full converged run that left it (or that skipped the host)

@@ -144,3 +144,21 @@ def test_a_key_others_can_read_is_refused_as_ssh_refuses_it(site, tmp_path):
     assert result.returncode == 2
     assert "permissions 0644 are too open" in result.stderr
     assert not (tmp_path / "c.json").exists()
+
+
+def test_the_ledger_lists_the_certificate_and_the_report_bundles_it(site, tmp_path):
+    [issued] = Ledger(site["env"]["GPUPROV_LEDGER"]).certificates("node03")
+    assert (issued.run_id, issued.path) == ("v1", str(site["cert"].resolve()))
+    assert issued.signer.startswith("SHA256:")
+    assert issued.signer in subprocess.run(["ssh-keygen", "-l", "-f", str(site["key"])],
+                                           capture_output=True, text=True).stdout
+    history = gpuprov("nodes", "node03", env=site["env"], timeout=60)
+    assert "certified" in history.stdout and str(site["cert"].resolve()) in history.stdout
+    out = tmp_path / "rma"
+    out.mkdir()
+    bundled = gpuprov("report", "node03", "--format", "markdown", "-o", str(out),
+                      env=site["env"], timeout=60)
+    assert bundled.returncode == 0, bundled.stderr
+    assert (out / "node03.json").read_bytes() == site["cert"].read_bytes()
+    assert (out / "node03.json.sig").is_file()
+    assert f"certificate: {out / 'node03.json'}" in bundled.stdout
