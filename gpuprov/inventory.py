@@ -78,6 +78,11 @@ class Inventory:
                                  yaml_only=True)
             raise InputError(f"host {host}: {found or exc.message}") from exc
 
+    def groups(self, host: str) -> list[str]:
+        """The inventory groups the host is in (not `all` nor `ungrouped`), sorted."""
+        return sorted(g.name for g in self._manager.get_host(host).get_groups()
+                      if g.name not in ("all", "ungrouped"))
+
     # Ansible's own per-run names (a random `omit`, paths of this controller, the whole
     # inventory's groups): not a host's settings
     _RUN_NAMES = frozenset({"omit", "groups", "playbook_dir", "inventory_dir", "inventory_file",

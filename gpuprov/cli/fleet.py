@@ -16,6 +16,9 @@ from gpuprov.inventory import Inventory
 from gpuprov.ledger import Ledger
 from gpuprov.settings import duration
 
+# `--by group`: the node's inventory groups (a rack, a lot), as one value
+GROUPS = "group"
+
 
 def _group_of(inventory: Inventory | None):
     """What names a node's group: the validation's own figures, else its inventory
@@ -28,7 +31,9 @@ def _group_of(inventory: Inventory | None):
         assert inventory is not None
         if result.node not in variables:
             known = result.node in inventory.hosts()
-            variables[result.node] = inventory.settings(result.node) if known else {}
+            variables[result.node] = ({**inventory.settings(result.node),
+                                       GROUPS: ",".join(inventory.groups(result.node))}
+                                      if known else {})
         value = variables[result.node].get(by)
         return None if value is None else str(value)
     return group_of
@@ -72,8 +77,9 @@ def _print(data: dict) -> None:
 @click.option("--since", metavar="DURATION",
               help="Only validations judged within this long before now (30d, 12h, 2w).")
 @click.option("--by", "by", multiple=True, metavar="NAME",
-              help="Group intake yield by profile, driver, vbios or an inventory variable "
-                   "(needs --inventory); repeat to combine. Default: profile.")
+              help="Group intake yield by profile, driver, vbios, an inventory variable or "
+                   "`group` (the node's inventory groups; these need --inventory); repeat to "
+                   "combine. Default: profile.")
 @options.inventory
 @options.json_document
 @click.option("--html", "html_file", type=click.Path(path_type=Path), metavar="FILE",

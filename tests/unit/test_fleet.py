@@ -169,9 +169,12 @@ def test_replay_under_another_configuration_observing_the_failing_check(env, tmp
 
 def test_intake_grouped_by_an_inventory_variable(env, tmp_path):
     inventory = tmp_path / "hosts.ini"
-    inventory.write_text("[gpu]\nnode01 gpuprov_lot=A\nnode02 gpuprov_lot=B\n"
-                         "node03 gpuprov_lot=A\n")
+    inventory.write_text("[rack1]\nnode01 gpuprov_lot=A\nnode02 gpuprov_lot=B\n"
+                         "[rack2]\nnode03 gpuprov_lot=A\n")
     data = json.loads(_fleet(env, "--by", "gpuprov_lot", "-i", str(inventory), "--json")
                       .stdout)
     assert [(i["group"], i["nodes"], i["accepted"]) for i in data["intake"]] == [
         ({"gpuprov_lot": "A"}, 2, 2), ({"gpuprov_lot": "B"}, 1, 0)]
+    racks = json.loads(_fleet(env, "--by", "group", "-i", str(inventory), "--json").stdout)
+    assert [(i["group"], i["nodes"], i["accepted"]) for i in racks["intake"]] == [
+        ({"group": "rack1"}, 2, 1), ({"group": "rack2"}, 1, 1)]
