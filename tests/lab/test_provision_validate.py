@@ -186,7 +186,8 @@ def test_three_healthy_nodes_of_different_kinds_are_accepted(rack, tmp_path):
 
 def test_an_accepted_node_is_certified_and_plain_ssh_keygen_verifies_it(rack, tmp_path):
     """Issue 58: node01, accepted just above, certified with a site key; ssh-keygen -Y
-    verify and gpuprov verify accept the certificate, and a one-byte change is refused."""
+    verify and gpuprov verify accept the certificate; one signed by a key the allowed
+    signers do not name, and a one-byte change, are refused."""
     key = tmp_path / "site-key"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True,
                    stdin=subprocess.DEVNULL)
@@ -202,6 +203,15 @@ def test_an_accepted_node_is_certified_and_plain_ssh_keygen_verifies_it(rack, tm
                                stdin=document, capture_output=True, text=True, check=False)
     assert plain.returncode == 0, plain.stderr
     assert rack.cli("verify", str(cert), "--allowed-signers", str(allowed)).returncode == 0
+    # signed by a key allowed_signers does not name: refused
+    other = tmp_path / "other-key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)],
+                   check=True, stdin=subprocess.DEVNULL)
+    stranger = tmp_path / "stranger.json"
+    assert rack.cli("certify", "node01", "--key", str(other), "--out",
+                    str(stranger)).returncode == 0
+    refused = rack.cli("verify", str(stranger), "--allowed-signers", str(allowed))
+    assert refused.returncode == 1 and "not allowed" in refused.stderr, refused.stderr
     cert.write_text(cert.read_text().replace('"node01"', '"node02"', 1))
     tampered = rack.cli("verify", str(cert), "--allowed-signers", str(allowed))
     assert tampered.returncode == 1 and "bad signature" in tampered.stderr
