@@ -83,22 +83,19 @@ def robust_ceiling(samples: list[float], margin: float) -> tuple[float, float, i
         kept = keep
 
 
-def _check(result: NodeResult, check_id: str) -> dict | None:
-    found = next((c for c in result.checks if c.id == check_id), None)
-    return found.values if found else None
 
 
 def _per_gpu(results: Iterable[NodeResult], key: str) -> list[float]:
     out = []
     for r in results:
-        burn = _check(r, "gpu_burn") or {}
+        burn = r.values_of("gpu_burn") or {}
         out += [float(g[key]) for g in (burn.get("gpus") or {}).values()
                 if g.get(key) is not None]
     return out
 
 
 def _under_load(results: Iterable[NodeResult], tolerance_pct: float) -> list[Learned]:
-    gpus = [g for r in results for g in ((_check(r, "load_power") or {}).get("gpus") or {})
+    gpus = [g for r in results for g in (r.values_of("load_power").get("gpus") or {})
             .values() if g.get("enforced_limit_w") and g.get("peak_power_w") is not None]
     if not gpus:
         return []
@@ -115,13 +112,13 @@ def _under_load(results: Iterable[NodeResult], tolerance_pct: float) -> list[Lea
 
 def _dcgm_figures(results: Iterable[NodeResult], key: str) -> list[float]:
     return [float(v) for r in results
-            for v in (((_check(r, "dcgm_diag") or {}).get("figures") or {}).get(key) or {})
+            for v in ((r.values_of("dcgm_diag").get("figures") or {}).get(key) or {})
             .values()]
 
 
 def _slowest_links(results: Iterable[NodeResult]) -> list[float]:
     return [float(link["slowest_gbps"]) for r in results
-            for link in ((_check(r, "nvlink_status") or {}).get("links") or {}).values()
+            for link in (r.values_of("nvlink_status").get("links") or {}).values()
             if link.get("slowest_gbps") is not None]
 
 
@@ -129,7 +126,7 @@ def _one(results: Iterable[NodeResult], check_id: str,
          pick: Callable[[dict], float | None]) -> list[float]:
     out = []
     for r in results:
-        values = _check(r, check_id)
+        values = r.values_of(check_id)
         value = pick(values) if values else None
         if value is not None:
             out.append(float(value))
@@ -194,7 +191,7 @@ def learn(results: list[NodeResult], base: Profile, tolerance_pct: float) -> lis
         learned += _under_load(results, tolerance_pct)
     for key in ("h2d", "d2h", "d2d"):
         copies = [float(g[key]) for r in results
-                  for g in ((_check(r, "nvbandwidth") or {}).get("gpus") or {}).values()
+                  for g in (r.values_of("nvbandwidth").get("gpus") or {}).values()
                   if g.get(key) is not None]
         if copies and "nvbandwidth" in base.data:
             floor, centre, rejected = robust_floor(copies, tolerance_pct)
@@ -218,7 +215,7 @@ def learn_goldens(results: list[NodeResult]) -> list[Golden]:
     """Each fingerprint key's golden: the hashes a strict majority of its nodes gave."""
     by_key: dict[tuple, tuple[dict, dict[tuple, list[str]]]] = {}
     for r in results:
-        for group in (_check(r, "numeric_fingerprint") or {}).get("groups") or []:
+        for group in r.values_of("numeric_fingerprint").get("groups") or []:
             if not group.get("hashes"):
                 continue
             key = group["key"]

@@ -42,23 +42,21 @@ def _iso(stamp: float) -> str:
     return datetime.fromtimestamp(stamp, UTC).isoformat(timespec="seconds")
 
 
-def _values(result: NodeResult, check_id: str) -> dict:
-    return next((c.values for c in result.checks if c.id == check_id), {})
 
 
 def _parts(result: NodeResult) -> tuple[list, list, list]:
     """The GPUs, NIC ports and NVSwitches the validation identified."""
     gpus = [{"index": g.get("index"), "serial": g.get("serial"), "uuid": g.get("uuid"),
-             "vbios": g.get("vbios")} for g in _values(result, "gpu_inventory").get("gpus")
+             "vbios": g.get("vbios")} for g in result.values_of("gpu_inventory").get("gpus")
             or []]
-    judged = _values(result, "firmware").get("judged") or {}
+    judged = result.values_of("firmware").get("judged") or {}
     nics = []
-    for port, found in sorted((_values(result, "nics").get("ports") or {}).items()):
+    for port, found in sorted((result.values_of("nics").get("ports") or {}).items()):
         psid = ((judged.get("nics") or {}).get(port) or {}).get("psid")
         nics.append({"port": port, "guid": found.get("guid"), "psid": psid,
                      "firmware": found.get("firmware")})
     switches = []
-    for bus, serial in sorted((_values(result, "nvswitch").get("serials") or {}).items()):
+    for bus, serial in sorted((result.values_of("nvswitch").get("serials") or {}).items()):
         firmware = ((judged.get("nvswitches") or {}).get(bus) or {}).get("firmware")
         switches.append({"bus_id": bus, "serial": serial, "firmware": firmware})
     return gpus, nics, switches

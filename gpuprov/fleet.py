@@ -29,9 +29,6 @@ REPEAT_OFFENDER_REJECTIONS = 2
 BUILTIN_GROUPS = ("profile", "driver", "vbios")
 
 
-def _values(result: NodeResult, check_id: str) -> dict:
-    found = next((c for c in result.checks if c.id == check_id), None)
-    return found.values if found else {}
 
 
 def builtin_group(result: NodeResult, by: str) -> str | None:
@@ -39,9 +36,9 @@ def builtin_group(result: NodeResult, by: str) -> str | None:
     if by == "profile":
         return result.profile
     if by == "driver":
-        return _values(result, "driver_version").get("driver")
+        return result.values_of("driver_version").get("driver")
     if by == "vbios":
-        vbios = sorted({g.get("vbios") for g in _values(result, "gpu_inventory").get("gpus")
+        vbios = sorted({g.get("vbios") for g in result.values_of("gpu_inventory").get("gpus")
                         or [] if g.get("vbios")})
         return ", ".join(vbios) or None
     raise ValueError(by)

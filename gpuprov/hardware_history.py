@@ -47,18 +47,16 @@ def _gpu_ids(result: NodeResult) -> dict[str, str]:
     return {g.bus_id: g.serial for g in result.gpus if g.bus_id and g.serial}
 
 
-def _check_values(result: NodeResult, check_id: str) -> dict:
-    return next((c.values for c in result.checks if c.id == check_id), {})
 
 
 def _nic_ids(result: NodeResult) -> dict[str, str]:
-    ports = _check_values(result, "nics").get("ports") or {}
+    ports = result.values_of("nics").get("ports") or {}
     return {port: found["guid"] for port, found in ports.items()
             if isinstance(found, dict) and found.get("guid")}
 
 
 def _nvswitch_ids(result: NodeResult) -> dict[str, str]:
-    return dict(_check_values(result, "nvswitch").get("serials") or {})
+    return dict(result.values_of("nvswitch").get("serials") or {})
 
 
 # part -> what names its identity in a result: slot -> identity

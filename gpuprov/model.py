@@ -141,6 +141,10 @@ class NodeResult:
     checks: list[CheckResult]
     gpus: list[GpuRecord]
 
+    def values_of(self, check_id: str) -> dict:
+        """What one check measured ({} where the result has no such check)."""
+        return next((c.values for c in self.checks if c.id == check_id), {})
+
     @property
     def failing(self) -> list[CheckResult]:
         return [c for c in self.checks if c.blocking]

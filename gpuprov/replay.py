@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpuprov.checks.run import judge
+from gpuprov.checks.run import judge, observed_for
 from gpuprov.errors import GpuprovError
 from gpuprov.evidence import Evidence
 from gpuprov.lock import Lock
@@ -61,6 +61,7 @@ def replay(results: Iterable[NodeResult], profile_for: Callable[[NodeResult], Pr
            lock: Lock | None = None) -> Replay:
     """Each finished, judged validation of `results` judged again from its evidence."""
     out = Replay()
+    observed: dict[str, frozenset[str]] = {}   # the configuration read once per profile
     for r in sorted(results, key=lambda r: (r.judged_at, r.node)):
         if r.verdict not in (Verdict.ACCEPTED, Verdict.REJECTED):
             continue          # unfinished or unreachable: no judgement to compare with
@@ -70,13 +71,21 @@ def replay(results: Iterable[NodeResult], profile_for: Callable[[NodeResult], Pr
             continue
         evidence = Evidence(directory)
         try:
+            profile = profile_for(r)
+        except GpuprovError as exc:   # a profile no longer shipped, say
+            out.not_judged.append((r.node, r.run_id, f"profile: {exc}"))
+            continue
+        if profile.name not in observed:     # a bad configuration is bad input: raised
+            observed[profile.name] = observed_for(profile.name)
+        try:
             used = lock or _lock_of(evidence, str(directory))
             if used is None:
                 out.not_judged.append((r.node, r.run_id, "records no versions lock (give "
                                                          "--lock)"))
                 continue
             # as the run judged it: a malformed file fails the checks that read it
-            judgement = judge(evidence, profile_for(r), used, strict=False)
+            judgement = judge(evidence, profile, used, strict=False,
+                              observe=observed[profile.name])
         except (ParseError, GpuprovError) as exc:
             out.not_judged.append((r.node, r.run_id, f"unreadable: {exc}"))
             continue

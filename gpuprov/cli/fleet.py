@@ -24,13 +24,14 @@ def _group_of(inventory: Inventory | None):
     """What names a node's group: the validation's own figures, else its inventory
     variable (none where the node is not in the inventory)."""
     variables: dict[str, dict] = {}
+    hosts = set(inventory.hosts()) if inventory is not None else set()
 
     def group_of(result, by: str) -> str | None:
         if by in fleet.BUILTIN_GROUPS:
             return fleet.builtin_group(result, by)
         assert inventory is not None
         if result.node not in variables:
-            known = result.node in inventory.hosts()
+            known = result.node in hosts
             variables[result.node] = ({**inventory.settings(result.node),
                                        GROUPS: ",".join(inventory.groups(result.node))}
                                       if known else {})

@@ -246,7 +246,8 @@ sys.exit(0 if ports else 2)
 # (its kind's `nics.psid`), grep's exit status 2 where none has one
 # The ports' sysfs attributes in the kernel's own forms (Linux drivers/infiniband/core/
 # sysfs.c: state_show "%d: %s" with ib_port_state_to_str's names, phys_state_show "%u: %s"
-# with ib_port_phys_state_str's, rate_show "%d Gb/sec (%s)"; mlx5's hca_type "MT<device id>"
+# with ib_port_phys_state_str's, rate_show "%d Gb/sec (%dX %s)" with the width and the
+# speed's name (the fallback reads the figure only); mlx5's hca_type "MT<device id>"
 # and fw_ver, drivers/infiniband/hw/mlx5/main.c; node_guid as four colon-separated groups),
 # rendered from the description each time the validator asks
 _IB_SYSFS_RENDER = f"""import os, shutil, yaml
@@ -270,11 +271,14 @@ for p in hw.get("nic_ports") or []:
     port = f"{{ca}}/ports/{{p['port']}}"
     put(f"{{port}}/state", "%d: %s" % STATES.get(p["state"], (1, "DOWN")))
     put(f"{{port}}/phys_state", f"{{PHYS.get(p['physical_state'], 3)}}: {{p['physical_state']}}")
-    put(f"{{port}}/rate", f"{{p['rate_gbps']:g}} Gb/sec (4X)")
+    speed = {{100: "EDR", 200: "HDR", 400: "NDR", 800: "XDR"}}.get(int(p["rate_gbps"]), "")
+    put(f"{{port}}/rate", f"{{p['rate_gbps']:g}} Gb/sec (4X {{speed}})".replace(" )", ")"))
     put(f"{{port}}/link_layer", p["link_layer"])
 """
 _IBSTAT_OR_SYSFS_SCRIPT = ("#!/bin/bash\n# gpuprov lab: the validator's ibstat command (see "
                            "gpuprov/lab/kernel_view.py)\n"
+                           # rendered only where the fallback reads it (no ibstat)
+                           f"command -v {IBSTAT} >/dev/null 2>&1 || "
                            f"python3 -c {shlex.quote(_IB_SYSFS_RENDER)} || exit 1\n"
                            + IBSTAT_COMMAND.replace("command -v ibstat", f"command -v {IBSTAT}")
                            .replace("then ibstat;", f"then {IBSTAT};")

@@ -26,7 +26,7 @@ from pathlib import Path
 from testinfra.host import Host
 
 from gpuprov import __version__, evidence
-from gpuprov.evidence import Evidence, EvidenceKind
+from gpuprov.evidence import EvidenceKind
 from gpuprov.lock import Lock
 from gpuprov.parsers.dcgm import DCGM_DIAG
 from gpuprov.parsers.dcgm_health import DCGM_HEALTH
@@ -41,7 +41,7 @@ from gpuprov.parsers.nvbandwidth import NVBANDWIDTH
 from gpuprov.parsers.nvbandwidth import TESTS as NVBANDWIDTH_TESTS
 from gpuprov.parsers.nvswitch_info import NVSWITCH_INFO_COMMAND
 from gpuprov.parsers.probes import DDP_JSON, DDP_LOG, TORCH_ENV
-from gpuprov.parsers.smi_gpu import SMI_BEFORE
+from gpuprov.parsers.smi_gpu import SMI_BEFORE, GpuSnapshot
 from gpuprov.parsers.system import LSPCI_COMMAND
 from gpuprov.parsers.telemetry import SAMPLER, TELEMETRY
 from gpuprov.parsers.versions import CUDNN
@@ -397,7 +397,7 @@ def ddp_smoke(c: Collector, gpus: int) -> None:
 FINGERPRINT_TIMEOUT_S = 150
 
 
-def fingerprint(c: Collector) -> None:
+def fingerprint(c: Collector, listed: list[GpuSnapshot]) -> None:
     """The numeric fingerprint of every GPU the before-soak nvidia-smi listed, in the node's
     PyTorch environment: one process per GPU, each seeing that GPU alone (its UUID)."""
     with c.stage("fingerprint"):
@@ -405,11 +405,7 @@ def fingerprint(c: Collector) -> None:
         if not python:
             c.skip("fingerprint", "no PyTorch environment to run the fingerprint probe in")
             return
-        try:
-            smi = Evidence(c.directory).read(SMI_BEFORE)
-        except ParseError:
-            smi = None
-        gpus = [g for g in (smi.gpus if smi else []) if g.uuid]
+        gpus = [g for g in listed if g.uuid]
         if not gpus:
             c.skip("fingerprint", "nvidia-smi listed no GPU with a UUID before the soak")
             return
@@ -506,13 +502,14 @@ def dcgm(c: Collector) -> None:
         c.wrote(DCGM_HEALTH)
 
 
-def gpus_listed(before: evidence.Evidence) -> int:
-    """How many GPUs the before-soak nvidia-smi listed (the DDP run's ranks)."""
+def gpus_listed(before: evidence.Evidence) -> list[GpuSnapshot]:
+    """The GPUs the before-soak nvidia-smi listed (the DDP run's ranks, the fingerprint's
+    GPUs); none where it failed or is unreadable (judged as a failed check)."""
     try:
         smi = before.read(SMI_BEFORE)
-    except ParseError:  # judged as a failed check; the probe still runs on one rank
-        return 0
-    return len(smi.gpus) if smi else 0
+    except ParseError:
+        return []
+    return smi.gpus if smi else []
 
 
 def _no_result(result, ranks: int, limit: int, seconds: float) -> dict:

@@ -35,10 +35,10 @@ def _soak(c: collect.Collector, step: Step) -> None:
 
 def _ddp(c: collect.Collector, step: Step) -> None:
     # as many ranks as the identity snapshot's nvidia-smi listed GPUs
-    gpus = collect.gpus_listed(Evidence(c.directory))
-    collect.ddp_smoke(c, gpus)
-    collect.fingerprint(c)
-    collect.nccl_tests(c, gpus)
+    listed = collect.gpus_listed(Evidence(c.directory))
+    collect.ddp_smoke(c, len(listed))
+    collect.fingerprint(c, listed)
+    collect.nccl_tests(c, len(listed))
     collect.nvbandwidth(c)
     collect.gdrcopy(c)
 

@@ -14,8 +14,9 @@ from collections import Counter
 
 from gpuprov.checks.context import Context
 from gpuprov.checks.registry import Problems, Results, check
-from gpuprov.model import Action, CheckResult
+from gpuprov.model import Action, CheckResult, most_drastic
 from gpuprov.parsers.fingerprint import FINGERPRINT, MODES, FingerprintReport, GpuFingerprint
+from gpuprov.parsers.probes import TORCH_ENV
 from gpuprov.parsers.smi_gpu import SMI_BEFORE
 from gpuprov.profiles import FINGERPRINT_KEY as KEY_FIELDS
 
@@ -59,14 +60,25 @@ def numeric_fingerprint(ctx: Context, r: Results) -> CheckResult:
     problems: Problems = []
     # each group's hashes once; a GPU's own only where they differ or it failed ("off")
     values: dict = {"seconds": report.seconds, "groups": [], "off": {}}
+    if not report.gpus:    # nothing fingerprinted is no evidence of any GPU
+        return r.fail("the fingerprint probe reported no GPU", values, action=Action.FIX_SETUP)
     failed = [g for g in report.gpus.values() if g.error]
     ran = [g for g in report.gpus.values() if not g.error]
+    cuda_gpus = (ctx.evidence.read(TORCH_ENV) or {}).get("device_count") or 0
+    on_cpu = [g.index for g in ran if g.device == "cpu"]
+    if on_cpu and cuda_gpus:   # hashes of the CPU's arithmetic say nothing of the GPUs
+        return r.fail(f"the fingerprint ran on the CPU for GPU(s) {', '.join(map(str, on_cpu))}"
+                      f" while torch saw {cuda_gpus} CUDA GPU(s): no GPU was checked", values,
+                      action=Action.FIX_SETUP)
+    actions = []
     for g in failed:
         values["off"][g.index] = {"uuid": g.uuid, "error": g.error}
         problems.append((g.index, f"{ctx.gpu_label(g.index)}: the workload failed ({g.error})"))
+        # CUDA's own error on this GPU while its siblings ran: the GPU's (a reboot first);
+        # any other failure (a timeout, the process killed) is the node's setup
+        actions.append(Action.REBOOT if "CUDA" in g.error.upper() else Action.FIX_SETUP)
     if failed and not ran:   # the environment, not one GPU: nothing ran anywhere
         return r.failed(problems, values, action=Action.FIX_SETUP)
-    action = Action.REBOOT if failed else r.default_action
     no_golden, whole_off = [], []
     groups: dict[tuple, list[GpuFingerprint]] = {}
     for g in ran:
@@ -90,6 +102,7 @@ def numeric_fingerprint(ctx: Context, r: Results) -> CheckResult:
                 f"fp32 {s[0]}" for s in counts)
             problems.append((None, f"{len(members)} {key['device']} GPUs disagree with no "
                                    f"majority and no golden to tell which are wrong ({split})"))
+            actions.append(r.default_action)
             continue
         off = [g for g in sorted(members, key=lambda g: g.index)
                if g.signature != tuple(reference.get(m) for m in MODES)]
@@ -97,12 +110,13 @@ def numeric_fingerprint(ctx: Context, r: Results) -> CheckResult:
             whole_off.append((key, _differ(majority or {}, golden)))
             continue
         whose = "the golden's" if golden is not None else "its siblings'"
+        actions += [r.default_action] * len(off)
         for g in off:
             values["off"][g.index] = {"uuid": g.uuid, "hashes": g.hashes}
             problems.append((g.index, f"{ctx.gpu_label(g.index)} computes differently from "
                                       f"{whose} hashes: {_differ(g.hashes, reference)}"))
     if problems:
-        return r.failed(problems, values, action=action)
+        return r.failed(problems, values, action=most_drastic(actions or [r.default_action]))
     if whole_off:
         key, diff = whole_off[0]
         return r.fail(f"every GPU agrees with the others but not with the golden for "

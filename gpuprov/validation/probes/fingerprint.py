@@ -66,8 +66,12 @@ def left_out(device: torch.device) -> dict[str, str]:
         return {}
     major, minor = torch.cuda.get_device_capability(device)
     out = {}
-    if major < 8:   # TF32 and bf16 tensor cores arrived with Ampere (sm_80)
+    # TF32 is an Ampere (compute capability 8.0) and later mode (PyTorch's CUDA semantics
+    # notes, "TensorFloat-32 (TF32) on Ampere (and later) devices"); bf16 as torch itself
+    # answers for this device
+    if major < 8:
         out["tf32"] = f"no TF32 on compute capability {major}.{minor}"
+    if not torch.cuda.is_bf16_supported(including_emulation=False):
         out["bf16"] = f"no bf16 on compute capability {major}.{minor}"
     return out
 
@@ -116,7 +120,9 @@ def cublas_version() -> str | None:
         try:
             lib = ctypes.CDLL(path)
             parts = []
-            for kind in (0, 1, 2):   # libraryPropertyType: MAJOR, MINOR, PATCH
+            # CUDA's library_types.h: libraryPropertyType MAJOR_VERSION 0, MINOR_VERSION 1,
+            # PATCH_LEVEL 2
+            for kind in (0, 1, 2):
                 value = ctypes.c_int()
                 if lib.cublasGetProperty(kind, ctypes.byref(value)) != 0:
                     break

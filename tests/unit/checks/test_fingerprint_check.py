@@ -131,6 +131,28 @@ def test_a_gpu_whose_process_failed_is_named_and_every_one_failing_is_setup(tmp_
     assert _check(node).action == Action.FIX_SETUP
 
 
+def test_a_failure_without_cuda_s_words_is_the_setup_s_and_no_gpu_at_all_fails(tmp_path):
+    node = replace(healthy_h100(tmp_path / "node07"), "fingerprint.json",
+                   fingerprint(H100_Q.read_text(), errors={2: "no answer within 150s (hung, "
+                                                                 "killed)"}))
+    result = _check(node)
+    assert (result.status, result.action, result.gpu.index) == ("fail", Action.FIX_SETUP, 2)
+    report = json.loads(fingerprint(H100_Q.read_text()))
+    replace(node, "fingerprint.json", json.dumps({**report, "gpus": []}))
+    empty = _check(node)
+    assert (empty.status, empty.action) == ("fail", Action.FIX_SETUP)
+    assert empty.summary == "the fingerprint probe reported no GPU"
+
+
+def test_hashes_of_the_cpu_on_a_node_whose_torch_sees_gpus_check_no_gpu(tmp_path):
+    node = replace(healthy_h100(tmp_path / "node07"), "fingerprint.json",
+                   fingerprint(H100_Q.read_text(), device="cpu"))
+    result = _check(node)      # torch-env.json: 8 CUDA devices
+    assert (result.status, result.action) == ("fail", Action.FIX_SETUP)
+    assert "ran on the CPU for GPU(s) 0, 1, 2" in result.summary
+    assert "while torch saw 8 CUDA GPU(s)" in result.summary
+
+
 def test_a_gpu_missing_from_the_report_is_partial_evidence(tmp_path):
     report = json.loads(fingerprint(H100_Q.read_text()))
     report["gpus"] = [g for g in report["gpus"] if g["index"] != 6]
