@@ -22,6 +22,11 @@ os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY",
 def gpuprov(*args: str, check: bool = False, timeout: float = 1800, **kwargs):
     """Run the installed `gpuprov` console script, as an operator would."""
     exe = shutil.which("gpuprov", path=str(BIN)) or "gpuprov"
+    if os.environ.get("MUTANT_UNDER_TEST") == "stats":
+        # scripts/mutation.sh's stats pass maps tests to functions in this process only; a
+        # subprocess's trampolines would look for mutmut's configuration in its own working
+        # directory (tmp_path) and fail. Depth 0: they call the original straight through.
+        kwargs["env"] = {**kwargs.get("env", os.environ), "MUTMUT_DEPENDENCY_DEPTH": "0"}
     return subprocess.run(
         [exe, *args], capture_output=True, text=True, check=check, timeout=timeout, **kwargs
     )
