@@ -73,6 +73,25 @@ def cudnn_supports_cuda(cudnn: str, cuda: str) -> Answer:
     return Answer(ok, False, reason, m["sources"]["cudnn_matrix"])
 
 
+def dcgm_first_for_cuda(cuda_major: str) -> str | None:
+    """The first DCGM 4 release with diagnostics for a CUDA major; None: every release."""
+    first = matrix().get("dcgm_cuda_min", {}).get(str(cuda_major))
+    return str(first) if first else None
+
+
+def dcgm_supports_cuda(dcgm: str, cuda: str) -> Answer:
+    """Whether DCGM (Debian version, e.g. 4.2.3-1) ships diagnostics for the lock's CUDA
+    major (datacenter-gpu-manager-4-cuda<major>)."""
+    major, upstream = cuda.split(".")[0], dcgm.split("-")[0]
+    first = dcgm_first_for_cuda(major)
+    source = matrix()["sources"]["dcgm_cuda_builds"]
+    if first and version_tuple(upstream) < version_tuple(first):
+        return Answer(False, False, f"DCGM {upstream} has no diagnostics for CUDA {major}.x "
+                                    f"(datacenter-gpu-manager-4-cuda{major} from DCGM {first}"
+                                    f"); the lock has CUDA {cuda}", source)
+    return Answer(True, False, f"DCGM {upstream} has diagnostics for CUDA {major}.x", source)
+
+
 def cudnn_supports_architecture(cudnn: str, architecture: str | None) -> Answer:
     """Whether a cuDNN release ships kernels for the GPU architecture."""
     m = matrix()

@@ -91,6 +91,8 @@ def judge(plan: Plan) -> tuple[tuple[str, str, str], ...]:
                          f"{lock.driver_version}: they must be the same version",
                          m["sources"]["fabric_manager"]))
     dcgm = dict(plan.separately_locked).get("dcgm_version", "")
+    if dcgm:
+        rule("dcgm_cuda", compat.dcgm_supports_cuda(dcgm, lock.cuda_version))
     for breach in security.breaches(lock.driver_version, lock.container_toolkit_version,
                                     lock.docker_version, dcgm):
         if breach.bulletin not in plan.security_accepted:

@@ -19,7 +19,7 @@ import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from gpuprov import packaging_facts
+from gpuprov import compat, packaging_facts
 from gpuprov.lab import kernel_modules, kernel_view, sim
 from gpuprov.lab.debs import Deb
 from gpuprov.lab.paths import enabled_link
@@ -361,16 +361,23 @@ def dcgm_packages(version: str, epoch: int, cuda_majors: list) -> Iterator[Deb]:
     nvidia-dcgm unit) and one package per CUDA major that the diagnostics need. dcgmi is
     the simulator's (shipped with the driver's libraries, like the GPUs it tests)."""
     dv, upstream = f"{epoch}:{version}", version.split("-")[0]
-    yield (Deb("datacenter-gpu-manager-4-core", dv, "NVIDIA Data Center GPU Manager core "
-               "(stand-in)\ndcgmi and the host engine.")
-           .add("/usr/bin/dcgmi",
-                _python_tool("dcgmi", f"main(sys.argv[1:], version={upstream!r})"), 0o755)
-           .add("/usr/bin/nv-hostengine", _python_tool("daemons", "hostengine(sys.argv[1:])"),
-                0o755)
-           .add(f"{UNIT_DIR}/nvidia-dcgm.service",
-                _unit("NVIDIA DCGM service", "/usr/bin/nv-hostengine",
-                      "After=network-online.target\n")))
-    for major in cuda_majors:
+    facts = packaging_facts.facts()["dcgm"]
+    core = (Deb("datacenter-gpu-manager-4-core", dv, "NVIDIA Data Center GPU Manager core "
+                "(stand-in)\ndcgmi and the host engine.")
+            .add("/usr/bin/dcgmi",
+                 _python_tool("dcgmi", f"main(sys.argv[1:], version={upstream!r})"), 0o755)
+            .add("/usr/bin/nv-hostengine",
+                 _python_tool("daemons", "hostengine(sys.argv[1:])"), 0o755)
+            .add(facts["unit"]["path"], facts["unit"]["text"]))
+    # the real postinst: the service account (exit 9: it exists already) and its log folder
+    account, log_dir = facts["service_account"], facts["log_dir"]
+    core.scripts["postinst"] = (
+        f"useradd -Urs /usr/sbin/nologin {account}; rc=$?\n"
+        "[ $rc -eq 0 ] || [ $rc -eq 9 ] || exit $rc\n"
+        f"mkdir -p {log_dir} && chown {account}:{account} {log_dir} && chmod 755 {log_dir}\n")
+    yield core
+    # diagnostics only for the CUDA majors this release was built for (data/compat.yml)
+    for major in [m for m in cuda_majors if compat.dcgm_supports_cuda(version, f"{m}.0").ok]:
         plugins = f"{packaging_facts.facts()['dcgm']['plugins_package']}{major}"
         yield Deb(f"datacenter-gpu-manager-4-cuda{major}", dv, "NVIDIA Data Center GPU "
                   f"Manager diagnostics for CUDA {major} (stand-in)",

@@ -815,10 +815,12 @@ def _state(rack: Rack, node: str) -> str:
     return row.split()[1]
 
 
-# R590 with what CUDA 13.1 brings: cuDNN's CUDA 13 build, DCGM's CUDA 13 diagnostics, and
-# NCCL's newest build for CUDA 13 no later than 13.1 (+cuda13.0)
+# R590 with what CUDA 13.1 brings: cuDNN's CUDA 13 build, DCGM's CUDA 13 diagnostics (from
+# DCGM 4.4.1 on: the lock check refuses 4.2.3 with CUDA 13), and NCCL's newest build for
+# CUDA 13 no later than 13.1 (+cuda13.0)
 R590_CUDA13 = {"gpuprov_driver_version": "590.48.01", "gpuprov_cuda_version": "13.1",
-               "gpuprov_cudnn_version": "9.17.1.4", "gpuprov_nccl_version": "2.28.9-1"}
+               "gpuprov_cudnn_version": "9.17.1.4", "gpuprov_nccl_version": "2.28.9-1",
+               "gpuprov_dcgm_version": "4.4.1-1"}
 
 
 def test_driver_upgrade_to_r590_and_rollback_each_validated(rack, tmp_path):

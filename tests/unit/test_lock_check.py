@@ -274,6 +274,20 @@ def test_docker_and_dcgm_floors_and_the_distribution_s_docker_unjudged(shipped):
     assert _check(shipped, "--limit", "node05").returncode == 0
 
 
+def test_dcgm_without_diagnostics_for_the_lock_s_cuda_major_is_refused(shipped):
+    """The shipped lock's CUDA 13.1: DCGM's CUDA 13 diagnostics begin at 4.4.1."""
+    versions = shipped / "group_vars/all/versions.yml"
+    _set(versions, gpuprov_dcgm_version="4.3.1-1",
+         gpuprov_security_accepted=["nvidia-5857"])
+    result = _check(shipped, "--limit", "node05")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert ("node05: dcgm_cuda: DCGM 4.3.1 has no diagnostics for CUDA 13.x "
+            "(datacenter-gpu-manager-4-cuda13 from DCGM 4.4.1); the lock has CUDA 13.1 "
+            "[NVIDIA/DCGM at its release tags") in result.stdout
+    _set(versions, gpuprov_dcgm_version="4.4.1-1")
+    assert _check(shipped, "--limit", "node05").returncode == 0
+
+
 def test_an_accepted_bulletin_passes_and_an_unknown_one_is_bad_input(shipped):
     versions = shipped / "group_vars/all/versions.yml"
     _set(versions, gpuprov_container_toolkit_version="1.17.3",

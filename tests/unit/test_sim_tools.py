@@ -198,19 +198,28 @@ def test_source_tarballs_are_reproducible_with_their_tool_s_driver(tmp_path, bui
 
 
 def test_nccl_and_dcgm_standins_carry_two_versions_under_the_real_names():
-    """Two per CUDA build: NCCL for 12.4 and 13.0, DCGM's diagnostics for CUDA 12 and 13."""
+    """Two per CUDA build: NCCL for 12.4 and 13.0; DCGM's diagnostics for CUDA 12 in both
+    releases, for CUDA 13 only from 4.4.1 (NVIDIA/DCGM's first Cuda13 build tree)."""
     cuda = {(d.name, d.version): d for d in standins.cuda_repo_packages()}
     for name in ("libnccl2", "libnccl-dev"):
         assert {v for n, v in cuda if n == name} == {"2.20.5-1+cuda12.4", "2.21.5-1+cuda12.4",
                                                      "2.27.7-1+cuda13.0", "2.28.9-1+cuda13.0"}
     assert "libnccl2 (= 2.21.5-1+cuda12.4)" in cuda[("libnccl-dev", "2.21.5-1+cuda12.4")].depends
     for name in ("datacenter-gpu-manager-4-core", "datacenter-gpu-manager-4-cuda12",
-                 "datacenter-gpu-manager-4-cuda13"):
+                 "datacenter-gpu-manager-4-proprietary-cuda12"):
         assert {v for n, v in cuda if n == name} == {"1:4.2.3-1", "1:4.4.1-1"}
+    for name in ("datacenter-gpu-manager-4-cuda13", "datacenter-gpu-manager-4-proprietary-cuda13"):
+        assert {v for n, v in cuda if n == name} == {"1:4.4.1-1"}
     assert "datacenter-gpu-manager-4-core (= 1:4.2.3-1)" in cuda[
         ("datacenter-gpu-manager-4-cuda12", "1:4.2.3-1")].depends
-    dcgmi = cuda[("datacenter-gpu-manager-4-core", "1:4.4.1-1")].files["/usr/bin/dcgmi"]
-    assert "main(sys.argv[1:], version='4.4.1')" in dcgmi[0]
+    core = cuda[("datacenter-gpu-manager-4-core", "1:4.4.1-1")]
+    assert "main(sys.argv[1:], version='4.4.1')" in core.files["/usr/bin/dcgmi"][0]
+    # DCGM's own unit: the host engine in the foreground under its service account, which
+    # the postinst creates (tolerating exit 9, an account that exists)
+    unit = core.files["/usr/lib/systemd/system/nvidia-dcgm.service"][0]
+    assert "ExecStart=/usr/bin/nv-hostengine -n --service-account nvidia-dcgm" in unit
+    assert "Type=" not in unit and "Alias=dcgm.service" in unit
+    assert "useradd -Urs /usr/sbin/nologin nvidia-dcgm" in core.scripts["postinst"]
 
 
 @pytest.mark.parametrize("kind,floor", [("h100-sxm-8", 350), ("a100-sxm-8", 228),
@@ -277,7 +286,15 @@ def test_dcgmi_diag_parses_as_dcgm_4_and_runs_the_level_s_tests(sim_node, monkey
         assert figures["gflops"][2] == pytest.approx(hw["gflops"] * 0.85)
         hw["gpus"][1].pop("pcie")
         hw["gpus"][2].pop("gflops_factor")
-    assert set(ran[2]) < set(ran[3]) < set(ran[4])
+    # DCGM 4.2.3's classes and order (NvidiaValidationSuite.cpp FillTestVectors)
+    sections = {t.name: t.section for t in diag.tests}
+    assert ran[3] == ["software", "memory", "diagnostic", "nvbandwidth", "pcie",
+                      "memory_bandwidth", "targeted_stress", "targeted_power"]
+    assert ran[4] == ["software", "memory", "diagnostic", "nvbandwidth", "memtest",
+                      "pulse_test", "pcie", "memory_bandwidth", "targeted_stress",
+                      "targeted_power"]
+    assert (sections["diagnostic"], sections["nvbandwidth"], sections["targeted_power"]) == (
+        "Hardware", "Hardware", "Stress")
     assert dcgmi.main(["diag", "-r", "1", *form], version="4.4.1") == 0   # the package's
     assert parse_dcgm_diag(capsys.readouterr().out, "v").metadata["DCGM Version"] == "4.4.1"
     hw["gpus"][5]["dcgm_fail"] = "memory"

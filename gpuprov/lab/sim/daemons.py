@@ -1,8 +1,9 @@
 """nvidia-persistenced, nv-fabricmanager and DCGM's nv-hostengine, as their systemd units
 see them.
 
-Both fork like the real daemons (`Type=forking`): the parent checks that it can run and
-exits non-zero when not, so `systemctl start` fails the way it does on a real server.
+Each checks that it can run and exits non-zero when not, so `systemctl start` fails the
+way it does on a real server; then it forks like the real daemons (`Type=forking`), or, as
+DCGM's unit runs the host engine (`-n`), stays in the foreground.
 Fabric manager refuses a driver whose loaded kernel module is at another version than
 its own, with the real message, and a system without NVSwitches.
 """
@@ -29,6 +30,11 @@ def _daemonize(pid_file: str) -> None:
             time.sleep(0.05)
         return
     os.setsid()
+    _serve(pid_file)
+
+
+def _serve(pid_file: str) -> None:
+    """Record this process's pid and sleep until SIGTERM."""
     os.makedirs(os.path.dirname(pid_file), exist_ok=True)
     with open(pid_file, "w") as fh:
         fh.write(f"{os.getpid()}\n")
@@ -97,10 +103,13 @@ HOSTENGINE_PID = "/var/run/nvhostengine.pid"
 
 
 def hostengine(argv: list[str]) -> int:
-    """DCGM's host engine: needs the driver loaded (NVML), as the real one does."""
+    """DCGM's host engine: needs the driver loaded (NVML), as the real one does. `-n` keeps
+    it in the foreground, as DCGM's own unit starts it (Type=simple); without, it forks."""
     if node.loaded_module_version() is None:
         sys.stderr.write("Error: DCGM Failed to initialize the host engine: NVML Library "
                          "not loaded\n")
         return 1
+    if "-n" in argv:
+        _serve(HOSTENGINE_PID)
     _daemonize(HOSTENGINE_PID)
     return 0
