@@ -81,6 +81,9 @@ SCHEMA = {
         },
         "nvswitch": {"type": "boolean"},
         "nvswitch_count": {"type": "integer", "minimum": 1},
+        # NVLink5 (HGX B200): the switches are off the PCI bus, managed through this many
+        # ConnectX-7 bridge functions whose VPD carries SW_MNG (data/packaging.yml nvlink5)
+        "nvlink5_bridges": {"type": "integer", "minimum": 1},
         "nics": {
             "type": "object", "required": ["count", "link_layer", "rate_gbps"],
             "additionalProperties": False,

@@ -77,6 +77,9 @@ fi
 if [ -s {sim_node.MODULE_VERSION} ] && [ -e {LOADED_MODULES_DIR}/{GDRDRV} ]; then
   echo "{GDRDRV}                 32768  0"
 fi
+if [ -e {LOADED_MODULES_DIR}/ib_umad ]; then
+  echo "ib_umad                 45056  0"
+fi
 """
 
 # `modprobe nvidia-peermem`: the module ships with the driver (NCCL's troubleshooting guide),
@@ -114,6 +117,9 @@ case "$name" in
       echo "modprobe: FATAL: Module $1 not found in directory /lib/modules/{KERNEL_RELEASE}" >&2
       exit 1
     fi ;;
+  ib_umad)
+    # in-tree (the kernel's own InfiniBand user MAD access): always loadable
+    mkdir -p {LOADED_MODULES_DIR} && touch {LOADED_MODULES_DIR}/$name ;;
   *) echo "gpuprov lab: modprobe $1 is not simulated" >&2; exit 1 ;;
 esac
 """
@@ -453,6 +459,9 @@ def inventory_vars() -> str:
             f"gpudirect_pci_devices_dir: {pci.DEVICES_DIR}\n"
             f"gpudirect_sys_module_dir: {LOADED_MODULES_DIR}\n"
             f"gdrcopy_sys_module_dir: {LOADED_MODULES_DIR}\n"
+            "# the driver role's on NVLink5 (ib_umad for the subnet manager)\n"
+            f"nvidia_driver_modprobe_command: {MODPROBE}\n"
+            f"nvidia_driver_sys_module_dir: {LOADED_MODULES_DIR}\n"
             f"gpuprov_validate_ibstat_command: {IBSTAT_OR_SYSFS}\n"
             f"gpuprov_validate_ib_counters_command: {IB_COUNTERS}\n"
             # drift reads it too (gpuprov/drift/run.py); grep's status 2 read as no adapter

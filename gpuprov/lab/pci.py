@@ -16,6 +16,7 @@ and the gpudirect role clears it through the lab's setpci.
 
 from __future__ import annotations
 
+from gpuprov import packaging_facts
 from gpuprov.lab.paths import NODE_LAB_DIR
 from gpuprov.pci import BusId
 
@@ -47,6 +48,9 @@ ACS_OFF = "0000"
 # the IOMMU's domain for a GPU or NIC as a server booted with iommu=pt shows it
 # (sysfs-kernel-iommu_groups: identity, passthrough); real sysfs links iommu_group to
 # /sys/kernel/iommu_groups/N, the lab keeps the file in place
+VPD_FILE = "vpd"
+BRIDGE_VPD = (f"NVIDIA ConnectX-7 NVLink switch management (lab) "
+              f"{packaging_facts.facts()['nvlink5']['bridge_vpd_marker']}")
 IOMMU_TYPE_FILE = "iommu_group/type"
 IOMMU_PASSTHROUGH = "identity"
 
@@ -93,6 +97,14 @@ def sysfs_files(hardware: dict) -> list[tuple[str, bytes, int]]:
         files += _device(nic.sysfs, hardware["nics"]["pci_device"], pci_class, MELLANOX_VENDOR,
                          ((IOMMU_TYPE_FILE, IOMMU_PASSTHROUGH),))
         files += _port(switch_port(above.bus, nic=True), nic.bus)
+    # NVLink5: the ConnectX-7 bridges that manage the switches, their VPD carrying SW_MNG
+    # (data/packaging.yml nvlink5; a real VPD is binary, the marker is what readers look for)
+    bridges = hardware.get("nvlink5_bridges") or {}
+    for bus in bridges.get("bus_ids", []):
+        files += _device(BusId.parse(f"{bus}:00.0").sysfs, bridges["device_id"],
+                         CLASS_INFINIBAND, MELLANOX_VENDOR,
+                         ((IOMMU_TYPE_FILE, IOMMU_PASSTHROUGH), (VPD_FILE, BRIDGE_VPD)))
+        files += _port(switch_port(int(bus, 16), nic=True), int(bus, 16))
     switches = hardware.get("nvswitch_pci") or {}
     serials = hardware.get("nvswitch_serials") or {}
     for bus in switches.get("bus_ids", []):

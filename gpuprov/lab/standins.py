@@ -95,9 +95,10 @@ def _exclusive(deb: Deb, role: str) -> Deb:
     return deb
 
 
-def _unit(description: str, exec_start: str, extra: str = "") -> str:
+def _unit(description: str, exec_start: str, extra: str = "", pre: str = "") -> str:
     return (f"[Unit]\nDescription={description}\n{extra}\n[Service]\nType=forking\n"
-            f"ExecStart={exec_start}\n\n[Install]\nWantedBy=multi-user.target\n")
+            + (f"ExecStartPre={pre}\n" if pre else "")
+            + f"ExecStart={exec_start}\n\n[Install]\nWantedBy=multi-user.target\n")
 
 
 def names_branch(branch: str) -> str:
@@ -132,6 +133,12 @@ def driver_packages(branch: str, version: str, revision: str) -> Iterator[Deb]:
     fabric = packaging_facts.fabric_names_branch(branch)
     yield from _userspace(version, dv, names=b, fabric_names=fabric,
                           fabric_version=f"{version}-1")
+    nvlink5 = packaging_facts.facts()["nvlink5"]
+    if int(branch) >= nvlink5["nvsdm_from_branch"]:
+        yield _exclusive(Deb(f"{nvlink5['nvsdm_package']}{fabric}", f"{version}-1",
+                             "NVIDIA Switch Device Monitoring library (stand-in)\nNVLink5's "
+                             "replacement for NSCQ.")
+                         .add(f"{LIB}/libnvsdm.so.{version}", "stand-in\n"), "libnvsdm")
 
     for suffix, flavour in (("", "proprietary"), ("-open", "open")):
         dkms = Deb(f"nvidia-dkms{b}{suffix}", dv,
@@ -245,20 +252,34 @@ def _userspace(version: str, dv: str, names: str, fabric_names: str,
                      .add(f"/usr/lib/firmware/nvidia/{version}/gsp_ga10x.bin", b"\0" * 64),
                      "nvidia-kernel-common")
 
-    yield _exclusive(Deb(f"nvidia-fabricmanager{fabric_names}", fabric_version, "Fabric Manager "
-               "for NVSwitch based systems (stand-in)\nRefuses to start when the loaded driver "
-               "is at another version, as the real one does.",
-               depends=[f"nvidia-kernel-common{names} {exact}",
-                        f"libnvidia-compute{names} {exact}"])
-           .add("/usr/bin/nv-fabricmanager",
-                _python_tool("daemons", f"fabricmanager(sys.argv[1:], version={version!r})"),
-                0o755)
-           .add("/usr/share/nvidia/nvswitch/fabricmanager.cfg",
-                "LOG_LEVEL=4\nLOG_FILE_NAME=/var/log/fabricmanager.log\nFABRIC_MODE=0\n")
-           .add(f"{UNIT_DIR}/nvidia-fabricmanager.service",
-                _unit("NVIDIA fabric manager service",
-                      "/usr/bin/nv-fabricmanager -c /usr/share/nvidia/nvswitch/fabricmanager.cfg",
-                      "After=network-online.target\n")), "nvidia-fabricmanager")
+    nvlink5 = packaging_facts.facts()["nvlink5"]
+    fm = (Deb(f"nvidia-fabricmanager{fabric_names}", fabric_version, "Fabric Manager "
+              "for NVSwitch based systems (stand-in)\nRefuses to start when the loaded driver "
+              "is at another version, as the real one does.",
+              depends=[f"nvidia-kernel-common{names} {exact}",
+                       f"libnvidia-compute{names} {exact}"])
+          .add("/usr/bin/nv-fabricmanager",
+               _python_tool("daemons", f"fabricmanager(sys.argv[1:], version={version!r}, "
+                                       f"nvlsm_pid={nvlink5['nvlsm_pid_file']!r})"), 0o755)
+          .add(nvlink5["fm_config"],
+               "LOG_LEVEL=4\nLOG_FILE_NAME=/var/log/fabricmanager.log\nFABRIC_MODE=0\n"))
+    if int(version.split(".")[0]) >= nvlink5["nvlsm_from_branch"]:
+        # from the branches with the NVLink subnet manager, the unit runs the start script,
+        # which picks the NVLSM path on an NVLink5 system (data/packaging.yml nvlink5)
+        script = nvlink5["start_script"]
+        fm.add(script, _python_tool("daemons", (
+            f"fabricmanager_start(sys.argv[1:], version={version!r}, "
+            f"config={nvlink5['fm_config']!r}, nvlsm_binary={nvlink5['nvlsm_binary']!r}, "
+            f"nvlsm_pid={nvlink5['nvlsm_pid_file']!r})")), 0o755)
+        fm.add(f"{UNIT_DIR}/nvidia-fabricmanager.service", _unit(
+            "NVIDIA fabric manager service", f"{script} --mode start",
+            "After=network-online.target\n", pre=f"{script} --mode precheck"))
+    else:
+        fm.add(f"{UNIT_DIR}/nvidia-fabricmanager.service",
+               _unit("NVIDIA fabric manager service",
+                     f"/usr/bin/nv-fabricmanager -c {nvlink5['fm_config']}",
+                     "After=network-online.target\n"))
+    yield _exclusive(fm, "nvidia-fabricmanager")
     yield _exclusive(Deb(f"libnvidia-nscq{fabric_names}", fabric_version, "NVSwitch "
                          "Configuration and Query library (stand-in)")
                      .add(f"{LIB}/libnvidia-nscq.so.{version}", "stand-in\n"), "libnvidia-nscq")
@@ -372,7 +393,8 @@ def dcgm_packages(version: str, epoch: int, cuda_majors: list) -> Iterator[Deb]:
     # the real postinst: the service account (exit 9: it exists already) and its log folder
     account, log_dir = facts["service_account"], facts["log_dir"]
     core.scripts["postinst"] = (
-        f"useradd -Urs /usr/sbin/nologin {account}; rc=$?\n"
+        # (the builder's `set -e`: the status is taken apart, as the real script's `set -uf`)
+        f"rc=0; useradd -Urs /usr/sbin/nologin {account} || rc=$?\n"
         "[ $rc -eq 0 ] || [ $rc -eq 9 ] || exit $rc\n"
         f"mkdir -p {log_dir} && chown {account}:{account} {log_dir} && chmod 755 {log_dir}\n")
     yield core
@@ -431,6 +453,17 @@ def cuda_repo_packages() -> Iterator[Deb]:
             yield from nccl_packages(version, str(build["cuda"]))
     for version in data["dcgm"]["versions"]:
         yield from dcgm_packages(version, data["dcgm"]["epoch"], data["dcgm"]["cuda_majors"])
+    yield nvlsm_package(data["nvlsm"]["version"])
+
+
+def nvlsm_package(version: str) -> Deb:
+    """NVIDIA's NVLink subnet manager (unsuffixed, date-versioned), which fabric manager's
+    start script runs on an NVLink5 system."""
+    facts = packaging_facts.facts()["nvlink5"]
+    return (Deb("nvlsm", version, "NVIDIA NVLink Subnet Manager (stand-in)")
+            .add(facts["nvlsm_binary"], _python_tool(
+                "daemons", f"nvlsm(sys.argv[1:], pid_file={facts['nvlsm_pid_file']!r})"), 0o755)
+            .add(facts["nvlsm_config"], "# NVLink subnet manager configuration (stand-in)\n"))
 
 
 def archive_repo_packages() -> Iterator[Deb]:

@@ -11,22 +11,33 @@ import re
 NVIDIA_VENDOR = "0x10de"
 GPU_CLASSES = ("0x0300", "0x0302")       # VGA / 3D controller
 NVSWITCH_CLASS = "0x0680"                # bridge, "other"
+MELLANOX_VENDOR = "0x15b3"
+# NVLink5 (HGX B200): the NVSwitches are not on the PCI bus; they are managed through
+# ConnectX-7 bridge functions whose VPD carries SW_MNG (NVIDIA/nvrc src/mode.rs: 4 such
+# functions beside 8 GPUs; gpu-driver-container's _assert_nvlink5_system). The role's
+# listing marks them with this fifth field.
+SW_MNG_MARK = "sw_mng"
 
 
 def pci_inventory(lines: list[str]) -> dict:
-    """`BUS VENDOR DEVICE CLASS` lines (sysfs values) -> NVIDIA GPUs and NVSwitches."""
-    gpus, switches = [], []
+    """`BUS VENDOR DEVICE CLASS [sw_mng]` lines (sysfs values) -> NVIDIA GPUs, NVSwitches
+    and NVLink5 switch-management bridges."""
+    gpus, switches, bridges = [], [], []
     for line in lines:
-        fields = line.split()
-        if len(fields) != 4 or fields[1].lower() != NVIDIA_VENDOR:
+        fields = [f.lower() for f in line.split()]
+        if len(fields) not in (4, 5):
             continue
-        bus, _, device, pci_class = (f.lower() for f in fields)
+        bus, vendor, device, pci_class = fields[:4]
         entry = {"bus": bus, "device": device.removeprefix("0x")}
-        if pci_class.startswith(GPU_CLASSES):
+        if vendor == MELLANOX_VENDOR and fields[4:] == [SW_MNG_MARK]:
+            bridges.append(entry)
+        elif vendor != NVIDIA_VENDOR:
+            continue
+        elif pci_class.startswith(GPU_CLASSES):
             gpus.append(entry)
         elif pci_class.startswith(NVSWITCH_CLASS):
             switches.append(entry)
-    return {"gpus": gpus, "nvswitches": switches}
+    return {"gpus": gpus, "nvswitches": switches, "nvlink5_bridges": bridges}
 
 
 def gpu_architectures(gpus: list[dict], table: list[dict], override: str = "") -> list[dict]:

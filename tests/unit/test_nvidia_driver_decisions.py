@@ -35,7 +35,23 @@ def test_sysfs_lines_split_into_gpus_and_nvswitches():
              "0000:00:00.0 0x8086 0x09a2 0x060000"]
     inventory = filters.pci_inventory(lines)
     assert inventory == {"gpus": [{"bus": "0000:18:00.0", "device": "2330"}],
-                         "nvswitches": [{"bus": "0000:05:00.0", "device": "22a3"}]}
+                         "nvswitches": [{"bus": "0000:05:00.0", "device": "22a3"}],
+                         "nvlink5_bridges": []}
+
+
+def test_an_hgx_b200_s_switches_are_its_sw_mng_bridges():
+    """NVLink5: no NVSwitch on the PCI bus; the ConnectX-7 functions whose VPD carries
+    SW_MNG (marked by the role's listing) manage them, a NIC of the same id does not."""
+    lines = ["0000:1a:00.0 0x10de 0x2901 0x030200",     # B200
+             "0000:1b:00.0 0x15b3 0x1021 0x020700",     # ConnectX-7 NIC
+             "0000:c1:00.0 0x15b3 0x1021 0x020700 sw_mng",
+             "0000:c1:00.1 0x15b3 0x1021 0x020700 sw_mng",
+             "0000:c2:00.0 0x10de 0x2901 0x030200 sw_mng"]   # the mark counts on Mellanox only
+    inventory = filters.pci_inventory(lines)
+    assert inventory["nvswitches"] == []
+    assert inventory["nvlink5_bridges"] == [{"bus": "0000:c1:00.0", "device": "1021"},
+                                            {"bus": "0000:c1:00.1", "device": "1021"}]
+    assert [g["bus"] for g in inventory["gpus"]] == ["0000:1a:00.0", "0000:c2:00.0"]
 
 
 @pytest.mark.parametrize("device,architecture", [

@@ -85,7 +85,8 @@ def test_the_filters_load_and_decide_as_under_the_newest(tmp_path, oldest):
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert json.loads((tmp_path / "out.json").read_text()) == {
         "inventory": {"gpus": [{"bus": "0000:18:00.0", "device": "2330"}],
-                      "nvswitches": [{"bus": "0000:05:00.0", "device": "22a3"}]},
+                      "nvswitches": [{"bus": "0000:05:00.0", "device": "22a3"}],
+                      "nvlink5_bridges": []},
         "stale": ["libnvidia-compute-550"],
         "entry": r"^\s*[^#\s].*https://nvidia\.github\.io/libnvidia\-container/stable/deb/"
                  r"(?:amd64|\$\(ARCH\))/*(\s|$)"}

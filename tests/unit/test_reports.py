@@ -32,10 +32,10 @@ def test_junit_loads_in_a_junit_parser(recorded, tmp_path):
     text = path.read_text()
     assert '<property name="action" value="rma" />' in text
     skipped = [c.name for c in suites["node07"] if any(isinstance(r, Skipped) for r in c.result)]
-    # the H100 profile skips nothing; no fabric stage ran, no nccl-tests or DCGM installed,
-    # and the lock sets no firmware minimum
-    assert skipped == ["firmware", "nccl_bandwidth", "nvbandwidth", "gdrcopy", "dcgm_diag",
-                       "dcgm_health", "fabric", "fabric_rails"]
+    # the H100 profile skips only NVLink5's bridges; no fabric stage ran, no nccl-tests or
+    # DCGM installed, and the lock sets no firmware minimum
+    assert skipped == ["firmware", "nvlink5_bridges", "nccl_bandwidth", "nvbandwidth",
+                       "gdrcopy", "dcgm_diag", "dcgm_health", "fabric", "fabric_rails"]
 
 
 def test_json_matches_the_documented_schema(recorded):

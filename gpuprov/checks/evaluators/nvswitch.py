@@ -10,6 +10,7 @@ from gpuprov.model import Action, CheckResult
 from gpuprov.parsers.errors import ParseError
 from gpuprov.parsers.fabric_manager import FABRIC_MANAGER_LOG
 from gpuprov.parsers.kernel_log import KERNEL_LOG
+from gpuprov.parsers.nvlink5 import NVLINK5_BRIDGES
 from gpuprov.parsers.pci_tree import LSPCI_VVV
 from gpuprov.parsers.smi_gpu import SMI_BEFORE
 from gpuprov.parsers.system import LSPCI
@@ -19,13 +20,15 @@ from gpuprov.parsers.system import LSPCI
        action=Action.REBOOT,
        applies=lambda profile: bool(profile["nvswitch"]),
        skip_reason="no NVSwitch in this profile",
-       rule="the profile's NVSwitch count on the PCI bus; every GPU's fabric state "
-            "Completed/Success; no fatal SXid in the current boot (non-fatal ones warn); no "
-            "error in fabric manager's log since it last started (NV_WARN_NOTHING_TO_DO is "
-            "not one)")
+       rule="the profile's NVSwitch count on the PCI bus (NVLink5: none there, the bridges "
+            "are nvlink5_bridges'); every GPU's fabric state Completed/Success; no fatal SXid "
+            "in the current boot (non-fatal ones warn); no error in fabric manager's log "
+            "since it last started (NV_WARN_NOTHING_TO_DO is not one)")
 def nvswitch(ctx: Context, r: Results) -> CheckResult:
     switches = ctx.evidence.read(LSPCI).nvswitches
-    expected = ctx.profile.data.get("nvswitch_count")
+    # NVLink5 switches are off the PCI bus (nvlink5_bridges counts what manages them)
+    expected = (None if ctx.profile.data.get("nvlink5_bridges")
+                else ctx.profile.data.get("nvswitch_count"))
     smi = ctx.evidence.read(SMI_BEFORE)
     values: dict = {"nvswitches": [line.split()[0] for line in switches], "expected": expected,
                     "fabric": {g.index: [g.fabric_state, g.fabric_status] for g in smi.gpus},
@@ -53,8 +56,34 @@ def nvswitch(ctx: Context, r: Results) -> CheckResult:
                                                f"non-fatal error(s): {fm_nonfatal[0][:160]}"]))
     if notes:
         return r.warn(notes, values, action=Action.NONE)
-    return r.passed(f"{len(switches)} NVSwitches, fabric Completed/Success on "
-                    f"{len(smi.gpus)} GPUs, no SXid", values)
+    where = ("NVLink5 switches" if expected is None and ctx.profile.data.get("nvlink5_bridges")
+             else f"{len(switches)} NVSwitches")
+    return r.passed(f"{where}, fabric Completed/Success on {len(smi.gpus)} GPUs, no SXid",
+                    values)
+
+
+@check("nvlink5_bridges", stage="snapshot", needs=(NVLINK5_BRIDGES,),
+       action=Action.RESEAT_OR_INSPECT,
+       applies=lambda profile: bool(profile.data.get("nvlink5_bridges")),
+       skip_reason="no NVLink5 switch in this profile",
+       rule="HGX B200 (NVLink5): the profile's count of ConnectX-7 bridge functions whose VPD "
+            "carries SW_MNG, through which fabric manager's subnet manager reaches the "
+            "switches (none found: the VPD unreadable, or the tray not seen)")
+def nvlink5_bridges(ctx: Context, r: Results) -> CheckResult:
+    bridges = ctx.evidence.read(NVLINK5_BRIDGES)
+    expected = int(ctx.profile.data["nvlink5_bridges"])
+    values = {"bridges": bridges, "expected": expected}
+    if not bridges:
+        # nothing listed: as likely a vpd the collector could not read (not root) as a
+        # tray not seen, so the node's setup first, never a part named
+        return r.fail(f"no PCI function's VPD carries SW_MNG (profile expects {expected} "
+                      "NVLink5 switch bridges): read the vpd files as root; if still none, "
+                      "inspect the switch trays", values, action=Action.FIX_SETUP)
+    if len(bridges) < expected:
+        return r.fail(f"{len(bridges)} NVLink5 switch bridge(s) with SW_MNG "
+                      f"({', '.join(bridges)}), profile expects {expected}", values)
+    return r.passed(f"{len(bridges)} NVLink5 switch bridges (SW_MNG): {', '.join(bridges)}",
+                    values)
 
 
 def _serials(ctx: Context) -> dict[str, str]:

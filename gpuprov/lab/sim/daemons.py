@@ -11,6 +11,7 @@ its own, with the real message, and a system without NVSwitches.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sys
 import time
@@ -74,7 +75,7 @@ def _fm_log(message: str, level: str = "ERROR") -> None:
         sys.stderr.write(message + "\n")
 
 
-def fabricmanager(argv: list[str], version: str) -> int:
+def fabricmanager(argv: list[str], version: str, nvlsm_pid: str = "") -> int:
     if argv in (["--version"], ["-v"]):
         sys.stdout.write(f"Fabric Manager version is : {version}\n")
         return 0
@@ -91,12 +92,66 @@ def fabricmanager(argv: list[str], version: str) -> int:
                 f"with driver version {module}. Please update with matching NVIDIA driver "
                 "package.")
         return 1
-    if not node.description().get("nvswitch"):
+    hw = node.description()
+    if not hw.get("nvswitch"):
         _fm_log("detected number of NVSwitches don't match with any supported system "
                 "topology, aborting fabric manager")
         return 1
+    if hw.get("nvlink5_bridges") and not (nvlsm_pid and node.running(nvlsm_pid)):
+        # NVLink5 without the subnet manager: no switch to configure, the fabric never
+        # trains (shared/reference/provisioning-pitfalls.md §6; the warning as fabric
+        # manager logs it where it finds no NVSwitch)
+        _fm_log("request to query NVSwitch device information failed with error: "
+                "WARNING Nothing to do [NV_WARN_NOTHING_TO_DO]", "WARNING")
+        sys.stderr.write("request to query NVSwitch device information failed: WARNING "
+                         "Nothing to do [NV_WARN_NOTHING_TO_DO]\n")
+        return 1
     _daemonize(node.FABRICMANAGER_PID)
     return 0
+
+
+LOADED_MODULES = f"{node.RUN_DIR}/modules"     # the lab kernel's loaded modules (kernel_view)
+
+
+def nvlsm(argv: list[str], pid_file: str) -> int:
+    """The NVLink subnet manager: runs where ib_umad is loaded (its MAD transport)."""
+    if not os.path.exists(f"{LOADED_MODULES}/ib_umad"):
+        sys.stderr.write("gpuprov lab: nvlsm: cannot open /dev/infiniband/umad*: ib_umad is "
+                         "not loaded\n")
+        return 1
+    _daemonize(pid_file)
+    return 0
+
+
+def fabricmanager_start(argv: list[str], version: str, config: str, nvlsm_binary: str,
+                        nvlsm_pid: str) -> int:
+    """nvidia-fabricmanager-start.sh as fabric manager's unit runs it: `--mode precheck`,
+    then `--mode start`, which on an NVLink5 system (the SW_MNG bridges) starts the subnet
+    manager before nv-fabricmanager and exits 1 without ibstat; elsewhere it says "Detected
+    Pre-NVL5 system" (a real node's journal) and starts nv-fabricmanager. The NVLink5 path's
+    messages are the lab's own words: no capture of the real script's is in reach. The
+    paths come from data/packaging.yml nvlink5, through the package builder."""
+    mode = argv[argv.index("--mode") + 1] if "--mode" in argv[:-1] else ""
+    if mode == "precheck":
+        return 0
+    if mode != "start":
+        sys.stderr.write(f"gpuprov lab: nvidia-fabricmanager-start.sh: mode {mode!r} is not "
+                         "simulated\n")
+        return 2
+    if not node.description().get("nvlink5_bridges"):
+        print("Detected Pre-NVL5 system")
+        return fabricmanager(["-c", config], version, nvlsm_pid)
+    if shutil.which("ibstat") is None:
+        sys.stderr.write("gpuprov lab: nvidia-fabricmanager-start.sh: ibstat not found "
+                         "(infiniband-diags)\n")
+        return 1
+    if not os.path.exists(nvlsm_binary):
+        sys.stderr.write(f"gpuprov lab: nvidia-fabricmanager-start.sh: {nvlsm_binary} not "
+                         "installed (nvlsm)\n")
+        return 1
+    if not node.running(nvlsm_pid) and nvlsm([], nvlsm_pid) != 0:
+        return 1
+    return fabricmanager(["-c", config], version, nvlsm_pid)
 
 
 HOSTENGINE_PID = "/var/run/nvhostengine.pid"

@@ -1,0 +1,86 @@
+"""HGX B200 (NVLink5): the switches are off the PCI bus; the ConnectX-7 bridges whose VPD
+carries SW_MNG stand for them, counted from `grep -ls SW_MNG <pci>/*/vpd` as the collector
+runs it (the real grep, over a sysfs-shaped tree)."""
+
+import subprocess
+
+import pytest
+import yaml
+
+from gpuprov.checks.run import judge
+from gpuprov.evidence import Evidence
+from gpuprov.parsers.errors import ParseError
+from gpuprov.parsers.nvlink5 import NVLINK5_BRIDGES, parse_nvlink5_bridges
+from gpuprov.profiles import load_profile, parse_profile
+from tests.evidence_builder import healthy_h100, replace
+from tests.unit.checks.test_evaluators import LOCKED
+
+H100 = load_profile("h100-sxm-8")
+
+
+def _listing(tmp_path, marked: int, unmarked: int = 1) -> str:
+    """The collector's own command over PCI functions: `marked` with SW_MNG in their vpd."""
+    devices = tmp_path / "devices"
+    for i in range(marked + unmarked):
+        function = devices / f"0000:{0x0c + i:02x}:00.0"
+        function.mkdir(parents=True)
+        vpd = function / "vpd"
+        vpd.write_bytes(b"\x82\x10ConnectX-7 bridge" + (b"SW_MNG" if i < marked else b"V0"))
+    command = NVLINK5_BRIDGES.command.format(pci_devices_dir=devices)
+    return subprocess.run(["sh", "-c", command], capture_output=True, text=True,
+                          check=True).stdout
+
+
+def _nvl5_profile(tmp_path):
+    """The H100 evidence judged as an NVLink5 board's: four bridges expected."""
+    data = dict(H100.data, name="hgx-nvl5-like", nvlink5_bridges=4)
+    return parse_profile(yaml.safe_dump(data), str(tmp_path / "nvl5.yml"))
+
+
+@pytest.fixture
+def node(tmp_path):
+    directory = healthy_h100(tmp_path / "node07")
+    # no NVSwitch on the PCI bus: an NVLink5 board's switches are behind the bridges
+    lspci = (directory / "lspci.txt").read_text().splitlines(keepends=True)
+    replace(directory, "lspci.txt", "".join(line for line in lspci if "[0680]" not in line))
+    return directory
+
+
+def _judged(directory, profile):
+    return {c.id: c for c in judge(Evidence(directory), profile, LOCKED).checks}
+
+
+def test_the_grep_listing_parses_to_the_bridges_it_names(tmp_path):
+    listing = _listing(tmp_path, marked=4, unmarked=2)
+    assert parse_nvlink5_bridges(listing, "l") == [f"0000:{b:02x}:00.0"
+                                                   for b in range(0x0c, 0x10)]
+    assert parse_nvlink5_bridges("", "l") == []
+    with pytest.raises(ParseError, match="not a vpd listing line: grep: oops"):
+        parse_nvlink5_bridges("grep: oops\n", "l")
+
+
+def test_four_bridges_pass_without_a_switch_on_the_pci_bus(node, tmp_path):
+    replace(node, NVLINK5_BRIDGES.file, _listing(tmp_path, marked=4))
+    checks = _judged(node, _nvl5_profile(tmp_path))
+    assert checks["nvlink5_bridges"].status == "pass"
+    assert checks["nvswitch"].status == "pass", checks["nvswitch"].summary
+    assert checks["nvswitch"].summary.startswith("NVLink5 switches, fabric Completed/Success")
+    # the same PCI bus judged as an HGX H100's: its four NVSwitches are missing
+    assert _judged(node, H100)["nvswitch"].status == "fail"
+
+
+def test_a_bridge_missing_names_what_is_seen_and_none_seen_is_setup(node, tmp_path):
+    profile = _nvl5_profile(tmp_path)
+    replace(node, NVLINK5_BRIDGES.file, _listing(tmp_path / "three", marked=3))
+    short = _judged(node, profile)["nvlink5_bridges"]
+    assert (short.status, short.action) == ("fail", "reseat-or-inspect")
+    assert "3 NVLink5 switch bridge(s) with SW_MNG" in short.summary
+    assert "profile expects 4" in short.summary
+    # nothing listed (a vpd grep could not read lists nothing too): setup first, never a part
+    replace(node, NVLINK5_BRIDGES.file, _listing(tmp_path / "none", marked=0, unmarked=4))
+    none = _judged(node, profile)["nvlink5_bridges"]
+    assert (none.status, none.action) == ("fail", "fix-setup")
+    replace(node, NVLINK5_BRIDGES.file, None)
+    assert _judged(node, profile)["nvlink5_bridges"].status == "missing"
+    # an HGX H100's profile has no bridges to count
+    assert _judged(node, H100)["nvlink5_bridges"].status == "skip"
