@@ -1,0 +1,83 @@
+"""An HGX B200 (NVLink5) on a one-node lab of its own (GPUPROV_LAB_INSTANCE 3, beside labs 1
+and 2; issue 55): its switches are off the PCI bus, behind ConnectX-7 bridges whose VPD
+carries SW_MNG. Provisioning detects them and installs fabric manager with libnvsdm, the
+NVLink subnet manager and ibstat, loads ib_umad; fabric manager's start script then starts
+the subnet manager, the fabric trains, and the node is accepted."""
+
+import json
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import gpuprov
+
+pytestmark = pytest.mark.lab
+
+# R590 with CUDA 13.1's stack (Blackwell needs a driver from R570, cuDNN from 9.10; DCGM's
+# CUDA 13 diagnostics from 4.4.1): what the lab's mirror carries
+R590 = {"gpuprov_driver_version": "590.48.01", "gpuprov_cuda_version": "13.1",
+        "gpuprov_cudnn_version": "9.17.1.4", "gpuprov_nccl_version": "2.28.9-1",
+        "gpuprov_dcgm_version": "4.4.1-1"}
+
+
+def test_an_hgx_b200_provisions_fabric_manager_with_its_subnet_manager_and_is_accepted(
+        tmp_path):
+    # a short state path: the SSH control sockets live under it (a Unix socket's path is
+    # limited to about a hundred bytes)
+    state = Path(tempfile.mkdtemp(prefix="gpuprov-b200-"))
+    env = {**os.environ, "GPUPROV_LAB_INSTANCE": "3", "NO_COLOR": "1",
+           "GPUPROV_STATE_DIR": str(state), "GPUPROV_LEDGER": str(state / "ledger.db")}
+    env.pop("GPUPROV_LAB_DIR", None)
+    up = gpuprov("lab", "up", "--nodes", "1", "--kind", "node01=b200-sxm-8", env=env,
+                 timeout=1200)
+    try:
+        assert up.returncode == 0, up.stderr
+        lab_inventory = Path(gpuprov("lab", "inventory", env=env, check=True).stdout.strip())
+        inventory = tmp_path / "inventory"
+        shutil.copytree(lab_inventory.parent, inventory)
+        versions = inventory / "group_vars/all/versions.yml"
+        text = versions.read_text()
+        for name, value in R590.items():
+            text = re.sub(rf"(?m)^{name}: .*$", f'{name}: "{value}"', text)
+        versions.write_text(text)
+        hosts = str(inventory / lab_inventory.name)
+
+        first = gpuprov("provision", "-i", hosts, "--allow-reboot", env=env, timeout=1500)
+        assert first.returncode == 0, first.stdout[-3000:]
+        again = gpuprov("provision", "-i", hosts, "--full", env=env, timeout=900)
+        assert again.returncode == 0, again.stdout[-3000:]
+        assert re.search(r"(?m)^node01\s+converged\s+\d+\s+0\s", again.stdout), again.stdout
+
+        def on_node(command: str) -> str:
+            return gpuprov("lab", "ssh", "node01", "--", command, env=env, check=True).stdout
+
+        packages = dict(line.split("\t") for line in on_node(
+            "dpkg-query -W -f='${Package}\\t${Version}\\n' nvidia-fabricmanager libnvsdm "
+            "nvlsm infiniband-diags 'libnvidia-nscq*' 2>/dev/null || true").splitlines())
+        assert packages["nvidia-fabricmanager"] == packages["libnvsdm"] == "590.48.01-1"
+        assert "nvlsm" in packages and "infiniband-diags" in packages
+        assert not [p for p in packages if p.startswith("libnvidia-nscq")], packages
+        assert on_node("cat /etc/modules-load.d/gpuprov-nvlink5.conf") == "ib_umad\n"
+        # the unit ran the start script, which started the subnet manager before fabric manager
+        assert on_node("systemctl show -p ExecStart --value nvidia-fabricmanager").startswith(
+            "{ path=/usr/bin/nvidia-fabricmanager-start.sh")
+        assert on_node("kill -0 $(cat /var/run/nvidia-fabricmanager/nvlsm.pid) && echo up"
+                       ) == "up\n"
+
+        validated = gpuprov("validate", "-i", hosts, "node01", "--soak", "5", "--json",
+                            env=env, timeout=900)
+        assert validated.returncode in (0, 1), validated.stderr[-3000:]
+        [node] = json.loads(validated.stdout)["nodes"]
+        checks = {c["id"]: c for c in node["checks"]}
+        assert node["verdict"] == "accepted", {i: c["summary"] for i, c in checks.items()
+                                               if c["status"] in ("fail", "missing")}
+        assert checks["nvlink5_bridges"]["summary"].startswith("4 NVLink5 switch bridges")
+        assert checks["nvswitch"]["summary"].startswith(
+            "NVLink5 switches, fabric Completed/Success on 8 GPUs")
+    finally:
+        gpuprov("lab", "down", env=env, timeout=600)
+        shutil.rmtree(state, ignore_errors=True)
