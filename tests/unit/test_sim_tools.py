@@ -1,6 +1,7 @@
 """The lab's stand-in tools print what the real ones print and parse like the captures."""
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -593,3 +594,45 @@ def test_the_lab_topo_puts_each_gpu_s_nic_behind_its_switch_and_nic_far_moves_on
     moved = parse_topo(render.topo(hw), "lab")
     assert moved.link("GPU5", "mlx5_5") == "SYS" and moved.link("GPU1", "mlx5_5") == "NODE"
     assert {moved.link("GPU5", nic) for nic in moved.nics} <= {"NODE", "SYS"}
+
+
+def test_fabric_manager_s_start_script_starts_the_subnet_manager_on_nvlink5_only(
+        sim_node, monkeypatch, tmp_path, capsys):
+    """Pre-NVL5 (an A100 board): "Detected Pre-NVL5 system", then fabric manager. On an
+    NVLink5 board (the B200 kind's bridges): no ibstat, no nvlsm, or no ib_umad fails the
+    start before fabric manager; fabric manager alone refuses to train without the subnet
+    manager (NV_WARN_NOTHING_TO_DO); with all of them, both run."""
+    from gpuprov.lab.sim import daemons
+    _, save = sim_node
+    started = []
+    monkeypatch.setattr(daemons, "_daemonize", lambda pid_file: (
+        started.append(Path(pid_file).name), Path(pid_file).write_text(f"{os.getpid()}\n")))
+    monkeypatch.setattr(daemons, "FM_LOG", str(tmp_path / "fabricmanager.log"))
+    monkeypatch.setattr(daemons, "LOADED_MODULES", str(tmp_path / "modules"))
+    monkeypatch.setattr(node, "FABRICMANAGER_PID", str(tmp_path / "fm.pid.new"))
+    nvlsm, pid = tmp_path / "nvlsm", str(tmp_path / "nvlsm.pid")
+
+    def start() -> int:
+        return daemons.fabricmanager_start(["--mode", "start"], version=DRIVER,
+                                           config="fm.cfg", nvlsm_binary=str(nvlsm),
+                                           nvlsm_pid=pid)
+
+    assert daemons.fabricmanager_start(["--mode", "precheck"], DRIVER, "c", "n", pid) == 0
+    assert start() == 0 and started == ["fm.pid.new"]
+    assert capsys.readouterr().out == "Detected Pre-NVL5 system\n"
+
+    save({**kinds.describe("node01", "b200-sxm-8"), "nvswitch": True})
+    started.clear()
+    monkeypatch.setattr(daemons.shutil, "which", lambda tool: None)
+    assert start() == 1 and "ibstat not found" in capsys.readouterr().err
+    monkeypatch.setattr(daemons.shutil, "which", lambda tool: f"/usr/sbin/{tool}")
+    assert start() == 1 and "nvlsm not installed" in capsys.readouterr().err
+    nvlsm.write_text("")
+    assert start() == 1 and "ib_umad is not loaded" in capsys.readouterr().err
+    assert started == []
+    # fabric manager started by hand, without the subnet manager: nothing to train
+    assert daemons.fabricmanager([], DRIVER, pid) == 1
+    assert "NV_WARN_NOTHING_TO_DO" in capsys.readouterr().err
+    (tmp_path / "modules").mkdir()
+    (tmp_path / "modules" / "ib_umad").touch()
+    assert start() == 0 and started == ["nvlsm.pid", "fm.pid.new"]

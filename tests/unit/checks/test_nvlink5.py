@@ -9,10 +9,11 @@ import yaml
 
 from gpuprov.checks.run import judge
 from gpuprov.evidence import Evidence
+from gpuprov.lock import Lock
 from gpuprov.parsers.errors import ParseError
 from gpuprov.parsers.nvlink5 import NVLINK5_BRIDGES, parse_nvlink5_bridges
 from gpuprov.profiles import load_profile, parse_profile
-from tests.evidence_builder import healthy_h100, replace
+from tests.evidence_builder import LOCK, healthy_h100, replace
 from tests.unit.checks.test_evaluators import LOCKED
 
 H100 = load_profile("h100-sxm-8")
@@ -84,3 +85,19 @@ def test_a_bridge_missing_names_what_is_seen_and_none_seen_is_setup(node, tmp_pa
     assert _judged(node, profile)["nvlink5_bridges"].status == "missing"
     # an HGX H100's profile has no bridges to count
     assert _judged(node, H100)["nvlink5_bridges"].status == "skip"
+
+
+def test_nvswitch_firmware_minimums_are_not_looked_for_on_nvlink5_s_pci_bus(node, tmp_path):
+    """The lock's NVSwitch minimums are by PCI id: an NVLink5 board has none on the bus. On
+    its profile that is no failure (the trays' firmware is not read, docs/limits.md); on an
+    HGX H100's profile the same bus fails as switches missing."""
+    values = {f"gpuprov_{k}": v for k, v in LOCK.items()}
+    values["gpuprov_firmware_min"] = {"nvswitch": {"10de:22a3": "96.10.3F.00.01"},
+                                      "vbios": {"H100 80GB HBM3": "96.00.00.00.00"}}
+    lock = Lock.from_vars(values, "versions.yml")
+    replace(node, NVLINK5_BRIDGES.file, _listing(tmp_path, marked=4))
+    nvl5 = judge(Evidence(node), _nvl5_profile(tmp_path), lock, only=("firmware",)).checks[0]
+    assert nvl5.status == "pass", nvl5.summary
+    assert "NVSwitch" not in nvl5.summary
+    h100 = judge(Evidence(node), H100, lock, only=("firmware",)).checks[0]
+    assert h100.status == "fail" and "no NVSwitch on the PCI bus" in h100.summary
