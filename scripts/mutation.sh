@@ -42,6 +42,8 @@ if [ "$mode" != "--report" ]; then
   [ "$mode" = "--resume" ] || rm -rf mutants
   echo "mutmut: running (progress in mutants/run.log)…"
   mkdir -p mutants
+  # the oldest-Ansible test runs the venv bootstrap made beside the checkout
+  [ -e mutants/.venv-ansible-oldest ] || ln -s ../.venv-ansible-oldest mutants/.venv-ansible-oldest
   # mutmut's spinner redraws one line; the log keeps it out of the terminal.
   # fresh: the checks first (their score is the one the target is held to), then the rest;
   # resume: every mutant not yet judged (named mutants would all be judged again)
