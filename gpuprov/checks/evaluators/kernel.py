@@ -72,6 +72,10 @@ class Devices:
         return "the node"
 
 
+# What follows from the driver being kept off a GPU by the node's setup (class setup)
+SETUP_CONSEQUENCES = ("probe-failed", "no-adapter")
+
+
 def _what(e: KernelEvent) -> str:
     code = f" {e.code}" if e.code is not None else ""
     tag = {"xid": "Xid", "sxid": "SXid"}.get(e.kind, e.kind)
@@ -88,8 +92,10 @@ def _cleared(log: KernelLog, e: KernelEvent) -> bool:
 @check("kernel_log", stage="soak", needs=(KERNEL_LOG,), action=Action.RMA,
        rule="no fault in the current boot's kernel log (Xid, SXid, fallen off the bus, "
             "RmInitAdapter/probe failure, GSP timeout, NVLink training, PCIe AER, NIC slot "
-            "power or module temperature, lockups): reset-, reboot-, inspect- and "
-            "service-class events fail with their action unless a GPU reset cleared them; "
+            "power or module temperature, lockups, a GPU BAR left unassigned): setup-, "
+            "reset-, reboot-, inspect- and service-class events fail with their action "
+            "unless a GPU reset cleared them (a probe failure on a device the setup kept the "
+            "driver off is that setup's consequence); "
             "application-class events fail during the run and warn before it; notices and "
             "earlier boots warn; a fault that recurs across boots escalates to rma. Classes "
             "from data/kernel_events/")
@@ -100,19 +106,28 @@ def kernel_log(ctx: Context, r: Results) -> CheckResult:
     boot_offset = float(offset) if offset is not None else None
     devices = Devices(ctx)
     earlier_keys = {e.key() for e in log.earlier_boots() if e.fails}
+    current = log.current_boot()
+    # the devices the node's setup kept the driver off (a BAR left unassigned): their probe
+    # failing is that cause's consequence, not a fault of its own (issue 53)
+    kept_off = {e.device for e in current if e.klass == "setup"}
     failing, warnings, listed = [], [], []
-    for e in log.current_boot():
+    for e in current:
         phase = _phase(e, start, boot_offset)
         gpu = devices.gpu(e)
         cleared = _cleared(log, e)
-        recurs = e.key() in earlier_keys and e.fails
+        consequence = (bool(kept_off) and e.kind in SETUP_CONSEQUENCES
+                       and (e.device is None or e.device in kept_off))
+        recurs = e.key() in earlier_keys and e.fails and not consequence
         entry = {"kind": e.kind, "code": e.code, "name": e.name, "class": e.klass,
                  "action": str(Action.RMA if recurs else e.action), "phase": phase,
                  "device": devices.label(e), "pci": e.device.sysfs if e.device else None,
                  "gpu": gpu.index if gpu else None, "text": e.text[:160],
                  "time": e.time.isoformat() if e.time else None, "uptime_s": e.uptime_s,
-                 "cleared_by_reset": cleared, "recurs_across_boots": recurs, **e.details}
+                 "cleared_by_reset": cleared, "recurs_across_boots": recurs,
+                 "consequence_of_setup": consequence, **e.details}
         listed.append(entry)
+        if consequence:
+            continue    # listed; the setup event beside it fails the check
         if cleared or not e.fails or (e.klass == "application" and phase == "before"):
             warnings.append((e, entry))
         else:

@@ -63,6 +63,12 @@ CAPTURES = [
     # H100 node's lspci has its NVSwitch at 07:00.0, so the address is named as that
     ("kernel-log/iommu-io-page-fault-nvidia-syslog-cuda-samples48.txt", "fail", "none",
      "(iommu-fault) on NVSwitch (0000:07:00.0) in the current boot, class software"),
+    # issue 53: the firmware left the GPU's BAR unassigned: the node's setup (BIOS, the
+    # MMIO aperture, pci=realloc), and the probe failure after it is its consequence
+    ("kernel-log/bar-unassigned-syslog-probe-failed-ubuntuforums.txt", "fail", "fix-setup",
+     "(bar-unassigned) on GPU 0000:02:00.0 in the current boot, class setup"),
+    ("kernel-log/bar-unassigned-b200-vm-printk-caller.txt", "fail", "fix-setup",
+     "(bar-unassigned) on GPU 0000:01:00.0"),
     # notices and application-class faults from before the run: reported, not failed
     ("kernel-log/sxid-22013-nonfatal-boot-570-nvtrust124.txt", "warn", "none",
      "SXid 22013 (Minion Link DLREQ interrupt) on NVSwitch nvidia-nvswitch3 (0000:04:00.0)"),
