@@ -209,13 +209,15 @@ MEMBER_LINES = {
     Q_AFTER: None,                             # a GPU's block of `nvidia-smi -q`
     "fingerprint.json": None,                  # a GPU's entry of the probe's JSON
 }
-HEALTHY: dict[str, Path] = {}
+# one healthy node per pytest session's base directory (a process may run several sessions:
+# mutmut's stats and clean runs)
+HEALTHY: dict[Path, Path] = {}
 
 
 def _healthy(tmp_root: Path) -> Path:
-    if "node" not in HEALTHY:
-        HEALTHY["node"] = healthy_h100(tmp_root / "healthy")
-    return HEALTHY["node"]
+    if tmp_root not in HEALTHY:
+        HEALTHY[tmp_root] = healthy_h100(tmp_root / "healthy")
+    return HEALTHY[tmp_root]
 
 
 def _drop_gpu_block(text: str, gpu: int) -> str:
