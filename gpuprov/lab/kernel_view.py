@@ -40,7 +40,7 @@ LSPCI = "/usr/local/sbin/gpuprov-lab-lspci"
 LSPCI_VVV = "/usr/local/sbin/gpuprov-lab-lspci-vvv"
 SETPCI = "/usr/local/sbin/gpuprov-lab-setpci"
 MODPROBE = "/usr/local/sbin/gpuprov-lab-modprobe"
-LOADED_MODULES_DIR = f"{sim_node.RUN_DIR}/modules"   # one empty file per loaded module
+LOADED_MODULES_DIR = sim_node.LOADED_MODULES_DIR
 # present: the node's kernel has inbox RDMA only (no MLNX/DOCA-OFED), so its nvidia-peermem
 # was built without the peer-memory symbols and cannot load (fault inbox-rdma)
 INBOX_RDMA = f"{NODE_LAB_DIR}/inbox-rdma"

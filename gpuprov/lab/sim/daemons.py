@@ -110,7 +110,7 @@ def fabricmanager(argv: list[str], version: str, nvlsm_pid: str = "") -> int:
     return 0
 
 
-LOADED_MODULES = f"{node.RUN_DIR}/modules"     # the lab kernel's loaded modules (kernel_view)
+LOADED_MODULES = node.LOADED_MODULES_DIR
 
 
 def nvlsm(argv: list[str], pid_file: str) -> int:

@@ -30,6 +30,8 @@ LAB_DIR = "/var/lib/gpuprov-lab"
 DESCRIPTION = f"{LAB_DIR}/hardware.yml"
 RUN_DIR = "/run/gpuprov-lab"
 MODULE_VERSION = f"{RUN_DIR}/nvidia-module-version"
+# the lab kernel's other loaded modules: one empty file each (kernel_view's modprobe, lsmod)
+LOADED_MODULES_DIR = f"{RUN_DIR}/modules"
 # the node's /proc/sys/kernel/tainted (under /run: a reboot clears it, as a real one does)
 KERNEL_TAINT = f"{RUN_DIR}/kernel-tainted"
 LIB_DIR = "/usr/lib/x86_64-linux-gnu"
