@@ -398,6 +398,8 @@ def dcgm_packages(version: str, epoch: int, cuda_majors: list) -> Iterator[Deb]:
         "[ $rc -eq 0 ] || [ $rc -eq 9 ] || exit $rc\n"
         f"mkdir -p {log_dir} && chown {account}:{account} {log_dir} && chmod 755 {log_dir}\n")
     yield core
+    yield Deb(facts["proprietary_package"], dv, "Proprietary DCGM components common to "
+              "every CUDA major (stand-in)", depends=[f"datacenter-gpu-manager-4-core (= {dv})"])
     # diagnostics only for the CUDA majors this release was built for (data/compat.yml)
     for major in [m for m in cuda_majors if compat.dcgm_supports_cuda(version, f"{m}.0").ok]:
         plugins = f"{packaging_facts.facts()['dcgm']['plugins_package']}{major}"

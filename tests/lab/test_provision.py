@@ -283,8 +283,8 @@ def test_the_collection_converges_a_node_from_a_site_playbook(rack, tmp_path):
                      result.stdout), result.stdout[-2000:]
 
 
-DCGM = ("datacenter-gpu-manager-4-core", "datacenter-gpu-manager-4-cuda12",
-        "datacenter-gpu-manager-4-proprietary-cuda12")
+DCGM = ("datacenter-gpu-manager-4-core", "datacenter-gpu-manager-4-proprietary",
+        "datacenter-gpu-manager-4-cuda12", "datacenter-gpu-manager-4-proprietary-cuda12")
 # as an operator would: apt lets the held packages change and drops their holds
 DCGM_BY_HAND = ("apt-get install -y -q --allow-change-held-packages --allow-downgrades "
                 + " ".join(f"{p}=1:{{v}}-1" for p in DCGM))

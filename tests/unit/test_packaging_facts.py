@@ -65,6 +65,7 @@ def test_dcgm_installs_the_plugins_its_cuda_package_only_recommends():
     import jinja2
     packages = [jinja2.Template(p).render(rendered) for p in role_vars["dcgm_packages"]]
     assert f"{FACTS['dcgm']['plugins_package']}13" in packages
+    assert FACTS["dcgm"]["proprietary_package"] in packages
 
 
 def test_the_precompiled_signer_and_dkms_s_failure_are_the_facts():

@@ -206,8 +206,8 @@ def test_nccl_and_dcgm_standins_carry_two_versions_under_the_real_names():
         assert {v for n, v in cuda if n == name} == {"2.20.5-1+cuda12.4", "2.21.5-1+cuda12.4",
                                                      "2.27.7-1+cuda13.0", "2.28.9-1+cuda13.0"}
     assert "libnccl2 (= 2.21.5-1+cuda12.4)" in cuda[("libnccl-dev", "2.21.5-1+cuda12.4")].depends
-    for name in ("datacenter-gpu-manager-4-core", "datacenter-gpu-manager-4-cuda12",
-                 "datacenter-gpu-manager-4-proprietary-cuda12"):
+    for name in ("datacenter-gpu-manager-4-core", "datacenter-gpu-manager-4-proprietary",
+                 "datacenter-gpu-manager-4-cuda12", "datacenter-gpu-manager-4-proprietary-cuda12"):
         assert {v for n, v in cuda if n == name} == {"1:4.2.3-1", "1:4.4.1-1"}
     for name in ("datacenter-gpu-manager-4-cuda13", "datacenter-gpu-manager-4-proprietary-cuda13"):
         assert {v for n, v in cuda if n == name} == {"1:4.4.1-1"}

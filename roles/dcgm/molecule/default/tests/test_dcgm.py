@@ -1,8 +1,8 @@
 """Verify (testinfra): DCGM at the locked version, held, its host engine running and a
 level-1 diagnostic passing on the node's GPUs."""
 
-PACKAGES = ["datacenter-gpu-manager-4-core", "datacenter-gpu-manager-4-cuda12",
-            "datacenter-gpu-manager-4-proprietary-cuda12"]
+PACKAGES = ["datacenter-gpu-manager-4-core", "datacenter-gpu-manager-4-proprietary",
+            "datacenter-gpu-manager-4-cuda12", "datacenter-gpu-manager-4-proprietary-cuda12"]
 VERSION = "1:4.2.3-1"
 
 
@@ -20,6 +20,12 @@ def test_upgrade_would_not_move_it(host):
 def test_host_engine_runs_and_starts_at_boot(host):
     service = host.service("nvidia-dcgm")
     assert service.is_running and service.is_enabled
+    # DCGM's own unit: in the foreground under its service account, enabled with its alias
+    assert host.check_output("systemctl show -p ExecStart --value nvidia-dcgm").startswith(
+        "{ path=/usr/bin/nv-hostengine ; argv[]=/usr/bin/nv-hostengine -n --service-account "
+        "nvidia-dcgm ;")
+    assert host.file("/etc/systemd/system/dcgm.service").is_symlink
+    assert host.user("nvidia-dcgm").exists
 
 
 def test_a_level_1_diagnostic_passes(host):
