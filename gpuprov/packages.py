@@ -16,13 +16,16 @@ TOOLKIT_PACKAGES = ("nvidia-container-toolkit", "nvidia-container-toolkit-base",
                     "libnvidia-container-tools", "libnvidia-container1")
 DCGM_CORE = "datacenter-gpu-manager-4-core"
 DCGM_CUDA_PREFIX = "datacenter-gpu-manager-4-cuda"   # + the CUDA major
-# its diagnostic plugins, which -4-cuda<major> only Recommends (data/packaging.yml)
+# its diagnostic plugins, which -4-cuda<major> only Recommends, and the proprietary part
+# common to every major (data/packaging.yml)
 DCGM_PLUGINS_PREFIX = packaging_facts.facts()["dcgm"]["plugins_package"]   # + the CUDA major
+DCGM_PROPRIETARY = packaging_facts.facts()["dcgm"]["proprietary_package"]
 
 
 def dcgm_packages(cuda_major: str) -> tuple[str, ...]:
-    """The DCGM packages gpuprov installs and holds for a CUDA major."""
-    return (DCGM_CORE, f"{DCGM_CUDA_PREFIX}{cuda_major}", f"{DCGM_PLUGINS_PREFIX}{cuda_major}")
+    """The DCGM packages gpuprov installs and holds for a CUDA major (role dcgm's order)."""
+    return (DCGM_CORE, DCGM_PROPRIETARY, f"{DCGM_CUDA_PREFIX}{cuda_major}",
+            f"{DCGM_PLUGINS_PREFIX}{cuda_major}")
 NCCL_PACKAGES = ("libnccl2", "libnccl-dev")
 # NVIDIA's GDRCopy packages, which the gdrcopy role installs and holds (data/packaging.yml)
 GDRCOPY_PACKAGES = tuple(packaging_facts.facts()["gdrcopy"]["packages"])

@@ -38,6 +38,7 @@ PACKAGES = {
     "libnvidia-container-tools": ("1.16.2-1", "hi"),
     "libnvidia-container1": ("1.16.2-1", "hi"),
     "datacenter-gpu-manager-4-core": ("1:4.2.3-1", "hi"),
+    "datacenter-gpu-manager-4-proprietary": ("1:4.2.3-1", "hi"),
     "datacenter-gpu-manager-4-cuda12": ("1:4.2.3-1", "hi"),
     "datacenter-gpu-manager-4-proprietary-cuda12": ("1:4.2.3-1", "hi"),
     "libnccl2": ("2.20.5-1+cuda12.4", "hi"),

@@ -66,6 +66,9 @@ def test_dcgm_installs_the_plugins_its_cuda_package_only_recommends():
     packages = [jinja2.Template(p).render(rendered) for p in role_vars["dcgm_packages"]]
     assert f"{FACTS['dcgm']['plugins_package']}13" in packages
     assert FACTS["dcgm"]["proprietary_package"] in packages
+    # what drift expects held is what the role installs
+    from gpuprov.packages import dcgm_packages
+    assert tuple(packages) == dcgm_packages("13")
 
 
 def test_the_precompiled_signer_and_dkms_s_failure_are_the_facts():
