@@ -164,13 +164,13 @@ def _rail_bad(run: RailRun) -> bool:
 
 def _rail_said(node: str, run: RailRun) -> str:
     if run.test == LATENCY:
-        got = (f"{run.latency_usec:.3g} µs" if run.ok and run.latency_usec is not None
-               else f"failed: {run.error}")
+        figure = None if run.latency_usec is None else f"{run.latency_usec:.3g} µs"
         limit = f", ceiling {run.ceiling_usec:g}" if run.ceiling_usec is not None else ""
     else:
-        got = (f"{run.average_gbps:.4g} Gb/s" if run.ok and run.average_gbps is not None
-               else f"failed: {run.error}")
+        figure = None if run.average_gbps is None else f"{run.average_gbps:.4g} Gb/s"
         limit = f", floor {run.floor_gbps:g}" if run.floor_gbps is not None else ""
+    got = (f"failed: {run.error}" if not run.ok else
+           figure if figure is not None else "finished without a figure")
     if run.loopback:
         return f"alone (loopback): {got}{limit}"
     return f"with {next(x for x in run.nodes if x != node)}: {got}{limit}"
