@@ -101,3 +101,18 @@ def test_nvswitch_firmware_minimums_are_not_looked_for_on_nvlink5_s_pci_bus(node
     assert "NVSwitch" not in nvl5.summary
     h100 = judge(Evidence(node), H100, lock, only=("firmware",)).checks[0]
     assert h100.status == "fail" and "no NVSwitch on the PCI bus" in h100.summary
+
+
+def test_nvswitch_minimums_apply_only_where_the_profile_has_switches_and_lspci_was_read(
+        node, tmp_path):
+    values = {f"gpuprov_{k}": v for k, v in LOCK.items()}
+    values["gpuprov_firmware_min"] = {"nvswitch": {"10de:22a3": "96.10.3F.00.01"}}
+    lock = Lock.from_vars(values, "versions.yml")
+    pcie = parse_profile(yaml.safe_dump(dict(H100.data, name="no-switch", nvswitch=False)),
+                         str(tmp_path / "pcie.yml"))
+    alone = judge(Evidence(node), pcie, lock, only=("firmware",)).checks[0]
+    assert alone.status == "warn" and "no GPU, NIC or NVSwitch on this node matches" in \
+        alone.summary
+    replace(node, "lspci.txt", None)
+    unread = judge(Evidence(node), H100, lock, only=("firmware",)).checks[0]
+    assert unread.status in ("fail", "missing"), unread.summary
