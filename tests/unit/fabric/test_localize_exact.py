@@ -165,3 +165,57 @@ def test_rail_bandwidth_at_the_floor_passes_and_no_figure_fails_wording_no_floor
                                    found[C].values)
     assert found[B].ok and found[B].summary == ("1 rail(s) at or above their floors with every "
                                                 "peer")
+
+
+D = "node04"
+
+
+def test_every_pair_of_a_rail_bad_names_the_rail_or_with_two_nodes_says_so():
+    runs = [rail((A, B), 100.0), rail((A, C), 100.0), rail((B, C), 100.0)]
+    found = rail_findings(record([member(A), member(B), member(C)], None, rails=runs))
+    assert found[A].summary == (
+        "rail mlx5_0: every pair slow or failed (with node02: 100 Gb/s, floor 380; with "
+        "node03: 100 Gb/s, floor 380): the rail's switch, or a limit it cannot meet")
+    runs = [rail((A, B), 100.0), rail((B, A), 100.0)]
+    found = rail_findings(record([member(A), member(B)], None, rails=runs))
+    assert found[A].summary == (
+        "rail mlx5_0: every pair slow or failed (with node02: 100 Gb/s, floor 380; with "
+        "node02: 100 Gb/s, floor 380): the two ends cannot be told apart")
+
+
+def test_bad_links_and_an_hca_at_fault_name_the_peer_from_either_end():
+    runs = [rail((A, B), 100.0), rail((A, C), 390.0), rail((A, D), 390.0),
+            rail((B, C), 390.0), rail((B, D), 100.0), rail((C, D), 390.0)]
+    found = rail_findings(record([member(A), member(B), member(C), member(D)], None,
+                                 rails=runs))
+    assert {n: (f.ok, f.summary) for n, f in found.items()} == {
+        A: (False, "rail mlx5_0: bad link with node02: 100 Gb/s, floor 380, both ends named"),
+        B: (False, "rail mlx5_0: bad link with node01: 100 Gb/s, floor 380; with node04: "
+                   "100 Gb/s, floor 380, both ends named"),
+        C: (True, "1 rail(s) at or above their floors with every peer"),
+        D: (False, "rail mlx5_0: bad link with node02: 100 Gb/s, floor 380, both ends named")}
+    runs = [rail((A, B), 100.0), rail((A, C), 100.0), rail((B, C), 390.0)]
+    found = rail_findings(record([member(A), member(B), member(C)], None, rails=runs))
+    assert found[A].summary == (
+        "rail mlx5_0: node01 mlx5_0 is at fault, every pair with it slow or failed (with "
+        "node02: 100 Gb/s, floor 380; with node03: 100 Gb/s, floor 380)")
+    runs = [rail((A, A), 100.0), rail((B, B), 390.0), rail((A, B), 100.0)]
+    found = rail_findings(record([member(A), member(B)], None, rails=runs))
+    assert (found[A].ok, found[A].summary) == (
+        False, "rail mlx5_0: node01 mlx5_0 is at fault, alone (loopback): 100 Gb/s, floor 380")
+
+
+def test_a_node_at_fault_first_in_its_pairs_names_its_peers():
+    pairs = [group((A, B), 0.02), group((A, C), 0.02), group((B, C), 0.5)]
+    found = findings(record([member(A), member(B), member(C)], group((A, B, C), 0.02), pairs))
+    assert {n: f.summary for n, f in found.items()} == {
+        A: "node01 is at fault: every pair with it is slow or failed (node02: 0.02 GB/s, "
+           "node03: 0.02 GB/s; floor 0.08 GB/s, best pair 0.5 GB/s)",
+        B: "its only bad pairs are with a node at fault (node01: 0.02 GB/s)",
+        C: "its only bad pairs are with a node at fault (node01: 0.02 GB/s)"}
+    good = findings(record([member(A), member(B), member(C)],
+                           group((A, B, C), None, ok=False, error="timed out"),
+                           [group((A, B), 0.5), group((A, C), 0.5), group((B, C), 0.02)]))
+    assert good[A] == NodeFinding(True, "the group was slow or failed (timed out); every pair "
+                                        "with node01 was good (node02: 0.5 GB/s, node03: 0.5 "
+                                        "GB/s)", good[A].values)
