@@ -19,17 +19,33 @@ os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY",
                       os.path.join(tempfile.gettempdir(), "gpuprov-hypothesis"))
 
 
+MUTMUT_CHILD = Path(__file__).resolve().parent / "mutmut_child"
+
+
 def gpuprov(*args: str, check: bool = False, timeout: float = 1800, **kwargs):
     """Run the installed `gpuprov` console script, as an operator would."""
     exe = shutil.which("gpuprov", path=str(BIN)) or "gpuprov"
     if os.environ.get("MUTANT_UNDER_TEST") == "stats":
-        # scripts/mutation.sh's stats pass maps tests to functions in this process only; a
-        # subprocess's trampolines would look for mutmut's configuration in its own working
-        # directory (tmp_path) and fail. Depth 0: they call the original straight through.
-        kwargs["env"] = {**kwargs.get("env", os.environ), "MUTMUT_DEPENDENCY_DEPTH": "0"}
+        return _mapped_for_mutmut(exe, args, check, timeout, kwargs)
     return subprocess.run(
         [exe, *args], capture_output=True, text=True, check=check, timeout=timeout, **kwargs
     )
+
+
+def _mapped_for_mutmut(exe: str, args, check: bool, timeout: float, kwargs: dict):
+    """scripts/mutation.sh's stats pass: mutmut maps a test to the functions it reaches in
+    its own process; the CLI child reports its own (tests/mutmut_child/sitecustomize.py)
+    and they are added to this test's record, so the CLI tests judge those mutants too."""
+    from mutmut.state import state
+    env = dict(kwargs.pop("env", None) or os.environ)
+    with tempfile.NamedTemporaryFile("r", suffix=".hits") as hits:
+        env["GPUPROV_MUTMUT_CHILD_HITS"] = hits.name
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(MUTMUT_CHILD),
+                                                          env.get("PYTHONPATH")]))
+        result = subprocess.run([exe, *args], capture_output=True, text=True, check=check,
+                                timeout=timeout, env=env, **kwargs)
+        state()._stats.update(line.strip() for line in hits if line.strip())
+    return result
 
 
 @dataclass(frozen=True)
