@@ -28,8 +28,10 @@ def test_each_breach_whole_with_its_component_and_citation():
     below = breaches("580.95.05", "1.19.1", "", "")
     assert below == [Breach("driver", "nvidia-5821", "driver 580.95.05 is below 580.159.03, "
                             "the R580 release that fixes bulletin nvidia-5821", BULLETIN_5821)]
-    # the distribution's Docker (no version in the lock) and no DCGM are not judged
+    # the distribution's Docker (no version in the lock, or no version form) and no DCGM
+    # are not judged
     assert breaches("590.48.01", "1.19.1", "", "") == []
+    assert breaches("590.48.01", "1.19.1", "distro", "") == []
 
 
 def test_an_acceptance_list_of_anything_but_bulletin_ids_is_bad_input():
