@@ -132,3 +132,25 @@ def test_nodes_shows_a_node_rejected_for_its_setup_as_needs_setup(tmp_path):
     assert listing.returncode == 0, listing.stderr
     states = {line.split()[0]: line.split()[1] for line in listing.stdout.splitlines()[1:]}
     assert states == {"node07": "needs-setup", "node08": "rejected"}
+
+
+def test_a_change_at_the_very_moment_of_the_verdict_does_not_void_it(recorded_ledger):
+    """Issue 52 (mutation survivors): a repair, an interrupted run or a provisioning change
+    voids a verdict only when it comes after it; at the same second the verdict stands."""
+    from gpuprov.ledger.records import RunRecord
+    from gpuprov.model import HostOutcome, Outcome
+    accepted = recorded_ledger.current_verdicts(checks=False)["node07"]
+    at = accepted.judged_at
+    assert node_state(accepted, None, at, None, repaired_at=at) == "accepted"
+    assert node_state(accepted, None, at, None, interrupted_at=at) == "accepted"
+    assert node_state(accepted, None, at, None, repaired_at=at + 1) == "needs-validation"
+    assert node_state(accepted, None, at, None, interrupted_at=at + 1) == "interrupted"
+    run = RunRecord("p1", "provision", at - 10, at, "finished", "rack.ini", ["node07"], {}, None)
+    changed = HostOutcome("node07", Outcome.CONVERGED, changed=3)
+    assert node_state(accepted, (run, changed), at, None) == "accepted"
+    later = RunRecord("p2", "provision", at, at + 1, "finished", "rack.ini", ["node07"], {},
+                      None)
+    assert node_state(accepted, (later, changed), at, None) == "needs-validation"
+    unfinished = RunRecord("p3", "provision", at, None, "running", "rack.ini", ["node07"], {},
+                           None)
+    assert node_state(accepted, (unfinished, changed), at, None) == "accepted"

@@ -132,3 +132,28 @@ def test_rejections_for_the_setup_are_no_offence():
     assert [o.name for o in found] == ["node07", "node07 GPU 1654423001592"]
     assert offenders([*setup, replace(third, verdict=Verdict.REJECTED)], 3, 30 * DAY,
                      200.0) == []
+
+
+def test_only_kernel_log_s_own_device_events_that_no_reset_cleared_are_faults():
+    """Issue 52 (mutation survivors): which events the ledger keeps for recurrence."""
+    after_reboot = {**FELL, "uptime_s": 301.0}
+    now = _kernel("v2", [after_reboot], verdict=None)
+    # another check carrying the same events is no kernel fault
+    other = replace(_kernel("v1", [FELL]), checks=[replace(_kernel("v1", [FELL]).checks[0],
+                                                            id="ecc")])
+    assert escalate(now, [other]) is now
+    # an event that names no device, or that a GPU reset cleared now, is no recurrence
+    unplaced = _kernel("v2", [{**after_reboot, "pci": None}], verdict=None)
+    assert escalate(unplaced, [_kernel("v1", [{**FELL, "pci": None}])]) is unplaced
+    cleared = _kernel("v2", [{**after_reboot, "cleared_by_reset": True}], verdict=None)
+    assert escalate(cleared, [_kernel("v1", [FELL])]) is cleared
+
+
+def test_a_fault_is_its_kind_code_and_device_and_its_lines_by_time_and_uptime():
+    # another code on the same device, on another line: not the same fault
+    now = _kernel("v2", [XID], verdict=None)
+    assert escalate(now, [_kernel("v1", [{**XID, "code": 48, "uptime_s": 500.0}])]) is now
+    # the same uptime stamp in another boot (its wall time differs): a new line, so a recurrence
+    stamped = {**FELL, "time": "2026-11-21T10:00:00"}
+    again = _kernel("v2", [{**stamped, "time": "2026-11-22T10:00:00"}], verdict=None)
+    assert escalate(again, [_kernel("v1", [stamped])]).checks[0].action == "rma"
