@@ -154,3 +154,26 @@ def test_a_change_at_the_very_moment_of_the_verdict_does_not_void_it(recorded_le
     unfinished = RunRecord("p3", "provision", at, None, "running", "rack.ini", ["node07"], {},
                            None)
     assert node_state(accepted, (unfinished, changed), at, None) == "accepted"
+
+
+def test_stale_nodes_reads_each_host_s_own_change_hold_and_profile_period(recorded_ledger):
+    """Issue 52 (mutation survivors): `validate --stale`'s pick, in-process."""
+    import dataclasses
+
+    from gpuprov.ledger.records import RunRecord
+    from gpuprov.lifecycle import stale_nodes
+    from gpuprov.model import HostOutcome, Outcome
+    base = recorded_ledger.current_verdicts(checks=False)["node07"]
+    t = base.judged_at
+    verdicts = {h: dataclasses.replace(base, node=h, judged_at=t + i, profile=p)
+                for i, (h, p) in enumerate([("old", "a100-sxm-8"), ("changed", "h100-sxm-8"),
+                                            ("held", "a100-sxm-8"), ("fresh", "h100-sxm-8")])}
+    run = RunRecord("p9", "provision", t + 50, t + 60, "finished", "rack.ini", ["changed"], {},
+                    None)
+    provisioning = {"changed": (run, HostOutcome("changed", Outcome.CONVERGED, changed=2))}
+    periods = {"a100-sxm-8": 10.0, "h100-sxm-8": 1000.0}
+    picked = stale_nodes(["fresh", "held", "never", "changed", "old"], verdicts, provisioning,
+                         t + 100, periods.get, held=["held"])
+    # never validated first; then the oldest verdict: the A100's expired (10 s), the changed
+    # H100's voided by its provisioning; the held one and the fresh H100 (1000 s) are not
+    assert picked == ["never", "old", "changed"]
