@@ -173,3 +173,36 @@ def test_the_in_sync_skip_runs_in_full_on_drift_an_unread_unit_or_a_governor(tmp
     assert (unread.skip, unread.why) == (False, "unit docker: its state could not be read")
     governor = _decide(tmp_path, monkeypatch, {**SNAPSHOT, "governors": ["8 powersave"]}, [])
     assert (governor.skip, governor.why) == (False, "CPU governors changed")
+
+
+def test_each_reason_for_a_full_run_whole(tmp_path, monkeypatch):
+    """Issue 52 (mutation survivors): the Decision for each reason, host and words, and the
+    first part of the snapshot that changed, named as an operator reads it."""
+    from pathlib import Path
+
+    from gpuprov.lock import Lock
+    lock = Lock("550.90.07", "auto", "12.4", "9.1.0.70", "1.16.2", "", "2.13.0", "cpu", "3.11")
+    read = []
+    monkeypatch.setattr(insync, "_read", lambda host, *a: read.append(host) or (SNAPSHOT, None))
+    monkeypatch.setattr(insync.expected, "differences", lambda *a: [])
+    baseline = ProvisionBaseline("node01", "p1", "f" * 64, [], ["docker"], SNAPSHOT)
+    assert insync.decide("node01", Path("inv"), tmp_path, lock, {}, "f" * 64, None) == \
+        insync.Decision("node01", False, "no full converged run stands for it")
+    assert insync.decide("node01", Path("inv"), tmp_path, lock, {}, "e" * 64, baseline) == \
+        insync.Decision("node01", False, "its lock, variables or the collection changed")
+    assert read == []     # neither reads the host
+    assert insync.decide("node01", Path("inv"), tmp_path, lock, {}, "f" * 64, baseline) == \
+        insync.Decision("node01", True, "in sync with run p1")
+    assert read == ["node01"]
+    before = {**SNAPSHOT, "files": ["link /usr/local/cuda-12.4 /usr/local/cuda", "b2  /etc/x"],
+              "units": ["enabled active docker", "enabled active nvidia-dcgm"],
+              "modules": ["nvidia 550.90.07"]}
+    changes = [({"packages": "q"}, "installed packages or holds changed"),
+               ({"files": ["b2  /etc/x"]}, "file /usr/local/cuda changed"),
+               ({"units": ["enabled active docker"]}, "unit nvidia-dcgm changed"),
+               ({"host": ["kernel 6.8.0-45"]}, "kernels, OS release or Secure Boot state "
+                                                "changed"),
+               ({"governors": ["8 powersave"]}, "CPU governors changed"),
+               ({"modules": []}, "loaded kernel modules changed")]
+    for change, words in changes:
+        assert insync._differs(before, {**before, **change}) == words, change
