@@ -7,7 +7,9 @@ still stands in the ledger."""
 from __future__ import annotations
 
 import hashlib
+import shutil
 import subprocess
+from pathlib import Path
 
 from gpuprov.ledger import Ledger, ProvisionBaseline
 from gpuprov.model import HostOutcome
@@ -206,3 +208,47 @@ def test_each_reason_for_a_full_run_whole(tmp_path, monkeypatch):
                ({"modules": []}, "loaded kernel modules changed")]
     for change, words in changes:
         assert insync._differs(before, {**before, **change}) == words, change
+
+
+def test_a_file_result_by_path_a_link_or_a_hard_link_is_kept_and_a_named_non_unit_is_not():
+    """Issue 52 (mutation survivors): `file` returns `path` (no `dest`) and the states
+    `link` and `hard`; a task result with a `name` that is no unit task is not a unit."""
+    touched = insync.Touched()
+    touched.note("ansible.builtin.file", {"path": "/etc/alternatives/cuda", "state": "link"})
+    touched.note("ansible.builtin.file", {"path": "/usr/bin/gpu_burn", "state": "hard"})
+    touched.note("ansible.builtin.file", {"path": "/etc/gpuprov.conf", "state": "file"})
+    touched.note("ansible.builtin.apt", {"name": "nvidia-utils", "changed": False})
+    assert touched.files == {"/etc/alternatives/cuda", "/usr/bin/gpu_burn", "/etc/gpuprov.conf"}
+    assert touched.units == set()
+
+
+def test_the_snapshot_reads_the_host_s_kernels_release_secure_boot_and_governors(tmp_path):
+    """The snapshot's host and governor sections as the script prints them here, from the
+    variables' own folders."""
+    cpus = tmp_path / "cpu"
+    for n, governor in enumerate(("performance", "performance", "powersave")):
+        (cpus / f"cpu{n}" / "cpufreq").mkdir(parents=True)
+        (cpus / f"cpu{n}" / "cpufreq" / "scaling_governor").write_text(governor + "\n")
+    variables = {"cpu_governor_sysfs_dir": str(cpus),
+                 "nvidia_driver_kernel_release_command": "echo 6.1.0-gpuprov-lab"}
+    snapshot = _probe(variables, [], [])
+    assert snapshot["governors"] == ["2 performance", "1 powersave"]
+    host = snapshot["host"]
+    assert host[0] == "6.1.0-gpuprov-lab"
+    modules = Path("/lib/modules")
+    kernels = sorted(p.name for p in modules.iterdir()) if modules.is_dir() else []
+    assert host[1:1 + len(kernels)] == kernels
+    assert any(line.startswith("ID=") for line in host)               # /etc/os-release
+    if shutil.which("mokutil") is None:                               # its stand-in line
+        assert host[-1] == "SecureBoot unknown"
+    assert snapshot["files"] == [] and snapshot["units"] == []
+
+
+def test_a_hold_alone_changes_the_packages_digest():
+    from gpuprov.drift.probe import MARK
+
+    def text(status: str) -> str:
+        return (f"{MARK}packages\nnvidia-utils-550\t550.90.07-0ubuntu1\t{status}\n"
+                f"{MARK}torch\n")
+    held, unheld = insync.snapshot_of(text("hi"), "a")[0], insync.snapshot_of(text("ii"), "b")[0]
+    assert held["packages"] != unheld["packages"]
