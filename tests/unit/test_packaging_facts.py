@@ -122,3 +122,22 @@ def test_the_gdrcopy_role_installs_starts_and_builds_against_what_the_facts_say(
     # the validator runs the packaged tool by name
     from gpuprov.validation.collect import NodeSettings
     assert gdrcopy["sanity_command"].rsplit("/", 1)[1] == NodeSettings.gdrcopy_sanity_command
+
+
+@pytest.mark.parametrize("branch, nvsdm", [("570", "libnvsdm-570"), ("580", "libnvsdm"),
+                                           ("590", "libnvsdm")])
+def test_the_driver_role_s_nvlink5_stack_is_the_facts(branch, nvsdm):
+    """NVLink5 (HGX B200): the packages, modules, first branch and libnvsdm's name the role
+    uses are data/packaging.yml `nvlink5`'s (gpu-driver-container, nvrc), written once."""
+    facts = FACTS["nvlink5"]
+    defaults = _defaults("nvidia_driver")
+    assert defaults["nvidia_driver_nvlink5_packages"] == facts["packages"]
+    assert defaults["nvidia_driver_nvlink5_modules"] == facts["modules"]
+    rendered = render_role_vars("nvidia_driver", {"nvidia_driver_version": f"{branch}.1.2"}, [
+        "nvidia_driver_branch", "nvidia_driver_fabric_names_branch",
+        "nvidia_driver_nvsdm_package"])
+    role_vars = yaml.safe_load((ROLES / "nvidia_driver/vars/main.yml").read_text())
+    assert role_vars["nvidia_driver_nvlink5_min_branch"] == facts["nvlsm_from_branch"]
+    assert rendered["nvidia_driver_nvsdm_package"] == nvsdm
+    unsuffixed = int(branch) >= facts["nvsdm_names_unsuffixed_from"]
+    assert nvsdm == facts["nvsdm_package"] + ("" if unsuffixed else f"-{branch}")

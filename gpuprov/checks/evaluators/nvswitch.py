@@ -15,13 +15,18 @@ from gpuprov.parsers.pci_tree import LSPCI_VVV
 from gpuprov.parsers.smi_gpu import SMI_BEFORE
 from gpuprov.parsers.system import LSPCI
 
+# NVML's nvmlGpuFabricState NVML_GPU_FABRIC_STATE_NOT_STARTED as nvidia-smi -q prints it
+# (Fabric > State: N/A, Not Started, In Progress, Completed; nvml.h)
+NOT_STARTED = "Not Started"
+
 
 @check("nvswitch", stage="snapshot", needs=(LSPCI, SMI_BEFORE, FABRIC_MANAGER_LOG),
        action=Action.REBOOT,
        applies=lambda profile: bool(profile["nvswitch"]),
        skip_reason="no NVSwitch in this profile",
        rule="the profile's NVSwitch count on the PCI bus (NVLink5: none there, the bridges "
-            "are nvlink5_bridges'); every GPU's fabric state Completed/Success; no fatal SXid "
+            "are nvlink5_bridges'); every GPU's fabric state Completed/Success (none started: "
+            "fabric manager never ran, fix-setup); no fatal SXid "
             "in the current boot (non-fatal ones warn); no error in fabric manager's log "
             "since it last started (NV_WARN_NOTHING_TO_DO is not one)")
 def nvswitch(ctx: Context, r: Results) -> CheckResult:
@@ -39,6 +44,12 @@ def nvswitch(ctx: Context, r: Results) -> CheckResult:
     unregistered = [g for g in smi.gpus if (g.fabric_state, g.fabric_status) !=
                     ("Completed", "Success")]
     values["unregistered"] = [g.index for g in unregistered]
+    if unregistered and all(g.fabric_state == NOT_STARTED for g in smi.gpus):
+        # no GPU's training began: fabric manager (or NVLink5's subnet manager) never ran,
+        # the node's setup, never a part (fabric_manager names the unit)
+        return r.fail(f"fabric training not started on any of the {len(smi.gpus)} GPUs: "
+                      "fabric manager did not run (start it, and on NVLink5 its subnet "
+                      "manager)", values, action=Action.FIX_SETUP)
     if unregistered:
         g = unregistered[0]
         return r.fail(f"{len(unregistered)} GPU(s) not registered with the NVSwitch fabric; "

@@ -110,3 +110,15 @@ def test_only_errors_since_fabric_manager_last_started_count(tmp_path):
     assert _nvswitch(node).status == "pass"
     result = _nvswitch(replace(node, "fabricmanager.log", started + refused))
     assert result.status == "fail" and "NVIDIA driver is not loaded" in result.summary
+
+
+def test_no_gpu_s_fabric_training_started_is_the_setup_not_a_part(tmp_path):
+    """Fabric manager never ran (not installed, failed, NVLink5 without its subnet manager):
+    every GPU reads Not Started. That is the node's setup, never a reboot or an RMA."""
+    node = healthy_h100(tmp_path / "node07")
+    text = (node / "nvidia-smi-q.txt").read_text()
+    assert text.count(": Completed") == 8
+    replace(node, "nvidia-smi-q.txt", text.replace(": Completed", ": Not Started"))
+    result = _nvswitch(node)
+    assert (result.status, result.action, result.gpu) == ("fail", "fix-setup", None)
+    assert result.summary.startswith("fabric training not started on any of the 8 GPUs")
