@@ -101,9 +101,10 @@ def _script(variables: dict, files: list[str], units: list[str]) -> str:
     cpus = shlex.quote(str(variables.get(CPU_DIR[0]) or CPU_DIR[1]))
     parts = [probe.script(where_of(variables), firmware_min={}),
              f"echo '{MARK}files'",
+             # an empty word list is no iteration (POSIX sh's `for`)
              f"for f in {quoted}; do if [ -L \"$f\" ]; then echo \"link $(readlink \"$f\") $f\";"
              " elif [ -f \"$f\" ]; then sha256sum -- \"$f\"; else echo \"absent - $f\"; fi;"
-             " done" if files else "true",
+             " done",
              f"echo '{MARK}units'"]
     parts += [f"echo \"$(systemctl is-enabled {shlex.quote(u)} 2>/dev/null || true)"
               f" $(systemctl is-active {shlex.quote(u)} 2>/dev/null || true) {u}\""

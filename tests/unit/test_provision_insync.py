@@ -252,3 +252,133 @@ def test_a_hold_alone_changes_the_packages_digest():
                 f"{MARK}torch\n")
     held, unheld = insync.snapshot_of(text("hi"), "a")[0], insync.snapshot_of(text("ii"), "b")[0]
     assert held["packages"] != unheld["packages"]
+
+
+# --- the skip against a real host: this machine over Ansible's local connection ----------
+
+def _local_host(tmp_path):
+    """An inventory naming this machine (Ansible's local connection: the probe runs in
+    `sh` here as it would over SSH), the role variables pointing the probe at folders of
+    this test's own, a file the run rendered and a link it made."""
+    inventory = tmp_path / "rack.ini"
+    inventory.write_text("node01 ansible_connection=local\n"
+                         # nothing listens on port 1: its probe cannot run
+                         "node02 ansible_host=127.0.0.1 ansible_port=1\n")
+    modules = tmp_path / "module"
+    (modules / "nvidia").mkdir(parents=True)
+    variables = {"gpudirect_sys_module_dir": str(modules),
+                 "nvidia_driver_kernel_release_command": "echo 6.1.0-gpuprov-lab",
+                 "cpu_governor_sysfs_dir": str(tmp_path / "cpu"),
+                 "nvidia_driver_module_version_file": str(tmp_path / "version"),
+                 "pytorch_env_smoke_dir": str(tmp_path / "smoke")}
+    rendered = tmp_path / "gpuprov-nvidia-driver"
+    rendered.write_text("Package: nvidia-*\nPin: version 550.90.07-1\n")
+    link = tmp_path / "cuda"
+    link.symlink_to("/usr/local/cuda-12.4")
+    touched = insync.Touched(files={str(rendered), str(link)})
+    return inventory, variables, touched, rendered
+
+
+def _lock():
+    from gpuprov.lock import Lock
+    return Lock("550.90.07", "auto", "12.4", "9.1.0.70", "1.16.2", "", "2.13.0", "cpu", "3.11",
+                firmware_min={"vbios": {"H100": "96.00.74.00.0E"}})
+
+
+def test_take_then_decide_on_a_real_host(tmp_path, monkeypatch):
+    """Issue 52 (no test reached take or _read): the baseline a full run takes is the host's
+    own snapshot, the files and units it names sorted; decide on the same host judges drift
+    with the role variables, skips it in sync once drift finds nothing, and names the file
+    edited by hand."""
+    inventory, variables, touched, rendered = _local_host(tmp_path)
+    control = tmp_path / "ctl"
+    baseline = insync.take("node01", "p1", inventory, control, variables, "f" * 64, touched)
+    files = sorted(touched.files)
+    assert baseline == ProvisionBaseline("node01", "p1", "f" * 64, files, [],
+                                         _probe(variables, files, []))
+    assert baseline.snapshot["files"][0] == f"{hashlib.sha256(rendered.read_bytes()).hexdigest()}" \
+        f"  {rendered}"
+    # this machine holds no NVIDIA driver: drift, judged with the role variables, runs it
+    drifted = insync.decide("node01", inventory, control, _lock(), variables, "f" * 64, baseline)
+    assert (drifted.host, drifted.skip) == ("node01", False)
+    assert drifted.why.startswith("drifted: ") and "550" in drifted.why, drifted.why
+
+    seen = []
+    monkeypatch.setattr(insync.expected, "differences",
+                        lambda state, lock, variables: seen.append(
+                            (sorted(state.packages) == sorted(_packages_here()),
+                             lock.firmware_min, variables)) or [])
+    assert insync.decide("node01", inventory, control, _lock(), variables, "f" * 64,
+                         baseline) == insync.Decision("node01", True, "in sync with run p1")
+    assert seen == [(True, {}, variables)]     # this host's packages, firmware left out
+    rendered.write_text(rendered.read_text() + "# by hand\n")
+    assert insync.decide("node01", inventory, control, _lock(), variables, "f" * 64,
+                         baseline) == insync.Decision("node01", False, f"file {rendered} changed")
+
+
+def _packages_here() -> list[str]:
+    out = subprocess.run(["dpkg-query", "-W", "-f=${Package}\t${db:Status-Abbrev}\n"],
+                         capture_output=True, text=True, check=True).stdout
+    return [line.split("\t")[0] for line in out.splitlines() if line.split("\t")[1][1:2] == "i"]
+
+
+def test_a_unit_s_state_is_read_from_systemctl_on_the_host(tmp_path):
+    """The unit line is systemctl's own is-enabled and is-active words and the unit's name;
+    a unit whose state systemctl did not print (this machine runs no systemd) is never in
+    sync."""
+    if shutil.which("systemctl") is None:
+        import pytest
+        pytest.skip("no systemctl on this machine")
+    inventory, variables, touched, _ = _local_host(tmp_path)
+    touched.units = {"docker"}
+    words = [subprocess.run(["systemctl", verb, "docker"], capture_output=True, text=True,
+                            check=False).stdout.strip() for verb in ("is-enabled", "is-active")]
+    baseline = insync.take("node01", "p1", inventory, tmp_path / "ctl", variables, "f" * 64,
+                           touched)
+    assert (baseline.files, baseline.units) == (sorted(touched.files), ["docker"])
+    assert baseline.snapshot["units"] == [f"{words[0]} {words[1]} docker"]
+    if insync.unreadable_units(baseline.snapshot):
+        assert insync.decide("node01", inventory, tmp_path / "ctl", _lock(), variables,
+                             "f" * 64, baseline) == \
+            insync.Decision("node01", False, "unit docker: its state could not be read")
+
+
+def test_a_host_that_cannot_be_probed_takes_no_baseline_and_runs_in_full(tmp_path,
+                                                                        monkeypatch):
+    """No SSH to node02: no baseline (its next run is full) and a full run now, saying so;
+    a probe that printed nothing names the host."""
+    inventory, variables, touched, _ = _local_host(tmp_path)
+    control = tmp_path / "ctl"
+    assert insync.take("node02", "p1", inventory, control, variables, "f" * 64, touched) is None
+    baseline = insync.take("node01", "p1", inventory, control, variables, "f" * 64, touched)
+    unreached = insync.decide("node02", inventory, control, _lock(), variables, "f" * 64,
+                              baseline)
+    assert (unreached.host, unreached.skip) == ("node02", False)
+    assert unreached.why.startswith("not probed: ") and len(unreached.why) > 12
+    monkeypatch.setattr(insync.probing, "run_script", lambda *a, **k: "")
+    assert insync.decide("node01", inventory, control, _lock(), variables, "f" * 64,
+                         baseline) == insync.Decision(
+        "node01", False, "not probed: host node01: the drift probe's output is incomplete")
+    assert insync.take("node01", "p1", inventory, control, variables, "f" * 64, touched) is None
+
+
+def test_the_snapshot_s_stored_form(monkeypatch):
+    """The ledger keeps each host's fingerprint and snapshot: their form changing makes
+    every standing baseline differ (every host runs in full once), so it is held here,
+    written out by hand. A variable YAML reads as a date is hashed by its text."""
+    import datetime
+
+    from gpuprov.drift.probe import MARK
+    monkeypatch.setattr(insync, "collection_digest", lambda: "c0ffee")
+    text = ('{"collection": "c0ffee", "lock": {"driver_version": "550.90.07"}, '
+            '"variables": {"gpuprov_intake": "2026-11-28"}}')
+    assert insync.fingerprint({"driver_version": "550.90.07"},
+                              {"gpuprov_intake": datetime.date(2026, 11, 28)}) == \
+        hashlib.sha256(text.encode()).hexdigest()
+    output = (f"{MARK}packages\nnvidia-utils-550\t550.90.07-0ubuntu1\thi\n"
+              "docker.io\t24.0.7-0ubuntu4\tii\n"
+              f"{MARK}torch\n")
+    listed = "docker.io 24.0.7-0ubuntu4\nnvidia-utils-550 550.90.07-0ubuntu1 held"
+    assert insync.snapshot_of(output, "host node01")[0] == {
+        "packages": hashlib.sha256(listed.encode()).hexdigest(), "files": [], "units": [],
+        "host": [], "modules": [], "governors": []}
