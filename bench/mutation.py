@@ -8,11 +8,21 @@ run reached (an unfinished run says so and does not meet the target), then every
 with survivors, with the reason recorded for it in bench/mutation-survivors.yml. A survivor
 without a recorded reason is flagged: either a test is missing or the reason is.
 
+Where a package was judged on a random draw of its mutants (`scripts/mutation.sh --sample N`,
+the names in mutants/sample.txt), its score is over the drawn mutants only, with the 95 %
+Wilson interval: the package meets the target only when the interval's low end does.
+
+  bench/mutation.py            the report
+  bench/mutation.py --draw N   N mutants of each package not fully judged, drawn at random
+                               (seed 52), one name a line: what --sample judges
+
 Exit status: 0 when every package meets the target, 1 when one does not.
 """
 
 from __future__ import annotations
 
+import math
+import random
 import re
 import subprocess
 import sys
@@ -28,9 +38,12 @@ TARGET = 0.95   # issue 52
 # fate from its verdicts (escalation, lifecycle, the in-sync skip, the security floors)
 PACKAGES = ("gpuprov.checks", "gpuprov.parsers", "gpuprov.escalation", "gpuprov.lifecycle",
             "gpuprov.provision.insync", "gpuprov.security")
+SAMPLE = REPO / "mutants" / "sample.txt"
+SEED = 52
+Z95 = 1.959964     # the normal quantile of a two-sided 95 % interval
 KILLED = {"killed", "timeout", "segfault"}
 NOT_RUN = "not checked"   # mutmut's word for a mutant the run did not reach
-LINE = re.compile(r"^\s*(?P<name>\S+)__mutmut_\d+: (?P<status>.+?)\s*$")
+LINE = re.compile(r"^\s*(?P<mutant>(?P<name>\S+)__mutmut_\d+): (?P<status>.+?)\s*$")
 
 
 def function_name(mangled: str) -> str:
@@ -44,38 +57,75 @@ def function_name(mangled: str) -> str:
     return f"{module}.{leaf}"
 
 
-def read_results() -> list[tuple[str, str]]:
+def read_results() -> list[tuple[str, str, str]]:
+    """(mutant, function, status) of every mutant."""
     out = subprocess.run(["mutmut", "results", "--all", "true"], cwd=REPO, check=True,
                          capture_output=True, text=True).stdout
-    return [(function_name(m["name"]), m["status"])
+    return [(m["mutant"], function_name(m["name"]), m["status"])
             for line in out.splitlines() if (m := LINE.match(line))]
 
 
-def main() -> int:
+def wilson(killed: int, judged: int) -> tuple[float, float]:
+    """The 95 % Wilson score interval of a proportion (killed of judged)."""
+    if not judged:
+        return 0.0, 1.0
+    p, z2 = killed / judged, Z95 * Z95
+    centre = (p + z2 / (2 * judged)) / (1 + z2 / judged)
+    half = Z95 * math.sqrt(p * (1 - p) / judged + z2 / (4 * judged * judged)) / (1 + z2 / judged)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def draw(results: list[tuple[str, str, str]], count: int) -> list[str]:
+    """`count` mutants of each package with mutants not yet judged, at random (seeded)."""
+    picked = []
+    for package in PACKAGES:
+        mine = sorted(m for m, f, _ in results if f.startswith(package + "."))
+        if any(s == NOT_RUN for m, f, s in results if f.startswith(package + ".")):
+            picked += random.Random(f"{SEED}:{package}").sample(mine, min(count, len(mine)))
+    return picked
+
+
+def main(argv: list[str]) -> int:
     results = read_results()
     if not results:
         print("no mutmut results: run scripts/mutation.sh first", file=sys.stderr)
         return 2
+    if argv[:1] == ["--draw"]:
+        if len(argv) != 2 or not argv[1].isdigit() or int(argv[1]) < 1:
+            print(f"bench/mutation.py: --draw takes a count, got {argv[1:]}", file=sys.stderr)
+            return 2
+        print("\n".join(draw(results, int(argv[1]))))
+        return 0
+    sample = set(SAMPLE.read_text().split()) if SAMPLE.is_file() else set()
     reasons = yaml.safe_load(REASONS.read_text()) or {}
     ok = True
     print(f"{'package':<26}{'mutants':>8}{'killed':>8}{'survived':>10}{'not run':>9}"
           f"{'score':>8}  target")
+    counted = []
     for package in PACKAGES:
-        statuses = Counter(s for f, s in results if f.startswith(package + "."))
+        mine = [(m, f, s) for m, f, s in results if f.startswith(package + ".")]
+        drawn = [r for r in mine if r[0] in sample]
+        sampled = any(s == NOT_RUN for _, _, s in mine) and bool(drawn)
+        counted += drawn if sampled else mine
+        statuses = Counter(s for _, _, s in (drawn if sampled else mine))
         pending = statuses.pop(NOT_RUN, 0)
         judged = sum(statuses.values())
         killed = sum(n for s, n in statuses.items() if s in KILLED)
         score = killed / judged if judged else 0.0
-        met = score >= TARGET and not pending
+        low, high = wilson(killed, judged)
+        met = (low if sampled else score) >= TARGET and not pending
         ok &= met
         verdict = "met" if met else ("INCOMPLETE run" if pending else "NOT MET")
         print(f"{package.replace('.', '/'):<26}{judged + pending:>8}{killed:>8}"
               f"{judged - killed:>10}{pending:>9}{score:>8.1%}  >= {TARGET:.0%} {verdict}")
+        if sampled:
+            print(f"{'':<18}a random draw of {len(drawn)} of its {len(mine)} mutants "
+                  f"(seed {SEED}): 95 % interval {low:.1%} to {high:.1%}")
         other = {s: n for s, n in statuses.items() if s not in KILLED | {"survived"}}
         if other:
             print(f"{'':<18}not killed, other: {other}")
     survivors: dict[str, Counter] = defaultdict(Counter)
-    for function, status in results:
+    for _, function, status in counted:
         if status not in KILLED | {NOT_RUN}:
             survivors[function][status] += 1
     print(f"\nsurvivors by function ({sum(sum(c.values()) for c in survivors.values())}):")
@@ -87,4 +137,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))
