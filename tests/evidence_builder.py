@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
+import tempfile
+from functools import cache
 from pathlib import Path
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -268,6 +272,37 @@ def one_gpu(directory: Path) -> Path:
     return directory
 
 
+@cache
+def lab_pci(kind: str = "h100-sxm-8", node: str = "node07") -> tuple[str, str]:
+    """(`lspci -vvv`, `iommu.txt`) as a lab node of `kind` prints them once provisioned:
+    the lab's lspci stand-in (gpuprov/lab/kernel_view.py, modelled on gpud's capture of an
+    HGX H100: tests/fixtures/lspci-vvv/) run over the node's simulated sysfs, the gpudirect
+    role having cleared ACS at every switch port; every GPU and NIC in a passthrough
+    (identity) IOMMU domain, as the node boots with iommu=pt. Its GPUs sit at the healthy
+    node's nvidia-smi addresses (the lab kind's, from the same capture)."""
+    from gpuprov.lab import kernel_view, kinds, pci
+    from gpuprov.pci import BusId
+
+    hardware = kinds.describe(node, kind)
+    with tempfile.TemporaryDirectory(prefix="gpuprov-lab-pci-") as tmp:
+        devices = Path(tmp) / "devices"
+        for path, content, _ in pci.sysfs_files(hardware):
+            target = devices / path.split("/devices/", 1)[1]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(pci.ACS_OFF.encode() + b"\n" if target.name == pci.ACS_CTL_FILE
+                               else content)
+        script = Path(tmp) / "lspci-vvv"
+        script.write_text(kernel_view._LSPCI_VVV_SCRIPT.replace(pci.DEVICES_DIR, str(devices)))
+        listing = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                                 check=True).stdout
+    functions = [BusId.parse(d["bus_id"]).sysfs for d in (*hardware["gpus"],
+                                                          *hardware["nic_ports"])]
+    iommu = ("/proc/cmdline:BOOT_IMAGE=/vmlinuz-5.15.0-112-generic ro iommu=pt\n"
+             + "".join(f"/sys/bus/pci/devices/{f}/iommu_group/type:{pci.IOMMU_PASSTHROUGH}\n"
+                       for f in sorted(functions)))
+    return listing, iommu
+
+
 def healthy_h100(directory: Path) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     files = {
@@ -309,12 +344,10 @@ def healthy_h100(directory: Path) -> Path:
         "lsmod.txt": "Module                  Size  Used by\nnvidia_peermem         16384  0\n"
                      "nvidia_uvm           1437696  0\n"
                      "nvidia              8814592  3 nvidia_uvm,nvidia_peermem\n",
-        # a real HGX H100's PCI path: ACS redirect off above its GPU and NICs
-        "lspci-vvv.txt": capture("lspci-vvv/hgx-h100-dell-gpud.txt"),
-        # booted with iommu=pt: its GPU and NICs in passthrough (identity) domains
-        "iommu.txt": "/proc/cmdline:BOOT_IMAGE=/vmlinuz-5.15.0-112-generic ro iommu=pt\n"
-                     + "".join(f"/sys/bus/pci/devices/0000:{f}/iommu_group/type:identity\n"
-                               for f in ("19:00.0", "1a:00.0", "1b:00.0", "1b:00.1")),
+        # a provisioned lab node's PCI paths (ACS redirect off above its 8 GPUs and NICs) and
+        # IOMMU domains (iommu=pt)
+        "lspci-vvv.txt": lab_pci()[0],
+        "iommu.txt": lab_pci()[1],
         # every CPU at performance (the kernel's cpufreq sysfs, through grep -H)
         "cpufreq.txt": cpufreq_listing({"performance": range(8)}),
         "lspci.txt": "".join(f"{b}:00.0 3D controller [0302]: NVIDIA Corporation GH100 [H100 SXM5"

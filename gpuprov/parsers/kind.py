@@ -25,8 +25,10 @@ STAGES = ("identity", "snapshot", "soak", "ddp", "dcgm", "fabric")
 
 
 # What a kind's file is about, member by member (DESIGN.md "Coverage"): a GPU by its
-# nvidia-smi index, an RDMA NIC port by `<ca> port <n>` (ibstat's and sysfs' name for it)
+# nvidia-smi index, a GPU by its PCI address (a file that names GPUs only by address: lspci),
+# an RDMA NIC port by `<ca> port <n>` (ibstat's and sysfs' name for it)
 GPU = "GPU"
+GPU_ADDRESS = "GPU by PCI address"
 NIC_PORT = "NIC port"
 
 
@@ -38,7 +40,7 @@ class Members:
     result line and its figures, not merely its name), or None where the file's form names
     no member at all; the checks' registry fails a check whose file leaves out a member the
     node and its profile declare (gpuprov/checks/coverage.py)."""
-    unit: str                                   # GPU or NIC_PORT
+    unit: str                                   # GPU, GPU_ADDRESS or NIC_PORT
     listed: Callable[[Any], Iterable[Any]]
 
 

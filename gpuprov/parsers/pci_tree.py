@@ -23,7 +23,8 @@ import re
 from dataclasses import dataclass, field
 
 from gpuprov.parsers.errors import ParseError
-from gpuprov.parsers.kind import EvidenceKind
+from gpuprov.parsers.kind import GPU_ADDRESS, EvidenceKind, Members
+from gpuprov.pci import BusId
 
 # the ACSCtl features that redirect peer-to-peer traffic upstream (p2pdma.c's RR, CR, EC)
 REDIRECT_FEATURES = ("ReqRedir", "CmpltRedir", "EgressCtrl")
@@ -142,4 +143,6 @@ def parse_lspci_vvv(text: str, source: str) -> PciTree:
 LSPCI_VVV = EvidenceKind(
     "lspci-vvv.txt", "identity", parse_lspci_vvv, "{lspci_vvv_command}",
     "every PCI function with its capabilities (`lspci -vvv`, as root): the bridges above "
-    "each GPU and RDMA NIC and their ACS control", lab="kernel_view.py")
+    "each GPU and RDMA NIC and their ACS control", lab="kernel_view.py",
+    # a GPU nvidia-smi lists that lspci leaves out has its PCI path unjudged
+    members=Members(GPU_ADDRESS, lambda tree: [BusId.parse(f.bdf) for f in tree.gpus()]))

@@ -198,8 +198,8 @@ NVSWITCH_SERIALS = {"0000:83:00.0": "40-d7-41-55-51-2d-b0-48",
 def test_another_serial_at_an_nvswitch_address_is_a_swap(tmp_path):
     """Issue 41: an NVSwitch known by its PCIe Device Serial Number (lspci -vvv, the real
     capture), kept in the nvswitch check's values; another one at its address is a swap."""
-    healthy = eb.healthy_h100(tmp_path / "node07")
-    text = (healthy / "lspci-vvv.txt").read_text()
+    text = eb.capture("lspci-vvv/hgx-h100-dell-gpud.txt")
+    healthy = eb.replace(eb.healthy_h100(tmp_path / "node07"), "lspci-vvv.txt", text)
     swapped = eb.replace(eb.copy(healthy, tmp_path / "swapped"), "lspci-vvv.txt",
                          text.replace("40-d7-41-55-51-2d-b0-48", "5a-d7-41-55-51-2d-b0-48"))
     ledger = Ledger(tmp_path / "ledger.db")

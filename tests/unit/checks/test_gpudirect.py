@@ -13,6 +13,7 @@ from tests.evidence_builder import (
     capture,
     driver_module,
     healthy_h100,
+    lab_pci,
     replace,
     topo_all_pairs,
 )
@@ -25,11 +26,25 @@ def _check(node, check_id):
     return judge(Evidence(node), H100, None, only=(check_id,)).checks[0]
 
 
-def test_a_real_hgx_h100_passes_although_its_nvswitch_ports_redirect(tmp_path):
+def test_the_healthy_lab_node_passes_every_gpu_s_path_judged(tmp_path):
     result = _check(healthy_h100(tmp_path), "pcie_acs")
     assert result.status == Status.PASS, result.summary
+    assert result.summary == ("ACS redirect off on the 16 bridge(s) above 8 GPU(s) and 8 RDMA "
+                              "NIC function(s)")
+    assert result.values["judged"]["0000:18:00.0"] == ["0000:16:01.0"]
+
+
+def test_a_real_hgx_h100_s_gpu_path_has_no_redirect_although_its_nvswitch_ports_do(tmp_path):
+    """gpud's real listing (one GPU's path of the eight, and the NVSwitches'): the redirect
+    at the PMC-Sierra ports above the NVSwitches is not judged. The listing is another
+    machine's than the healthy node's nvidia-smi, so coverage names those 8 GPUs missing
+    (fix-setup); the evaluator's own finding is in the values."""
+    result = _check(replace(healthy_h100(tmp_path), "lspci-vvv.txt", HGX), "pcie_acs")
     assert result.values["redirecting_bridges"] == {}
     assert result.values["judged"]["0000:19:00.0"][-1] == "0000:17:01.0"
+    assert (result.status, result.action) == (Status.FAIL, "fix-setup")
+    assert len(result.values["not_covered"]) == 8
+    assert all(m.endswith("missing from lspci-vvv.txt") for m in result.values["not_covered"])
 
 
 def test_redirect_on_above_a_gpu_fails_naming_bridge_and_gpu(tmp_path):
@@ -121,11 +136,9 @@ def test_a_profile_without_nics_skips_peermem(tmp_path):
     assert result.status == Status.SKIP
 
 
-# every function's group, as the collector's `grep -H .` lists them (the GPU and the three
-# NIC functions of the real HGX listing)
-IOMMU_PT = ("/proc/cmdline:BOOT_IMAGE=/vmlinuz-5.15.0-112-generic ro iommu=pt\n"
-            + "".join(f"/sys/bus/pci/devices/0000:{f}/iommu_group/type:identity\n"
-                      for f in ("19:00.0", "1a:00.0", "1b:00.0", "1b:00.1")))
+# every function's group, as the collector's `grep -H .` lists them (the healthy lab node's
+# 8 GPUs and 8 NICs, booted with iommu=pt)
+IOMMU_PT = lab_pci()[1]
 
 
 def test_passthrough_or_no_group_passes(tmp_path):
@@ -142,11 +155,12 @@ def test_passthrough_or_no_group_passes(tmp_path):
 
 def test_translated_dma_on_a_gpu_fails_naming_it(tmp_path):
     node = replace(healthy_h100(tmp_path), "iommu.txt",
-                   IOMMU_PT.replace("19:00.0/iommu_group/type:identity",
-                                    "19:00.0/iommu_group/type:DMA-FQ"))
+                   IOMMU_PT.replace("db:00.0/iommu_group/type:identity",
+                                    "db:00.0/iommu_group/type:DMA-FQ"))
     result = _check(node, "iommu")
     assert result.status == Status.FAIL and result.action == "none"
-    assert result.summary.startswith("GPU 0000:19:00.0: DMA translated by the IOMMU (DMA-FQ)")
+    assert result.summary.startswith("GPU 7 (00000000:DB:00.0, serial 1654223055370): DMA "
+                                     "translated by the IOMMU (DMA-FQ)")
     assert "boot with iommu=pt" in result.summary
 
 
@@ -246,9 +260,9 @@ def test_an_iommu_listing_missing_one_function_is_partial_not_iommu_off(tmp_path
     "IOMMU off" for it and passed; it is a partial listing (fix-setup)."""
     node = healthy_h100(tmp_path)
     text = (node / "iommu.txt").read_text()
-    cut = "".join(line for line in text.splitlines(keepends=True) if "19:00.0" not in line)
+    cut = "".join(line for line in text.splitlines(keepends=True) if "db:00.0" not in line)
     assert cut != text
     result = _check(replace(node, "iommu.txt", cut), "iommu")
     assert (result.status, result.action) == (Status.FAIL, "fix-setup")
-    assert "lists no IOMMU group for 1 of the 4 GPU/NIC function(s) (0000:19:00.0)" in \
+    assert "lists no IOMMU group for 1 of the 16 GPU/NIC function(s) (0000:db:00.0)" in \
         result.summary

@@ -96,6 +96,18 @@ def written_yet_absent(name: str):
     return edit
 
 
+def without_lspci_gpu(gpu: int):
+    """`lspci -vvv` without the block of its gpu-th NVIDIA GPU (3D controller)."""
+    return edit_text("lspci-vvv.txt", lambda t: _drop_lspci_gpu(t, gpu))
+
+
+def _drop_lspci_gpu(text: str, gpu: int) -> str:
+    blocks = text.split("\n\n")
+    gpus = [i for i, b in enumerate(blocks) if " 3D controller: NVIDIA" in b.split("\n", 1)[0]]
+    del blocks[gpus[gpu]]
+    return "\n\n".join(blocks)
+
+
 def both(*edits):
     def edit(node: Path) -> None:
         for e in edits:
@@ -154,6 +166,11 @@ CASES = [
      "gpu_inventory", "GPUs 0, 7 share uuid GPU-b42dd28e-ffdd-8720-1df0-98bd8cdc05b1"),
     ("serial-changed-across-soak", smi(7, ("Serial Number",), "1654423009999", (Q_AFTER,)),
      "gpu_inventory", f"{GPU7} serial 1654223055370 before the soak, 1654423009999 after"),
+    # the issue's case: the ACS redirect on the bridge above GPU 7 would go unjudged
+    ("lspci-without-gpu7", without_lspci_gpu(7), "pcie_acs",
+     f"{GPU7} missing from lspci-vvv.txt"),
+    ("lspci-without-gpu7-iommu", without_lspci_gpu(7), "iommu",
+     f"{GPU7} missing from lspci-vvv.txt"),
     *[(f"{name}-written-yet-absent", written_yet_absent(name), check,
        f"{name} absent, though meta.json records the command that wrote it")
       for name, check in (("nccl-tests.log", "nccl_bandwidth"),
@@ -208,6 +225,7 @@ MEMBER_LINES = {
     "nvidia-smi-topo.txt": lambda m: rf"^GPU{m}\t",
     Q_AFTER: None,                             # a GPU's block of `nvidia-smi -q`
     "fingerprint.json": None,                  # a GPU's entry of the probe's JSON
+    "lspci-vvv.txt": _drop_lspci_gpu,          # a GPU's block of `lspci -vvv`
 }
 # one healthy node per pytest session's base directory (a process may run several sessions:
 # mutmut's stats and clean runs)
@@ -256,6 +274,8 @@ def test_no_members_lines_removed_from_any_file_is_ever_accepted(tmp_path_factor
     pattern = MEMBER_LINES[name]
     if pattern is None:
         cut = _drop_gpu_block(text, member)
+    elif pattern is _drop_lspci_gpu:
+        cut = _drop_lspci_gpu(text, member)
     else:
         cut = "".join(line for line in text.splitlines(keepends=True)
                       if not re.search(pattern(member), line))
