@@ -14,7 +14,10 @@ Wilson interval: the package meets the target only when the interval's low end d
 
   bench/mutation.py            the report
   bench/mutation.py --draw N   N mutants of each package not fully judged, drawn at random
-                               (seed 52), one name a line: what --sample judges
+                               (seed 52), one name a line: the draw --sample keeps
+  bench/mutation.py --to-judge the drawn mutants (mutants/sample.txt) not judged yet: those
+                               --sample runs (a judged mutant keeps its result while its
+                               function is unchanged)
 
 Exit status: 0 when every package meets the target, 1 when one does not.
 """
@@ -97,6 +100,9 @@ def main(argv: list[str]) -> int:
         print("\n".join(draw(results, int(argv[1]))))
         return 0
     sample = set(SAMPLE.read_text().split()) if SAMPLE.is_file() else set()
+    if argv == ["--to-judge"]:
+        print("\n".join(m for m, _, s in results if m in sample and s == NOT_RUN))
+        return 0
     reasons = yaml.safe_load(REASONS.read_text()) or {}
     ok = True
     print(f"{'package':<26}{'mutants':>8}{'killed':>8}{'survived':>10}{'not run':>9}"

@@ -58,9 +58,13 @@ if [ "$mode" = "--sample" ]; then
     [ -f mutants/mutmut-stats.json ] || { tail -n 20 mutants/run.log >&2; exit 2; }
   fi
   python bench/mutation.py --draw "$2" > mutants/sample.txt
-  echo "mutmut: judging $(wc -l < mutants/sample.txt) mutants drawn at random…"
-  xargs -a mutants/sample.txt mutmut run --max-children "$(nproc)" >>mutants/run.log 2>&1 || {
-    tail -n 20 mutants/run.log >&2; exit 2; }
+  python bench/mutation.py --to-judge > mutants/to-judge.txt
+  echo "mutmut: judging $(wc -l < mutants/to-judge.txt) of $(wc -l < mutants/sample.txt)" \
+    "mutants drawn at random (the rest judged before)…"
+  if [ -s mutants/to-judge.txt ]; then
+    xargs -a mutants/to-judge.txt mutmut run --max-children "$(nproc)" >>mutants/run.log 2>&1 ||
+      { tail -n 20 mutants/run.log >&2; exit 2; }
+  fi
   exec python bench/mutation.py
 fi
 if [ "$mode" != "--report" ]; then
