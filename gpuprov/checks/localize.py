@@ -103,8 +103,8 @@ def _judge_pairs(record: FabricRecord, tested: list[str], why: str, values: dict
 
     bad_pairs = [p for p in pairs if bad(p)]
     mine = {n: [p for p in pairs if n in p.nodes] for n in tested}
-    at_fault = {n for n in tested
-                if mine[n] and all(bad(p) for p in mine[n]) and len(bad_pairs) < len(pairs)}
+    # read only where some pair was good (every pair bad is a fabric-wide finding, first)
+    at_fault = {n for n in tested if mine[n] and all(bad(p) for p in mine[n])}
     values = {**values, "pairs": [_pair_view(p) | {"bad": bad(p)} for p in pairs],
               "best_pair_busbw_gbps": best}
 
@@ -233,8 +233,8 @@ def _place_rail_pairs(rail: str, hca: str, runs: list[RailRun], members: list[st
     which link; `rail` names the rail and test, `hca` the adapter."""
     bad_runs = [r for r in runs if _rail_bad(r)]
     mine = {n: [r for r in runs if n in r.nodes] for n in members}
-    at_fault = {n for n in members if mine[n] and all(_rail_bad(r) for r in mine[n])
-                and len(bad_runs) < len(runs)}
+    # read only where some run was good (every run bad is the rail's finding, first)
+    at_fault = {n for n in members if mine[n] and all(_rail_bad(r) for r in mine[n])}
     for n in members:
         own_bad = [r for r in mine[n] if _rail_bad(r)]
         if not own_bad:

@@ -20,6 +20,8 @@ def test_healthy_board_passes_and_pcie_systems_skip(tmp_path):
     result = _nvswitch(node)
     assert (result.status, result.summary) == (
         "pass", "4 NVSwitches, fabric Completed/Success on 8 GPUs, no SXid")
+    assert result.values["fabric_manager_log"] == {"lines": 53, "errors": [], "nonfatal": [],
+                                                   "before_last_start": 0}
     assert _nvswitch(node, L40S).status == "skip"
 
 
@@ -48,6 +50,12 @@ def test_fatal_sxid_fails_naming_the_switch_non_fatal_warns(tmp_path):
     assert (result.status, result.action) == ("fail", "reboot")
     assert result.summary == ("SXid 12028 (egress nonposted PRIV error) on NVSwitch "
                               "nvidia-nvswitch1 (0000:84:00.0)")
+    # the evidence JSON's record of it, whole
+    assert result.values["sxid"] == [{
+        "code": 12028, "name": "egress nonposted PRIV error", "class": "reboot",
+        "nvswitch": "NVSwitch nvidia-nvswitch1 (0000:84:00.0)",
+        "text": "Data {0x000001c0, 0x00bd5c8a, 0x00000500, 0x00000064, 0x00000000, "
+                "0x40008000, 0x5a001100, 0x00000000, 0x00000000}"}]
     replace(node, "dmesg.txt", capture("kernel-log/sxid-22013-nonfatal-boot-570-nvtrust124.txt"))
     assert _nvswitch(node).status == "warn"
 

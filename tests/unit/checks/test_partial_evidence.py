@@ -336,3 +336,13 @@ def test_a_level_2_dcgm_report_with_only_the_software_test_is_partial(tmp_path):
     result = _judge(replace(node, "dcgmi-diag.json", diag(["software"])))["dcgm_diag"]
     assert (result.status, result.action) == ("fail", Action.FIX_SETUP)
     assert result.summary.startswith("dcgmi diag -r 2: no memory, pcie test in its report")
+
+
+def test_the_reason_names_each_blocking_check_with_its_summary(tmp_path):
+    """A rejection's one line: every blocking check's id and summary, `; ` between them."""
+    node = healthy_h100(tmp_path / "node07")
+    without_lspci_gpu(7)(node)
+    judged = judge(Evidence(node), H100, LOCKED)
+    checks = {c.id: c for c in judged.checks}
+    assert judged.reason() == (f"pcie_acs: {checks['pcie_acs'].summary}; "
+                               f"iommu: {checks['iommu'].summary}")

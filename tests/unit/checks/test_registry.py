@@ -92,6 +92,9 @@ def test_a_check_set_refuses_an_id_twice_and_a_result_it_did_not_declare():
 
     with pytest.raises(ValueError, match="doctor check disk declared twice"):
         rules.check("disk", rule="again")(_disk)
+    # each declaration keeps its words: the docs' table row (docs_tables)
+    assert [(c.id, c.rule) for c in rules.checks] == [("disk", "enough room"),
+                                                     ("spare", "a typo'd result id")]
     assert [r.summary for r in rules.judge(2)] == ["2 GiB"]
     assert rules.judge(50) == []            # `spare` does not apply: never judged
     with pytest.raises(ValueError, match="check spare found undeclared sapre"):

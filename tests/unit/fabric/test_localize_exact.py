@@ -167,6 +167,17 @@ def test_rail_bandwidth_at_the_floor_passes_and_no_figure_fails_wording_no_floor
                                                 "peer")
 
 
+def test_a_failed_rail_run_without_a_floor_is_worded_without_one():
+    """A run that failed before any floor was set for it (its ends' profiles name none):
+    its error, and no floor."""
+    runs = [rail((A, B), 380.0), rail((A, C), ok=False, floor=None,
+                                      error="Couldn't connect to node03:18515"),
+            rail((B, C), 390.0)]
+    found = rail_findings(record([member(A), member(B), member(C)], None, rails=runs))
+    assert found[C].summary == ("rail mlx5_0: bad link with node01: failed: Couldn't connect "
+                                "to node03:18515, both ends named")
+
+
 D = "node04"
 
 

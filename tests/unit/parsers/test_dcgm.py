@@ -103,6 +103,17 @@ def test_a_hardware_failure_names_its_gpu_and_calls_for_rma(tmp_path):
     assert result.values["tests"]["GPU Memory"]["failed_gpus"] == [5]
 
 
+def test_the_older_tables_names_count_as_the_tests_level_2_runs(tmp_path):
+    """DCGM's older tables name the level-2 plugins `GPU Memory` and `PCIe`: a report with
+    both passing covers level 2 (not "no memory test")."""
+    level_2 = ("+-----  Integration  -------+------------------------------------------------+\n"
+               "| PCIe                      | Pass - All                                     |\n"
+               "+-----  Hardware  ----------+------------------------------------------------+\n"
+               "| GPU Memory                | Pass - All                                     |\n")
+    result = _dcgm_check(tmp_path, capture(PASS_R1) + level_2, level=2)
+    assert (result.status, result.summary) == (Status.PASS, "dcgmi diag -r 2: 11 test(s) passed")
+
+
 def test_a_warning_alone_warns(tmp_path):
     warning = ("| Warning                   | GPU 0 Thermal violations totaling 13.3 second  |\n"
                "|                           | s started at 9.7 seconds into the test         |\n")
