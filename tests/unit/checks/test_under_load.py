@@ -122,3 +122,15 @@ def test_a_profile_without_under_load_figures_skips_with_the_reason(tmp_path):
     results = _judge(healthy_h100(tmp_path / "node07"), bare)
     assert {r.status for r in results.values()} == {"skip"}
     assert results["load_power"].summary == "the profile sets no under_load figures"
+
+
+def test_loaded_samples_whose_timestamps_cannot_be_read_count_no_time_under_load(tmp_path):
+    """Issue 52: a sampler whose timestamps do not parse proves no time under load: 0 s of
+    the soak, the telemetry cut short, never a pass."""
+    text = "\n".join(line if line.startswith("timestamp") or " 0 %" in line
+                     else "[N/A]" + line[line.index(","):]
+                     for line in telemetry().splitlines()) + "\n"
+    power = _judge(_node(tmp_path, text))["load_power"]
+    assert power.status == "fail"
+    assert "sampled under load for 0 s of a 30 s soak: the telemetry is cut short" in \
+        power.summary, power.summary
