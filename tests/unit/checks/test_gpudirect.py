@@ -266,3 +266,22 @@ def test_an_iommu_listing_missing_one_function_is_partial_not_iommu_off(tmp_path
     assert (result.status, result.action) == (Status.FAIL, "fix-setup")
     assert "lists no IOMMU group for 1 of the 16 GPU/NIC function(s) (0000:db:00.0)" in \
         result.summary
+
+
+def test_one_gpu_with_rdma_nics_is_still_judged_one_gpu_alone_is_not(tmp_path):
+    """Peer traffic needs two GPUs or a GPU and an RDMA NIC (GPUDirect RDMA): a one-GPU
+    profile with NICs has its PCI path and IOMMU judged; one without NICs skips them."""
+    import yaml
+
+    from gpuprov.profiles import parse_profile
+    one = dict(H100.data, name="h100-x1", gpu=dict(H100.data["gpu"], count=1))
+    with_nics = parse_profile(yaml.safe_dump(one), str(tmp_path / "h100-x1.yml"))
+    bare = parse_profile(yaml.safe_dump({k: v for k, v in one.items() if k != "nics"}),
+                         str(tmp_path / "h100-x1-bare.yml"))
+    node = healthy_h100(tmp_path / "node07")
+    for check_id in ("pcie_acs", "iommu"):
+        judged = judge(Evidence(node), with_nics, None, only=(check_id,)).checks[0]
+        assert judged.status != Status.SKIP, (check_id, judged.summary)
+        skipped = judge(Evidence(node), bare, None, only=(check_id,)).checks[0]
+        assert (skipped.status, skipped.summary) == (Status.SKIP,
+                                                     "one GPU and no RDMA NIC: no peer traffic")

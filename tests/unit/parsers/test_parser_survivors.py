@@ -151,3 +151,23 @@ def test_an_sxid_the_catalog_holds_a_notice_is_a_reboot_where_the_switch_says_fa
     assert (notice.code, notice.klass) == (22013, "notice")
     [fatal] = parse_kernel_log(line.replace("Non-fatal", "Fatal") + "\n", "k").events
     assert (fatal.code, fatal.klass) == (22013, "reboot")
+
+
+def test_a_link_counter_line_that_does_not_parse_is_refused_naming_it():
+    """`nvlink -e`: a `Link N:` line under a GPU that is not a counter (a value cut short)
+    is refused as malformed, naming the line."""
+    from gpuprov.parsers.nvlink import parse_nvlink_errors
+    from tests.evidence_builder import nvlink_errors
+    text = nvlink_errors(1, 1).replace("CRC Errors: 0", "CRC Errors: ")
+    with pytest.raises(ParseError, match=r"^e\.txt: unrecognised `nvlink -e` line: "
+                                         r"'Link 0: CRC Errors:'$"):
+        parse_nvlink_errors(text, "e.txt")
+
+
+def test_a_kernel_command_line_with_colons_is_kept_whole():
+    """A root named by its PCI path (`/dev/disk/by-path/pci-0000:00:17.0-ata-1-part2`)
+    carries colons: the command line is everything after `/proc/cmdline:`."""
+    from gpuprov.parsers.iommu import parse_iommu
+    line = ("BOOT_IMAGE=/vmlinuz-5.15.0-112-generic root=/dev/disk/by-path/"
+            "pci-0000:00:17.0-ata-1-part2 ro iommu=pt")
+    assert parse_iommu(f"/proc/cmdline:{line}\n", "iommu.txt").cmdline == line
