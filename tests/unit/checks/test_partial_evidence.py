@@ -25,6 +25,7 @@ from tests.evidence_builder import (
     LOCK,
     healthy_h100,
     ib_counters,
+    ibstat,
     replace,
     smi_edit,
     telemetry,
@@ -346,3 +347,17 @@ def test_the_reason_names_each_blocking_check_with_its_summary(tmp_path):
     checks = {c.id: c for c in judged.checks}
     assert judged.reason() == (f"pcie_acs: {checks['pcie_acs'].summary}; "
                                f"iommu: {checks['iommu'].summary}")
+
+
+def test_a_port_only_the_counters_before_the_soak_list_is_still_a_member(tmp_path):
+    """A port ibstat no longer lists, in the counters before the soak and gone after: the
+    evaluator names it gone (reseat-or-inspect), and coverage records the file it is missing
+    from: a member is any port one of the check's files lists."""
+    node = healthy_h100(tmp_path / "node07")
+    replace(node, "ibstat.txt", ibstat(7))
+    without_lines("ib-counters-after.txt", r"/mlx5_7/")(node)
+    result = _judge(node)["ib_counters"]
+    assert (result.status, result.action) == ("fail", Action.RESEAT_OR_INSPECT)
+    assert result.summary.startswith("NIC mlx5_7 port 1: gone from sysfs after the soak")
+    assert result.values["not_covered"] == ["NIC mlx5_7 port 1 missing from "
+                                            "ib-counters-after.txt"]
