@@ -361,3 +361,11 @@ def test_a_port_only_the_counters_before_the_soak_list_is_still_a_member(tmp_pat
     assert result.summary.startswith("NIC mlx5_7 port 1: gone from sysfs after the soak")
     assert result.values["not_covered"] == ["NIC mlx5_7 port 1 missing from "
                                             "ib-counters-after.txt"]
+
+
+def test_lost_evidence_is_named_in_the_values(tmp_path):
+    node = healthy_h100(tmp_path / "node07")
+    written_yet_absent("nvbandwidth.txt")(node)
+    result = _judge(node)["nvbandwidth"]
+    assert (result.status, result.action) == ("fail", Action.FIX_SETUP)
+    assert result.values == {"lost": ["nvbandwidth.txt"]}

@@ -188,3 +188,14 @@ def test_a_real_talos_log_is_a_kernel_log_and_its_instants_are_read():
     [event] = parse_kernel_log(line, "talos").events
     assert (event.kind, event.code, event.time) == ("xid", 79,
                                                     datetime(2023, 8, 18, 13, 40, 1, 123456))
+
+
+def test_a_journal_record_without_its_time_keeps_its_message_unplaced():
+    """`journalctl -o json` records without `__REALTIME_TIMESTAMP` (a filtered export):
+    every event still read, none placed in time."""
+    records = [json.dumps({k: v for k, v in json.loads(line).items()
+                           if k != "__REALTIME_TIMESTAMP"})
+               for line in FORMS["journalctl -o json"]()]
+    log = parse_kernel_log("\n".join(records) + "\n", "json")
+    assert sorted({e.code for e in log.events}) == [13, 43]
+    assert all(e.time is None for e in log.events)

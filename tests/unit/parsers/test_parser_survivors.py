@@ -171,3 +171,46 @@ def test_a_kernel_command_line_with_colons_is_kept_whole():
     line = ("BOOT_IMAGE=/vmlinuz-5.15.0-112-generic root=/dev/disk/by-path/"
             "pci-0000:00:17.0-ata-1-part2 ro iommu=pt")
     assert parse_iommu(f"/proc/cmdline:{line}\n", "iommu.txt").cmdline == line
+
+
+def test_a_gpu_burn_build_record_without_compute_names_its_file():
+    from gpuprov.parsers.gpu_burn import parse_gpu_burn_build
+    with pytest.raises(ParseError, match=r"^gpu-burn-build\.json: not the gpu_burn role's "
+                                         r"BUILD\.json"):
+        parse_gpu_burn_build('{"url": "file:///x.tar.gz"}', "gpu-burn-build.json")
+
+
+def test_a_fingerprint_keeps_each_gpu_s_uuid_and_names_a_report_without_gpus():
+    from gpuprov.parsers.fingerprint import parse_fingerprint
+    from tests.evidence_builder import H100_Q, fingerprint
+    report = parse_fingerprint(fingerprint(H100_Q.read_text()), "fingerprint.json")
+    assert report.gpus[0].uuid == "GPU-b42dd28e-ffdd-8720-1df0-98bd8cdc05b1"
+    assert len({g.uuid for g in report.gpus.values()}) == 8
+    with pytest.raises(ParseError, match=r"^fingerprint\.json: not the fingerprint probe's "
+                                         r"report \(no `gpus` list\)$"):
+        parse_fingerprint('{"version": 1}', "fingerprint.json")
+
+
+def test_an_endpoint_off_bus_0_without_its_bridge_is_a_partial_listing():
+    """A GPU on bus 01 listed without the root port above it: partial; one on bus 00 (on the
+    root complex itself) has no bridge to miss."""
+    from gpuprov.parsers.pci_tree import parse_lspci_vvv
+    off_root = parse_lspci_vvv("01:00.0 3D controller: NVIDIA Corporation Device 2330\n", "x")
+    assert off_root.parent_missing(off_root.functions["0000:01:00.0"])
+    on_root = parse_lspci_vvv("00:05.0 3D controller: NVIDIA Corporation Device 2330\n", "x")
+    assert not on_root.parent_missing(on_root.functions["0000:00:05.0"])
+
+
+def test_lspci_vvv_s_malformed_lines_are_named_whole():
+    from gpuprov.parsers.pci_tree import parse_lspci_vvv
+    long = "x" * 150
+    with pytest.raises(ParseError, match=rf"^l\.txt: line 1: not an lspci device line: "
+                                         rf"{'x' * 100}$"):
+        parse_lspci_vvv(long + "\n", "l.txt")
+    with pytest.raises(ParseError, match=r"^l\.txt: line 1: indented line before any device$"):
+        parse_lspci_vvv("\tControl: I/O+ Mem+\n", "l.txt")
+
+
+def test_a_taint_flag_the_kernel_table_lacks_is_said_unknown():
+    from gpuprov.parsers.system import KernelTaint
+    assert KernelTaint.meaning(None, "Z") == "a taint this gpuprov does not know (a newer kernel)"
