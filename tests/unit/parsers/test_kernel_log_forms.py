@@ -199,3 +199,5 @@ def test_a_journal_record_without_its_time_keeps_its_message_unplaced():
     log = parse_kernel_log("\n".join(records) + "\n", "json")
     assert sorted({e.code for e in log.events}) == [13, 43]
     assert all(e.time is None for e in log.events)
+    # each recorded as the bare `kernel:` form, as the evidence's values show it
+    assert all(e.line.startswith("kernel: NVRM: Xid") for e in log.events), log.events[0].line
