@@ -8,6 +8,7 @@ from gpuprov.evidence import STAGES, Evidence
 from gpuprov.lock import Lock
 from gpuprov.model import GpuRef
 from gpuprov.parsers.smi_gpu import SMI_BEFORE, GpuSnapshot
+from gpuprov.pci import BusId
 from gpuprov.profiles import Profile
 
 
@@ -31,6 +32,11 @@ class Context:
     def gpus(self) -> list[GpuSnapshot]:
         smi = self.evidence.read(SMI_BEFORE)
         return smi.gpus if smi else []
+
+    def gpu_indexes_by_address(self) -> dict[BusId, int]:
+        """Each GPU nvidia-smi listed before the soak, by its PCI address: how files that
+        name GPUs only by address (lspci, iommu_group) are matched to them."""
+        return {BusId.parse(g.bus_id): g.index for g in self.gpus() if g.bus_id}
 
     def gpu_ref(self, index: int) -> GpuRef:
         for g in self.gpus():

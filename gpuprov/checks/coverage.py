@@ -14,7 +14,6 @@ from __future__ import annotations
 from gpuprov.checks.context import Context
 from gpuprov.parsers.ibstat import NICS
 from gpuprov.parsers.kind import GPU, GPU_ADDRESS, NIC_PORT, EvidenceKind
-from gpuprov.pci import BusId
 
 Gap = tuple[int | None, str]   # the GPU index it is about (None: a port), what is missing
 
@@ -27,7 +26,7 @@ def declared(ctx: Context, unit: str, kinds: tuple[EvidenceKind, ...]) -> list:
     if unit == GPU:
         return sorted({g.index for g in ctx.gpus()} | set(range(ctx.profile.gpu_count)))
     if unit == GPU_ADDRESS:
-        return sorted(BusId.parse(g.bus_id) for g in ctx.gpus() if g.bus_id)
+        return sorted(ctx.gpu_indexes_by_address())
     ports = {p.name for p in ctx.evidence.read(NICS) or []}
     for kind in kinds:
         parsed = ctx.evidence.read(kind)
@@ -39,6 +38,8 @@ def declared(ctx: Context, unit: str, kinds: tuple[EvidenceKind, ...]) -> list:
 def gaps(ctx: Context, kinds: tuple[EvidenceKind, ...]) -> list[Gap]:
     """What each of `kinds` (those present) leaves out of the members the node declares."""
     found: list[Gap] = []
+    listed_by_smi = {g.index for g in ctx.gpus()}
+    index_at = ctx.gpu_indexes_by_address()
     for kind in kinds:
         parsed = ctx.evidence.read(kind)
         if parsed is None or kind.members is None:
@@ -49,8 +50,6 @@ def gaps(ctx: Context, kinds: tuple[EvidenceKind, ...]) -> list[Gap]:
             continue
         listed = set(named)
         missing = [m for m in declared(ctx, unit, kinds) if m not in listed]
-        listed_by_smi = {g.index for g in ctx.gpus()}
-        index_at = {BusId.parse(g.bus_id): g.index for g in ctx.gpus() if g.bus_id}
         for member in missing:
             if unit == GPU_ADDRESS:
                 found.append((index_at[member],

@@ -39,7 +39,7 @@ def pcie_acs(ctx: Context, r: Results) -> CheckResult:
     tree = ctx.evidence.read(LSPCI_VVV)
     if not tree.gpus():
         return r.fail("lspci -vvv lists no NVIDIA GPU: the PCI path cannot be judged")
-    index_of = {BusId.parse(g.bus_id): g.index for g in ctx.gpus() if g.bus_id}
+    index_of = ctx.gpu_indexes_by_address()
     endpoints = tree.gpus() + tree.rdma_nics()
     below: dict[str, list[tuple[int | None, str]]] = {}   # redirecting bridge -> devices
     unreadable: set[str] = set()
@@ -92,7 +92,7 @@ def pcie_acs(ctx: Context, r: Results) -> CheckResult:
 def iommu(ctx: Context, r: Results) -> CheckResult:
     state = ctx.evidence.read(IOMMU)
     tree = ctx.evidence.read(LSPCI_VVV)
-    index_of = {BusId.parse(g.bus_id): g.index for g in ctx.gpus() if g.bus_id}
+    index_of = ctx.gpu_indexes_by_address()
     devices = tree.gpus() + tree.rdma_nics()
     if not tree.gpus():
         return r.fail("lspci -vvv lists no NVIDIA GPU: the IOMMU's hold on it cannot be judged")
