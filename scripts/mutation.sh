@@ -48,9 +48,14 @@ for path in glob.glob("mutants/gpuprov/**/*.meta", recursive=True):
 PY
   mode=--resume
 fi
-if [ "$mode" = "--sample" ]; then
+# the mutated copy's folder, with what its tests need beside mutmut's own files
+prepare() {
   mkdir -p mutants
+  # the oldest-Ansible test runs the venv bootstrap made beside the checkout
   [ -e mutants/.venv-ansible-oldest ] || ln -s ../.venv-ansible-oldest mutants/.venv-ansible-oldest
+}
+if [ "$mode" = "--sample" ]; then
+  prepare
   # a run naming no mutant: mutmut generates the mutants and maps the tests, then stops
   # ("nothing matches"), judging none
   if [ ! -f mutants/mutmut-stats.json ]; then
@@ -70,9 +75,7 @@ fi
 if [ "$mode" != "--report" ]; then
   [ "$mode" = "--resume" ] || rm -rf mutants
   echo "mutmut: running (progress in mutants/run.log)…"
-  mkdir -p mutants
-  # the oldest-Ansible test runs the venv bootstrap made beside the checkout
-  [ -e mutants/.venv-ansible-oldest ] || ln -s ../.venv-ansible-oldest mutants/.venv-ansible-oldest
+  prepare
   # mutmut's spinner redraws one line; the log keeps it out of the terminal.
   # fresh: the checks first (their score is the one the target is held to), then the rest;
   # resume: every mutant not yet judged (named mutants would all be judged again)
