@@ -272,27 +272,42 @@ def one_gpu(directory: Path) -> Path:
     return directory
 
 
+def lab_sysfs(hardware: dict, devices: Path, acs: str | None = None) -> Path:
+    """A lab node's simulated PCI functions (gpuprov/lab/pci.py) written under `devices`,
+    its sysfs devices folder; `acs`: every switch port's ACS control register set to it."""
+    from gpuprov.lab import pci
+    for path, content, _ in pci.sysfs_files(hardware):
+        target = devices / path.split("/devices/", 1)[1]
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(f"{acs}\n".encode() if acs is not None and
+                           target.name == pci.ACS_CTL_FILE else content)
+    return devices
+
+
+def lab_tool(script: str, devices: Path, path: Path) -> Path:
+    """A lab stand-in that reads the simulated functions (gpuprov/lab/kernel_view.py's
+    lspci -vvv or setpci), pointed at `devices` and written executable at `path`."""
+    from gpuprov.lab import pci
+    path.write_text(script.replace(pci.DEVICES_DIR, str(devices)))
+    path.chmod(0o755)
+    return path
+
+
 @cache
 def lab_pci(kind: str = "h100-sxm-8", node: str = "node07") -> tuple[str, str]:
     """(`lspci -vvv`, `iommu.txt`) as a lab node of `kind` prints them once provisioned:
-    the lab's lspci stand-in (gpuprov/lab/kernel_view.py, modelled on gpud's capture of an
-    HGX H100: tests/fixtures/lspci-vvv/) run over the node's simulated sysfs, the gpudirect
-    role having cleared ACS at every switch port; every GPU and NIC in a passthrough
-    (identity) IOMMU domain, as the node boots with iommu=pt. Its GPUs sit at the healthy
-    node's nvidia-smi addresses (the lab kind's, from the same capture)."""
+    the lab's lspci stand-in (modelled on gpud's capture of an HGX H100:
+    tests/fixtures/lspci-vvv/) run over the node's simulated sysfs, the gpudirect role
+    having cleared ACS at every switch port; every GPU and NIC in a passthrough (identity)
+    IOMMU domain, as the node boots with iommu=pt. Its GPUs sit at the healthy node's
+    nvidia-smi addresses (the lab kind's, from the same capture)."""
     from gpuprov.lab import kernel_view, kinds, pci
     from gpuprov.pci import BusId
 
     hardware = kinds.describe(node, kind)
     with tempfile.TemporaryDirectory(prefix="gpuprov-lab-pci-") as tmp:
-        devices = Path(tmp) / "devices"
-        for path, content, _ in pci.sysfs_files(hardware):
-            target = devices / path.split("/devices/", 1)[1]
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(pci.ACS_OFF.encode() + b"\n" if target.name == pci.ACS_CTL_FILE
-                               else content)
-        script = Path(tmp) / "lspci-vvv"
-        script.write_text(kernel_view._LSPCI_VVV_SCRIPT.replace(pci.DEVICES_DIR, str(devices)))
+        devices = lab_sysfs(hardware, Path(tmp) / "devices", acs=pci.ACS_OFF)
+        script = lab_tool(kernel_view._LSPCI_VVV_SCRIPT, devices, Path(tmp) / "lspci-vvv")
         listing = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                                  check=True).stdout
     functions = [BusId.parse(d["bus_id"]).sysfs for d in (*hardware["gpus"],

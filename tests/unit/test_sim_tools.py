@@ -531,22 +531,14 @@ def test_the_lab_s_switch_ports_acs_through_setpci_and_lspci_vvv(tmp_path):
     with setpci's words, shown by lspci -vvv as the real capture's lines parse."""
     import subprocess
 
-    from gpuprov.lab import kernel_view, pci
-    from gpuprov.lab.paths import NODE_LAB_DIR
+    from gpuprov.lab import kernel_view
     from gpuprov.parsers.pci_tree import parse_lspci_vvv
+    from tests.evidence_builder import lab_sysfs, lab_tool
 
-    root = tmp_path / "root"
-    for path, content, _ in pci.sysfs_files(kinds.describe("node01", "h100-sxm-8")):
-        target = root / path.replace(NODE_LAB_DIR.lstrip("/"), str(tmp_path).lstrip("/"), 1)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(content)
-    devices = root / str(tmp_path).lstrip("/") / "sys/bus/pci/devices"
-    tools = {}
-    for name, text in (("lspci-vvv", kernel_view._LSPCI_VVV_SCRIPT),
-                       ("setpci", kernel_view._SETPCI_SCRIPT)):
-        tools[name] = tmp_path / name
-        tools[name].write_text(text.replace(pci.DEVICES_DIR, str(devices)))
-        tools[name].chmod(0o755)
+    devices = lab_sysfs(kinds.describe("node01", "h100-sxm-8"), tmp_path / "devices")
+    tools = {name: lab_tool(text, devices, tmp_path / name)
+             for name, text in (("lspci-vvv", kernel_view._LSPCI_VVV_SCRIPT),
+                                ("setpci", kernel_view._SETPCI_SCRIPT))}
 
     def run(*argv):
         return subprocess.run([str(a) for a in argv], capture_output=True, text=True)
