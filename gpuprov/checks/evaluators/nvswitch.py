@@ -18,6 +18,10 @@ from gpuprov.parsers.system import LSPCI
 # NVML's nvmlGpuFabricState NVML_GPU_FABRIC_STATE_NOT_STARTED as nvidia-smi -q prints it
 # (Fabric > State: N/A, Not Started, In Progress, Completed; nvml.h)
 NOT_STARTED = "Not Started"
+# NVML reports a GPU's fabric registration from Hopper on (nvmlDeviceGetGpuFabricInfo: "For
+# Hopper or newer fully supported devices", NVML API Reference); before it nvidia-smi prints
+# State N/A (a real A100: tests/fixtures/nvidia-smi-q/a100-sxm4-x4-555.42.02-q.txt)
+FABRIC_STATE_FROM = (9, 0)   # compute capability
 
 
 @check("nvswitch", stage="snapshot", needs=(LSPCI, SMI_BEFORE, FABRIC_MANAGER_LOG),
@@ -26,7 +30,8 @@ NOT_STARTED = "Not Started"
        skip_reason="no NVSwitch in this profile",
        rule="the profile's NVSwitch count on the PCI bus (NVLink5: none there, the bridges "
             "are nvlink5_bridges'); every GPU's fabric state Completed/Success (none started: "
-            "fabric manager never ran, fix-setup); no fatal SXid "
+            "fabric manager never ran, fix-setup; N/A: not seen, fix-setup, except before "
+            "Hopper, where NVML does not report it and it warns); no fatal SXid "
             "in the current boot (non-fatal ones warn); no error in fabric manager's log "
             "since it last started (NV_WARN_NOTHING_TO_DO is not one)")
 def nvswitch(ctx: Context, r: Results) -> CheckResult:
@@ -41,8 +46,20 @@ def nvswitch(ctx: Context, r: Results) -> CheckResult:
     if expected is not None and len(switches) < expected:
         return r.fail(f"{len(switches)} NVSwitch(es) on the PCI bus, profile expects "
                       f"{expected}", values, action=Action.RESEAT_OR_INSPECT)
-    unregistered = [g for g in smi.gpus if (g.fabric_state, g.fabric_status) !=
-                    ("Completed", "Success")]
+    unread = [g for g in smi.gpus if g.fabric_state is None]
+    notes_first = ""
+    if unread and len(unread) == len(smi.gpus) and not _reports_fabric_state(ctx):
+        # the architecture's documented N/A: fabric manager's log and the SXids judge alone
+        notes_first = (f"fabric registration not reported before Hopper (NVML; "
+                       f"{ctx.profile.data['gpu'].get('architecture') or 'this GPU'}): "
+                       "judged by fabric manager's log and the SXids")
+    elif unread:
+        # a state nvidia-smi could not read is not seen, never a GPU's fault (fix-setup)
+        return r.fail(f"fabric state not reported for {len(unread)} of the {len(smi.gpus)} "
+                      f"GPUs ({unread[0].label()}): nvidia-smi printed N/A, so their fabric "
+                      "registration cannot be judged", values, action=Action.FIX_SETUP)
+    unregistered = [g for g in smi.gpus if g.fabric_state is not None and
+                    (g.fabric_state, g.fabric_status) != ("Completed", "Success")]
     values["unregistered"] = [g.index for g in unregistered]
     if unregistered and all(g.fabric_state == NOT_STARTED for g in smi.gpus):
         # no GPU's training began: fabric manager (or NVLink5's subnet manager) never ran,
@@ -58,6 +75,7 @@ def nvswitch(ctx: Context, r: Results) -> CheckResult:
     sxids, notes = _sxids(ctx, values)
     if sxids:
         return r.fail(sxids, values)
+    notes = "; ".join(filter(None, [notes_first, notes]))
     fm_errors, fm_nonfatal = _fabric_manager_errors(ctx, values)
     if fm_errors:
         return r.fail(f"fabric manager logged {len(fm_errors)} error(s); first: "
@@ -105,6 +123,16 @@ def _serials(ctx: Context) -> dict[str, str]:
     except ParseError:
         return {}
     return {f.bdf: f.serial for f in tree.nvswitches() if f.serial} if tree else {}
+
+
+def _reports_fabric_state(ctx: Context) -> bool:
+    """Whether NVML reports fabric registration for the profile's GPUs (Hopper and later);
+    a profile that names no compute capability is held to it."""
+    cc = str(ctx.profile.data["gpu"].get("compute_capability") or "")
+    try:
+        return tuple(int(x) for x in cc.split(".")) >= FABRIC_STATE_FROM
+    except ValueError:
+        return True
 
 
 def _sxids(ctx: Context, values: dict) -> tuple[str, str]:

@@ -130,3 +130,43 @@ def test_no_gpu_s_fabric_training_started_is_the_setup_not_a_part(tmp_path):
     result = _nvswitch(node)
     assert (result.status, result.action, result.gpu) == ("fail", "fix-setup", None)
     assert result.summary.startswith("fabric training not started on any of the 8 GPUs")
+
+
+def _fabric_na(node, gpus) -> None:
+    from tests.evidence_builder import smi_edit
+    for name in ("nvidia-smi-q.txt", "nvidia-smi-q-after.txt"):
+        text = (node / name).read_text()
+        for gpu in gpus:
+            for field in ("State", "Status"):
+                text = smi_edit(text, gpu, ("Fabric", field), "N/A")
+        replace(node, name, text)
+
+
+def test_a_fabric_state_nvidia_smi_could_not_read_is_never_a_gpu_s_fault(tmp_path):
+    """N/A (not seen) on Hopper, where NVML reports registration: fix-setup, no GPU blamed,
+    for one GPU or all of them."""
+    node = healthy_h100(tmp_path / "node07")
+    _fabric_na(node, [7])
+    one = _nvswitch(node)
+    assert (one.status, one.action) == ("fail", "fix-setup")
+    assert one.summary.startswith("fabric state not reported for 1 of the 8 GPUs (GPU 7 ")
+    _fabric_na(node, range(8))
+    every = _nvswitch(node)
+    assert (every.status, every.action) == ("fail", "fix-setup")
+    assert every.summary.startswith("fabric state not reported for 8 of the 8 GPUs")
+
+
+def test_before_hopper_the_fabric_state_is_not_reported_and_warns(tmp_path):
+    """An A100's nvidia-smi prints fabric State N/A (NVML reports it from Hopper): a DGX
+    A100 is judged by fabric manager's log and the SXids, and warns; never a reboot."""
+    a100 = load_profile("a100-sxm-8")
+    node = healthy_h100(tmp_path / "node07")
+    lspci = (node / "lspci.txt").read_text()
+    replace(node, "lspci.txt", lspci + "".join(
+        f"{b}:00.0 Bridge [0680]: NVIDIA Corporation Device [10de:1af1] (rev a1)\n"
+        for b in ("09", "0a")))          # six NVSwitches, as the A100 profile expects
+    _fabric_na(node, range(8))
+    result = _nvswitch(node, a100)
+    assert (result.status, result.action) == ("warn", "none"), result.summary
+    assert result.summary == ("fabric registration not reported before Hopper (NVML; Ampere): "
+                              "judged by fabric manager's log and the SXids")
