@@ -15,8 +15,10 @@ from gpuprov.parsers.pci_tree import LSPCI_VVV
 from gpuprov.parsers.smi_gpu import SMI_BEFORE
 from gpuprov.parsers.system import LSPCI
 
-# NVML's nvmlGpuFabricState NVML_GPU_FABRIC_STATE_NOT_STARTED as nvidia-smi -q prints it
-# (Fabric > State: N/A, Not Started, In Progress, Completed; nvml.h)
+# NVML's NVML_GPU_FABRIC_STATE_NOT_STARTED (nvml.h: not started, in progress, completed),
+# worded as nvidia-smi -q words its neighbour "In Progress" in a real capture
+# (tests/fixtures/nvidia-smi-q/h100-sxm-x8-565.57.01-q-gpu0-fabric-in-progress.txt); no
+# capture of this state itself was found (docs/limits.md)
 NOT_STARTED = "Not Started"
 # NVML reports a GPU's fabric registration from Hopper on (nvmlDeviceGetGpuFabricInfo: "For
 # Hopper or newer fully supported devices", NVML API Reference); before it nvidia-smi prints
