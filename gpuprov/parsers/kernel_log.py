@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import re
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import cache
 
@@ -126,6 +126,7 @@ class Matcher:
     device_before: re.Pattern | None = None
     catalog: str | None = None        # coded kinds: xid, sxid
     example: str | None = None
+    spans_lines: bool = False         # one message over many matched lines: one event
 
 
 _XID = Matcher("xid", "Xid", "NVRM: Xid", re.compile(
@@ -144,7 +145,7 @@ def matchers() -> tuple[Matcher, ...]:
             m["kind"], m["name"], m["needle"], re.compile(m["pattern"]), m["device"],
             m["class"], tuple((re.compile(p), k) for p, k in m.get("class_by_text", [])),
             re.compile(m["device_before"]) if m.get("device_before") else None,
-            example=m.get("example")))
+            example=m.get("example"), spans_lines=bool(m.get("spans_lines"))))
     return tuple(table)
 
 
@@ -387,6 +388,7 @@ def parse_kernel_log(text: str, source: str) -> KernelLog:
     initialised: dict[BusId, list[int]] = {}
     recent: deque[str] = deque(maxlen=_DEVICE_BEFORE_LINES)
     boot, seen_line, placed = 0, False, False
+    last_line = -_DEVICE_BEFORE_LINES - 1   # the line of the latest event
     for number, raw in enumerate(text.splitlines()):
         if ("Linux version" in raw or raw.startswith("--")) and _BOOT.search(raw):
             boot += seen_line   # a marker with nothing before it (or right after one)
@@ -418,13 +420,36 @@ def parse_kernel_log(text: str, source: str) -> KernelLog:
             line = raw.strip()
             when, uptime = _when(line)
             placed = placed or when is not None or uptime is not None
-            events.append(KernelEvent(
+            event = KernelEvent(
                 matcher.kind, code, BusId.find(pci) if pci else None, device_kind,
                 int(groups["gpu"]) if groups.get("gpu") else None, name, klass, body,
-                when, uptime, boot, number, line, details))
+                when, uptime, boot, number, line, details)
+            if matcher.spans_lines and events and number - last_line <= _DEVICE_BEFORE_LINES \
+                    and (merged := _continued(events[-1], event)):
+                events[-1] = merged
+            else:
+                events.append(event)
+            last_line = number
             break
         recent.append(raw)
     return KernelLog(events, boot + 1, initialised, placed)
+
+
+def _continued(first: KernelEvent, line: KernelEvent) -> KernelEvent | None:
+    """`first` with `line` as one message (a spans_lines kind): the same kind and boot, and
+    one device or the first naming none; it keeps its first line and takes the device the
+    later line names. None where they are two events."""
+    if (first.kind, first.boot) != (line.kind, line.boot):
+        return None
+    if first.device and line.device and first.device != line.device:
+        return None
+    if first.gpu_instance is not None and line.gpu_instance not in (None, first.gpu_instance):
+        return None
+    if first.device is None and line.device is not None:   # the line that names it
+        return replace(first, device=line.device, text=line.text)
+    if first.gpu_instance is None and line.gpu_instance is not None:
+        return replace(first, gpu_instance=line.gpu_instance)
+    return first
 
 
 def example_line(kind: str, code: int | None, device: BusId, gpu_index: int) -> list[str]:

@@ -26,6 +26,12 @@ CAPTURES = [
      "driver probe failed (probe-failed) on GPU 0000:2c:00.0"),
     ("kernel-log/gsp-heartbeat-timeout-595-ogkm1230.txt", "fail", "reset-gpu",
      "GSP firmware timeout (gsp-timeout) on GPU 6 (00000000:BA:00.0"),
+    # issue 65: the GSP's core dump with no Xid line: its firmware crashed or hung
+    ("kernel-log/gsp-core-dump-destructive-no-xid-595-ogkm1230.txt", "fail", "reset-gpu",
+     "GSP firmware core dump (the GPU's GSP crashed or hung) (gsp-core-dump) on GPU 6 "
+     "(00000000:BA:00.0"),
+    ("kernel-log/gsp-core-dump-nondestructive-journalctl-ogkm-pr1031.txt", "fail", "reset-gpu",
+     "(gsp-core-dump)"),
     ("kernel-log/nvlink-postrx-journalctl-gpud1271.txt", "fail", "reboot",
      "NVLink training or link discovery failed (nvlink-training)"),
     ("kernel-log/sxid-12028-fatal-iso-gpud338.txt", "fail", "reboot",
@@ -155,3 +161,26 @@ def test_nvlink5_xids_are_decoded_fatal_or_not(tmp_path):
     nonfatal = base.format(code=144, text="SAW_MVB Nonfatal XC0 i0 Link 0 (0x00000001 0x00000008 "
                                            "0x00000000 0x00000000 0x00000000 0x00000000)")
     assert _kernel_log(tmp_path / "b", nonfatal, meta='{"node": "node07"}').status == "warn"
+
+
+def test_a_gsp_core_dump_is_one_event_however_many_lines_it_prints(tmp_path):
+    result = _kernel_log(tmp_path, capture(
+        "kernel-log/gsp-core-dump-destructive-no-xid-595-ogkm1230.txt"))
+    dumps = [e for e in result.values["events"] if e["kind"] == "gsp-core-dump"]
+    assert len(dumps) == 1, dumps
+    assert (result.gpu.index, result.gpu.serial) == (6, "1654423003872")
+
+
+def test_the_pci_io_region_message_s_first_line_alone_fails_for_the_setup(tmp_path):
+    """Issue 65: the first line of the BAR message, where the log is cut after it (or quoted
+    alone), fails as the whole message does: the node's firmware or kernel, no GPU named."""
+    whole = capture("kernel-log/bar-unassigned-b200-vm-printk-caller.txt").splitlines()
+    first = [line for line in whole if "This PCI I/O region" in line]
+    assert len(first) == 1 and len(whole) > 1
+    result = _kernel_log(tmp_path, first[0] + "\n")
+    assert (result.status, result.action, result.gpu) == ("fail", "fix-setup", None)
+    assert "(bar-unassigned) on the node in the current boot, class setup" in result.summary
+    # with the line that names the GPU after it: one event, the GPU named
+    result = _kernel_log(tmp_path, "\n".join(whole) + "\n")
+    events = [e for e in result.values["events"] if e["kind"] == "bar-unassigned"]
+    assert len(events) == 1 and "0000:01:00.0" in result.summary, result.summary
