@@ -110,7 +110,8 @@ def gpu_burn_build(ctx: Context, r: Results) -> CheckResult:
        rule="the DDP probe's ranks agree, loss finite and falling; NCCL, one rank per GPU, "
             "wherever torch sees CUDA GPUs (gloo only where it sees none); from two ranks "
             "on, an all-reduce bus bandwidth that is a number at the profile's floor (one "
-            "rank has no peer to measure)")
+            "rank has no peer to measure); under any backend, a bus bandwidth reported that "
+            "is not a number (NaN, infinity) is a failed measurement (fix-setup)")
 def ddp_smoke(ctx: Context, r: Results) -> CheckResult:
     result = ctx.evidence.read(DDP_JSON)
     values = dict(result)
@@ -130,6 +131,10 @@ def ddp_smoke(ctx: Context, r: Results) -> CheckResult:
         return r.fail(f"DDP ran {result['world_size']} ranks, expected {expected}", values)
     busbw = result.get("allreduce_busbw_gbps")
     floor = ctx.profile["ddp"]["busbw_min_gbps"]
+    if busbw is not None and not _finite(busbw):   # wherever the probe reports a figure
+        return r.fail(f"all-reduce bus bandwidth not a number ({busbw!r}) on "
+                      f"{result['world_size']} rank(s) ({result['backend']}): a failed "
+                      "measurement", values, action=Action.FIX_SETUP)
     if result["backend"] == "nccl" and result["world_size"] > 1:
         if not _finite(busbw):
             return r.fail(f"all-reduce bus bandwidth not measured ({busbw!r}) on "

@@ -1,5 +1,6 @@
 """Evaluators on evidence assembled from real captures."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -293,6 +294,22 @@ def test_ddp_failure_and_loss_rules(node):
                                     ' "losses": [0.5, 0.7], "allreduce_busbw_gbps": 400}')
     _, by_id = results(node)
     assert by_id["ddp_smoke"].status == "fail" and "falling" in by_id["ddp_smoke"].summary
+
+
+@pytest.mark.parametrize("figure", ["NaN", "Infinity", "-Infinity", '"fast"'])
+def test_a_ddp_bus_bandwidth_that_is_not_a_number_fails_under_gloo_too(node, figure):
+    """Issue 65: wherever the probe reports a figure, one that is no number is a failed
+    measurement (Python's json writes NaN and Infinity bare), gloo on CPUs included."""
+    replace(node, "torch-env.json", json.dumps(
+        {**json.loads((node / "torch-env.json").read_text()), "device_count": 0}))
+    replace(node, "ddp-smoke.json", '{"ok": true, "world_size": 2, "backend": "gloo",'
+                                    f' "losses": [0.7, 0.5], "allreduce_busbw_gbps": {figure}}}')
+    result = results(node)[1]["ddp_smoke"]
+    assert (result.status, result.action) == ("fail", "fix-setup"), result.summary
+    assert "all-reduce bus bandwidth not a number" in result.summary
+    replace(node, "ddp-smoke.json", '{"ok": true, "world_size": 2, "backend": "gloo",'
+                                    ' "losses": [0.7, 0.5], "allreduce_busbw_gbps": 0.8}')
+    assert results(node)[1]["ddp_smoke"].status == "pass"
 
 
 def test_cudnn_without_kernels_for_the_architecture_warns(node, tmp_path):
