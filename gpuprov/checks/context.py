@@ -8,6 +8,7 @@ from gpuprov.evidence import STAGES, Evidence
 from gpuprov.lock import Lock
 from gpuprov.model import GpuRef
 from gpuprov.parsers.smi_gpu import SMI_BEFORE, GpuSnapshot
+from gpuprov.parsers.system import SYSTEMCTL
 from gpuprov.pci import BusId
 from gpuprov.profiles import Profile
 
@@ -37,6 +38,15 @@ class Context:
         """Each GPU nvidia-smi listed before the soak, by its PCI address: how files that
         name GPUs only by address (lspci, iommu_group) are matched to them."""
         return {BusId.parse(g.bus_id): g.index for g in self.gpus() if g.bus_id}
+
+    def unit(self, name: str) -> dict[str, str] | None:
+        """A systemd unit's properties as `systemctl show` printed them; None where the
+        unit is not installed (or systemctl.txt was not collected)."""
+        units = self.evidence.read(SYSTEMCTL) or {}
+        unit = units.get(name) or units.get(f"{name}.service")
+        if unit is None or unit.get("LoadState") == "not-found":
+            return None
+        return unit
 
     def gpu_ref(self, index: int) -> GpuRef:
         for g in self.gpus():

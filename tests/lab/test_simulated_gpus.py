@@ -125,10 +125,11 @@ def test_simulated_outputs_match_the_node_description(vendor_repos):
     listing = _ok(lab, "node01", "nvidia-smi -L").splitlines()
     assert listing[0] == f"GPU 0: {hw['gpu']['name']} (UUID: {hw['gpus'][0]['uuid']})"
 
-    # without fabric manager an NVSwitch system's fabric is not set up
+    # without fabric manager an NVSwitch system's fabric is not set up: the driver sent its
+    # probe when it brought the GPUs up, so every GPU waits In Progress (issue 65)
     _ok(lab, "node01", "systemctl stop nvidia-fabricmanager")
     q = parse_smi_query(_ok(lab, "node01", "nvidia-smi -q -x"), "node01")
-    assert {g.fabric_state for g in q.gpus} == {"Not Started"}
+    assert {(g.fabric_state, g.fabric_status) for g in q.gpus} == {("In Progress", None)}
     _ok(lab, "node01", "systemctl start nvidia-fabricmanager")
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from gpuprov import compat
+from gpuprov.checks import fabric_state
 from gpuprov.checks.context import Context
 from gpuprov.checks.registry import Results, check
 from gpuprov.model import Action, CheckResult, GpuRef
@@ -298,20 +299,12 @@ def nouveau(ctx: Context, r: Results) -> CheckResult:
     return r.passed("nouveau not loaded", {"nvidia_modules": loaded})
 
 
-def _unit(ctx: Context, name: str) -> dict[str, str] | None:
-    units = ctx.evidence.read(SYSTEMCTL) or {}
-    unit = units.get(name) or units.get(f"{name}.service")
-    if unit is None or unit.get("LoadState") == "not-found":
-        return None
-    return unit
-
-
 @check("persistence_mode", stage="identity", needs=(SMI_BEFORE,), action=Action.NONE,
        rule="persistence mode on for every GPU")
 def persistence_mode(ctx: Context, r: Results) -> CheckResult:
     smi = ctx.evidence.read(SMI_BEFORE)
     off = [g.index for g in smi.gpus if g.persistence_mode is False]
-    daemon = _unit(ctx, "nvidia-persistenced")
+    daemon = ctx.unit("nvidia-persistenced")
     values = {"off": off, "nvidia_persistenced": daemon.get("ActiveState") if daemon else None}
     if off:
         return r.fail(f"persistence mode off on GPU {', '.join(map(str, off))}", values,
@@ -323,10 +316,12 @@ def persistence_mode(ctx: Context, r: Results) -> CheckResult:
        applies=lambda profile: bool(profile["nvswitch"]),
        skip_reason="no NVSwitch in this profile",
        rule="on NVSwitch systems: nvidia-fabricmanager installed at the driver's version, "
-            "active, and every GPU's fabric state Completed/Success")
+            "active, and every GPU's fabric state Completed/Success; a unit not active is the "
+            "node's setup (fix-setup) unless its log since it started reports a fatal NVSwitch "
+            "error (then reboot)")
 def fabric_manager(ctx: Context, r: Results) -> CheckResult:
     smi = ctx.evidence.read(SMI_BEFORE)
-    unit = _unit(ctx, "nvidia-fabricmanager")
+    unit = ctx.unit("nvidia-fabricmanager")
     packages = ctx.evidence.read(PACKAGES) or {}
     fm = {n: upstream(v) for n, v in packages.items() if n.startswith("nvidia-fabricmanager")}
     values = {"service": unit.get("ActiveState") if unit else "not installed", "packages": fm,
@@ -340,7 +335,14 @@ def fabric_manager(ctx: Context, r: Results) -> CheckResult:
             return r.fail(f"{name} {version} does not match driver {smi.driver_version}",
                           values, action=Action.NONE)
     if unit.get("ActiveState") != "active":
-        return r.fail(f"nvidia-fabricmanager is {unit.get('ActiveState')}", values)
+        wait = fabric_state.waiting(ctx, smi.gpus)
+        fault = wait.hardware if wait else fabric_state.switch_fault(ctx)
+        if fault:   # its own log blames a switch: the fabric's hardware, not its setup
+            return r.fail(f"nvidia-fabricmanager is {unit.get('ActiveState')}; its log: "
+                          f"{fault[:160]}", values)
+        return r.fail(wait.setup if wait else
+                      f"nvidia-fabricmanager is {unit.get('ActiveState')}: start it", values,
+                      action=Action.FIX_SETUP)
     bad = [g.index for g in smi.gpus
            if g.fabric_state is not None and (g.fabric_state, g.fabric_status) !=
            ("Completed", "Success")]
@@ -358,7 +360,7 @@ def fabric_manager(ctx: Context, r: Results) -> CheckResult:
 def container_toolkit(ctx: Context, r: Results) -> CheckResult:
     packages = ctx.evidence.read(PACKAGES)
     versions = {p: upstream(packages[p]) if p in packages else None for p in TOOLKIT_PACKAGES}
-    docker = _unit(ctx, "docker")
+    docker = ctx.unit("docker")
     values = {"packages": versions, "docker": docker.get("ActiveState") if docker else None}
     absent = [p for p, v in versions.items() if v is None]
     if absent:

@@ -3,6 +3,7 @@ fabric each GPU registered with, and fabric manager's own log."""
 
 from __future__ import annotations
 
+from gpuprov.checks import fabric_state
 from gpuprov.checks.context import Context
 from gpuprov.checks.evaluators.kernel import Devices
 from gpuprov.checks.registry import Results, check
@@ -15,11 +16,6 @@ from gpuprov.parsers.pci_tree import LSPCI_VVV
 from gpuprov.parsers.smi_gpu import SMI_BEFORE
 from gpuprov.parsers.system import LSPCI
 
-# NVML's NVML_GPU_FABRIC_STATE_NOT_STARTED (nvml.h: not started, in progress, completed),
-# worded as nvidia-smi -q words its neighbour "In Progress" in a real capture
-# (tests/fixtures/nvidia-smi-q/h100-sxm-x8-565.57.01-q-gpu0-fabric-in-progress.txt); no
-# capture of this state itself was found (docs/limits.md)
-NOT_STARTED = "Not Started"
 # NVML reports a GPU's fabric registration from Hopper on (nvmlDeviceGetGpuFabricInfo: "For
 # Hopper or newer fully supported devices", NVML API Reference); before it nvidia-smi prints
 # State N/A (a real A100: tests/fixtures/nvidia-smi-q/a100-sxm4-x4-555.42.02-q.txt)
@@ -31,8 +27,10 @@ FABRIC_STATE_FROM = (9, 0)   # compute capability
        applies=lambda profile: bool(profile["nvswitch"]),
        skip_reason="no NVSwitch in this profile",
        rule="the profile's NVSwitch count on the PCI bus (NVLink5: none there, the bridges "
-            "are nvlink5_bridges'); every GPU's fabric state Completed/Success (none started: "
-            "fabric manager never ran, fix-setup; N/A: not seen, fix-setup, except before "
+            "are nvlink5_bridges'); every GPU's fabric state Completed/Success (none started, "
+            "or every GPU Not Started or In Progress while fabric manager is not active: the "
+            "GPUs wait for fabric manager, fix-setup, unless its log since it started reports "
+            "a fatal NVSwitch error; N/A: not seen, fix-setup, except before "
             "Hopper, where NVML does not report it and it warns); no fatal SXid "
             "in the current boot (non-fatal ones warn); no error in fabric manager's log "
             "since it last started (NV_WARN_NOTHING_TO_DO is not one)")
@@ -63,12 +61,12 @@ def nvswitch(ctx: Context, r: Results) -> CheckResult:
     unregistered = [g for g in smi.gpus if g.fabric_state is not None and
                     (g.fabric_state, g.fabric_status) != ("Completed", "Success")]
     values["unregistered"] = [g.index for g in unregistered]
-    if unregistered and all(g.fabric_state == NOT_STARTED for g in smi.gpus):
-        # no GPU's training began: fabric manager (or NVLink5's subnet manager) never ran,
-        # the node's setup, never a part (fabric_manager names the unit)
-        return r.fail(f"fabric training not started on any of the {len(smi.gpus)} GPUs: "
-                      "fabric manager did not run (start it, and on NVLink5 its subnet "
-                      "manager)", values, action=Action.FIX_SETUP)
+    wait = fabric_state.waiting(ctx, smi.gpus)
+    if wait and not wait.hardware:
+        # the GPUs wait for fabric manager (or NVLink5's subnet manager): the node's setup,
+        # never a part (fabric_manager names the unit)
+        values["fabric_manager_state"] = wait.unit_state
+        return r.fail(wait.setup, values, action=Action.FIX_SETUP)
     if unregistered:
         g = unregistered[0]
         return r.fail(f"{len(unregistered)} GPU(s) not registered with the NVSwitch fabric; "

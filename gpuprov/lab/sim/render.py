@@ -118,7 +118,10 @@ def _fabric(hw: dict, live: Live) -> tuple[str, str]:
         return "N/A", "N/A"
     if hw.get("fabric_degraded"):   # GPUs never finish registering with the fabric
         return "In Progress", "N/A"
-    return ("Completed", "Success") if live.fabric_manager else ("Not Started", "N/A")
+    # without fabric manager the driver's fabric probe, sent when it brought the GPU up,
+    # is never answered: In Progress, as the real driver reports it from then on
+    # (gpuprov/checks/fabric_state.py has the sources); Not Started is only the moment before
+    return ("Completed", "Success") if live.fabric_manager else ("In Progress", "N/A")
 
 
 def gpu_fields(hw: dict, gpu: dict, driver: str, live: Live) -> list[Field]:
