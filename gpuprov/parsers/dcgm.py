@@ -41,6 +41,7 @@ class DcgmTest:
     status: str = "skip"                  # pass, fail, skip, warn (the worst seen)
     failed_gpus: list[int] = field(default_factory=list)
     gpus: list[int] = field(default_factory=list)      # every GPU it gave a result for
+    ran_on: list[int] = field(default_factory=list)    # those whose result is not a skip
     messages: list[tuple[str, str]] = field(default_factory=list)   # (Error|Warning, text)
 
 
@@ -104,6 +105,8 @@ def _apply(test: DcgmTest, value: str) -> None:
     if _RANK[status] > _RANK[test.status]:
         test.status = status
     test.gpus += [g for g in gpus if g not in test.gpus]
+    if status != "skip":
+        test.ran_on += [g for g in gpus if g not in test.ran_on]
     if status == "fail":
         test.failed_gpus += [g for g in gpus if g not in test.failed_gpus]
 
@@ -161,6 +164,8 @@ def _json_test(raw: dict, section: str, source: str) -> DcgmTest:
     statuses = [_status(r.get("status"), where, source) for r in results]
     for result, status in zip(results, statuses, strict=True):
         test.gpus += [g for g in _gpus(result) if g not in test.gpus]
+        if status != "skip":
+            test.ran_on += [g for g in _gpus(result) if g not in test.ran_on]
         if status == "fail":
             test.failed_gpus += [g for g in _gpus(result) if g not in test.failed_gpus]
         kind = "Error" if status == "fail" else "Warning"

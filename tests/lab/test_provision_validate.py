@@ -525,24 +525,41 @@ def test_a_node_without_lsmod_is_rejected_for_its_setup_and_without_systemd_run_
     three validations in minutes reject it with setup actions only (lsmod's exit 127 fails
     nouveau with fix-setup), it is no repeat offender and not quarantined but needs-setup;
     with lsmod back and systemd-run still absent, the soak runs under setsid and the node is
-    accepted."""
+    accepted. Issue 65, in the same three runs: fabric manager stopped on node01 (NVSwitch),
+    every GPU In Progress as the driver reports it, is the setup too, never a GPU's action."""
     fault("node03", "lsmod-absent")
     fault("node03", "systemd-run-absent")
+    stopped = rack.lab.ssh("node01", "systemctl stop nvidia-fabricmanager && nvidia-smi -q")
     try:
+        assert stopped.returncode == 0, stopped.stderr
+        assert re.findall(r"(?m)^\s+State\s+: (.*)$", stopped.stdout) == ["In Progress"] * 8
         for _ in range(3):
-            node = report_of(rack.validate("node03", "--json"))["node03"]
-            assert node["verdict"] == "rejected"
-            failing = blocking(node)
+            nodes = report_of(rack.validate("node01", "node03", "--json"))
+            assert nodes["node01"]["verdict"] == nodes["node03"]["verdict"] == "rejected"
+            failing = blocking(nodes["node03"])
             assert failing["nouveau"]["action"] == "fix-setup", failing["nouveau"]
             assert "failed (exit status 127)" in failing["nouveau"]["summary"]
-            assert not {i: c["action"] for i, c in failing.items()
-                        if c["action"] in HARDWARE}, failing
+            fabric = blocking(nodes["node01"])
+            for check_id in ("fabric_manager", "nvswitch"):
+                assert fabric[check_id]["action"] == "fix-setup", fabric[check_id]
+                assert fabric[check_id]["summary"].startswith(
+                    "nvidia-fabricmanager is inactive: every one of the 8 GPUs waits for it "
+                    "(fabric state In Progress)"), fabric[check_id]
+            for node in nodes.values():
+                assert not {i: c["action"] for i, c in blocking(node).items()
+                            if c["action"] in HARDWARE}, blocking(node)
+                assert not any(c.get("gpu") for c in blocking(node).values()
+                               if c["id"] in ("fabric_manager", "nvswitch"))
     finally:
         clear(rack, "node03", repaired=False)
+        rack.lab.ssh("node01", "systemctl start nvidia-fabricmanager")
     offenders = rack.cli("nodes", "--offenders")
-    assert offenders.returncode == 0 and "node03" not in offenders.stdout, offenders.stdout
+    assert offenders.returncode == 0, offenders.stderr
+    assert "node03" not in offenders.stdout and "node01" not in offenders.stdout, \
+        offenders.stdout
     states = rack.cli("nodes").stdout
     assert re.search(r"(?m)^node03\s+needs-setup\s", states), states
+    assert re.search(r"(?m)^node01\s+needs-setup\s", states), states
     fault("node03", "systemd-run-absent")
     try:
         node = report_of(rack.validate("node03", "--json"))["node03"]

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from gpuprov.checks import coverage
 from gpuprov.checks.context import Context
 from gpuprov.checks.registry import Results, check
 from gpuprov.model import Action, CheckResult, most_drastic
-from gpuprov.parsers.dcgm import DCGM_DIAG
+from gpuprov.parsers.dcgm import DCGM_DIAG, DcgmDiag
+from gpuprov.parsers.kind import GPU
+from gpuprov.resources import load_yaml
 from gpuprov.parsers.dcgm_health import DCGM_HEALTH
 
 # A failing Deployment test is the node's software or configuration (persistence mode,
@@ -17,25 +20,46 @@ from gpuprov.parsers.dcgm_health import DCGM_HEALTH
 # the hardware; a failing hardware, integration or stress test is the GPU's.
 ACTION_BY_SECTION = {"Deployment": Action.REBOOT, "Runtime": Action.NONE}
 
-# The tests each `dcgmi diag -r` level adds to the one below (shared/reference/
-# validation-practice.md §3, from NVIDIA/DCGM@72fa3fe nvvs/src/NvidiaValidationSuite.cpp
-# FillTestVectors). Level 3's eud, nvbandwidth, nccl_tests and rist run only where their
-# binaries are installed or named, so no level requires them.
-LEVEL_TESTS = {2: ("memory", "pcie"),
-               3: ("diagnostic", "targeted_stress", "targeted_power", "memory_bandwidth"),
-               4: ("memtest", "pulse_test")}
-# older tables' names for the same plugins (tests/fixtures/dcgmi: `GPU Memory`, `PCIe`)
-TEST_ALIASES = {"gpu_memory": "memory"}
+# What each `dcgmi diag -r` level must have run, on every GPU (data/dcgm_levels.yml, with
+# its source)
+LEVELS = load_yaml("dcgm_levels.yml")
 
 
-def _missing_tests(level: object, names: list[str]) -> list[str]:
-    """The tests `level` runs that the report does not have (a report cut short, or of
-    another level than the one asked)."""
+def _name(test: str) -> str:
+    """A test's name as the level table spells it (older releases' names aliased)."""
+    key = test.lower().replace(" ", "_")
+    return LEVELS["aliases"].get(key, key)
+
+
+def _required(level: object) -> list[str]:
+    """The tests `level` runs that judge the GPUs (every level up to it); none where the
+    level is not known."""
     if not isinstance(level, int):
         return []
-    present = {TEST_ALIASES.get(k, k) for k in (n.lower().replace(" ", "_") for n in names)}
-    wanted = [t for lvl in sorted(LEVEL_TESTS) if lvl <= level for t in LEVEL_TESTS[lvl]]
-    return [t for t in wanted if t not in present]
+    return [t for lvl, tests in sorted(LEVELS["levels"].items()) if lvl <= level
+            for t in tests]
+
+
+def _not_run(ctx: Context, diag: DcgmDiag, required: list[str]) -> list[str]:
+    """What the report says of the required tests that did not run on every GPU: those
+    absent from it, those skipped (on every GPU), and each that ran on some of the node's
+    GPUs but not all. A report whose form names no GPU (the older tables' bare `Pass`)
+    cannot say which GPUs a test ran on: only absence and a skip are read from it."""
+    by_name = {_name(t.name): t for t in diag.tests}
+    gpus = coverage.declared(ctx, GPU, (DCGM_DIAG,))
+    names_gpus = diag.gpus() is not None
+    absent, skipped, partial = [], [], []
+    for name in required:
+        test = by_name.get(name)
+        if test is None:
+            absent.append(name)
+        elif test.status == "skip" or (names_gpus and not test.ran_on):
+            skipped.append(name)
+        elif names_gpus and (left := [g for g in gpus if g not in test.ran_on]):
+            partial.append(f"{name} not run on GPU {', '.join(map(str, left))} (ran on "
+                           f"{len(test.ran_on)} of {len(gpus)})")
+    return ([f"no {', '.join(absent)} test in its report"] if absent else []) + \
+        ([f"{', '.join(skipped)} skipped"] if skipped else []) + partial
 
 
 @check("dcgm_diag", stage="dcgm", needs=(DCGM_DIAG,), action=Action.RMA, optional=True,
@@ -45,8 +69,9 @@ def _missing_tests(level: object, names: list[str]) -> list[str]:
             "hardware, integration and stress failures: rma; a diagnostic that did not run: "
             "fails); a GPU's PCIe copy bandwidth or diagnostic Gflop/s (DCGM's Info) below "
             "the profile's dcgm.pcie_min_gbps / dcgm.gflops_min fails (reseat-or-inspect); "
-            "a Warning, or a test of the level that was skipped, warns; every test skipped, "
-            "or a test the level runs absent from the report, fails (fix-setup)")
+            "a Warning, or a test the level does not require (eud, nccl_tests…) skipped, "
+            "warns; a test the level requires (data/dcgm_levels.yml) absent, skipped, or "
+            "run on fewer than every GPU, or every test skipped, fails (fix-setup)")
 def dcgm_diag(ctx: Context, r: Results) -> CheckResult:
     diag = ctx.evidence.read(DCGM_DIAG)
     level = ctx.evidence.meta.get("dcgm_level")
@@ -72,12 +97,15 @@ def dcgm_diag(ctx: Context, r: Results) -> CheckResult:
         return r.fail(f"dcgmi diag -r {level or '?'}: "
                       + "; ".join(named(t) for t in failed[:3]) + more, values,
                       gpu=r.at_fault(gpus) if len(gpus) == 1 else None, action=action)
-    absent = _missing_tests(level, [t.name for t in diag.tests])
-    if absent:
-        values["missing_tests"] = absent
-        return r.fail(f"dcgmi diag -r {level}: no {', '.join(absent)} test in its report (the "
-                      "level runs them: the report is cut short, or of another level)", values,
-                      action=Action.FIX_SETUP)
+    said = _not_run(ctx, diag, _required(level))
+    if said:
+        # a test the level runs that did not run judged nothing: coverage for DCGM is the
+        # level's tests on every GPU (issue 65), what gpuprov could not see (fix-setup)
+        values["not_run"] = said
+        more = f" (+{len(said) - 4} more)" if len(said) > 4 else ""
+        return r.fail(f"dcgmi diag -r {level}: " + "; ".join(said[:4]) + more
+                      + " (the level runs each on every GPU: not run, it judged nothing)",
+                      values, action=Action.FIX_SETUP)
     short = _below_floors(ctx, figures)
     if short:    # DCGM passed its own bar, not the site's (a learned baseline's) floor
         result = r.failed(short, values, action=Action.RESEAT_OR_INSPECT)
@@ -91,7 +119,7 @@ def dcgm_diag(ctx: Context, r: Results) -> CheckResult:
         # not one test ran: the diagnostic judged nothing, so it cannot pass (issue 52)
         return r.fail(f"dcgmi diag -r {level or '?'}: every one of its {len(diag.tests)} "
                       "test(s) skipped: nothing judged", values, action=Action.FIX_SETUP)
-    if diag.skipped:   # a test that did not run judged nothing (DCGM issue #55: most of r3)
+    if diag.skipped:   # a test the level does not require (eud, nccl_tests…) not run
         names = ", ".join(t.name for t in diag.skipped)
         return r.warn(f"dcgmi diag -r {level or '?'}: {len(diag.skipped)} of "
                       f"{len(diag.tests)} test(s) skipped, nothing judged by them: {names}",
