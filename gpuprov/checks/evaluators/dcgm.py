@@ -10,9 +10,9 @@ from gpuprov.checks.context import Context
 from gpuprov.checks.registry import Results, check
 from gpuprov.model import Action, CheckResult, most_drastic
 from gpuprov.parsers.dcgm import DCGM_DIAG, DcgmDiag
+from gpuprov.parsers.dcgm_health import DCGM_HEALTH
 from gpuprov.parsers.kind import GPU
 from gpuprov.resources import load_yaml
-from gpuprov.parsers.dcgm_health import DCGM_HEALTH
 
 # A failing Deployment test is the node's software or configuration (persistence mode,
 # environment, a pending retirement or remap: a reset or reboot clears it); a diagnostic
