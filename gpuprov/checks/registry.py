@@ -23,7 +23,7 @@ from typing import Generic, TypeVar
 from gpuprov.checks import coverage
 from gpuprov.checks.context import Context
 from gpuprov.evidence import STAGES, EvidenceKind
-from gpuprov.model import Action, CheckResult, GpuRef, Status, gpu_at_fault
+from gpuprov.model import HARDWARE_ACTIONS, Action, CheckResult, GpuRef, Status, gpu_at_fault
 from gpuprov.profiles import Profile
 
 Problems = list[tuple[int | None, str]]
@@ -146,15 +146,19 @@ class Check:
 def _covered(ctx: Context, needs: tuple[Need, ...], result: CheckResult,
              results: Results) -> CheckResult:
     """The evaluator's result held to coverage (coverage.py): evidence that leaves out a
-    member fails, naming it; a failure the evaluator found stays as it said it, the gaps in
-    its values."""
+    member fails, naming it; a failure the evaluator found stays with its own action, the
+    gaps named after it and in its values (both are reported: issue 65)."""
     kinds = tuple(k for need in needs for k in (need if isinstance(need, tuple) else (need,)))
     found = coverage.gaps(ctx, kinds)
     if not found or result.status == Status.SKIP:
         return result
     named = [message for _, message in found]
     values = {**result.values, "not_covered": named}
-    if result.status == Status.FAIL:
+    if result.status == Status.FAIL and result.action in HARDWARE_ACTIONS:
+        more = f" (+{len(named) - 1} more)" if len(named) > 1 else ""
+        return replace(result, values=values,
+                       summary=f"{result.summary}; also not covered: {named[0]}{more}")
+    if result.status == Status.FAIL:   # its own finding already says what it could not see
         return replace(result, values=values)
     # partial evidence: what gpuprov could not see, so a setup finding (collect it again)
     return results.failed(found, values, action=Action.FIX_SETUP)

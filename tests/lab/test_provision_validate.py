@@ -529,7 +529,8 @@ def test_a_node_without_lsmod_is_rejected_for_its_setup_and_without_systemd_run_
     every GPU In Progress as the driver reports it, is the setup too, never a GPU's action."""
     fault("node03", "lsmod-absent")
     fault("node03", "systemd-run-absent")
-    stopped = rack.lab.ssh("node01", "systemctl stop nvidia-fabricmanager && nvidia-smi -q")
+    stopped = gpuprov("lab", "ssh", "node01", "--",
+                      "systemctl stop nvidia-fabricmanager && nvidia-smi -q")
     try:
         assert stopped.returncode == 0, stopped.stderr
         assert re.findall(r"(?m)^\s+State\s+: (.*)$", stopped.stdout) == ["In Progress"] * 8
@@ -552,7 +553,7 @@ def test_a_node_without_lsmod_is_rejected_for_its_setup_and_without_systemd_run_
                                if c["id"] in ("fabric_manager", "nvswitch"))
     finally:
         clear(rack, "node03", repaired=False)
-        rack.lab.ssh("node01", "systemctl start nvidia-fabricmanager")
+        gpuprov("lab", "ssh", "node01", "--", "systemctl start nvidia-fabricmanager")
     offenders = rack.cli("nodes", "--offenders")
     assert offenders.returncode == 0, offenders.stderr
     assert "node03" not in offenders.stdout and "node01" not in offenders.stdout, \

@@ -131,10 +131,6 @@ def ddp_smoke(ctx: Context, r: Results) -> CheckResult:
         return r.fail(f"DDP ran {result['world_size']} ranks, expected {expected}", values)
     busbw = result.get("allreduce_busbw_gbps")
     floor = ctx.profile["ddp"]["busbw_min_gbps"]
-    if busbw is not None and not _finite(busbw):   # wherever the probe reports a figure
-        return r.fail(f"all-reduce bus bandwidth not a number ({busbw!r}) on "
-                      f"{result['world_size']} rank(s) ({result['backend']}): a failed "
-                      "measurement", values, action=Action.FIX_SETUP)
     if result["backend"] == "nccl" and result["world_size"] > 1:
         if not _finite(busbw):
             return r.fail(f"all-reduce bus bandwidth not measured ({busbw!r}) on "
@@ -142,6 +138,10 @@ def ddp_smoke(ctx: Context, r: Results) -> CheckResult:
         if busbw < floor:
             return r.fail(f"all-reduce bus bandwidth {busbw:.1f} GB/s below the floor {floor}",
                           values, action=Action.RESEAT_OR_INSPECT)
+    if busbw is not None and not _finite(busbw):   # wherever the probe reports a figure
+        return r.fail(f"all-reduce bus bandwidth not a number ({busbw!r}) on "
+                      f"{result['world_size']} rank(s) ({result['backend']}): a failed "
+                      "measurement", values, action=Action.FIX_SETUP)
     bw = f", all-reduce {busbw:.2f} GB/s" if busbw is not None else ""
     return r.passed(f"{result['world_size']} ranks ({result['backend']}) agree, loss "
                     f"{losses[0]:.4f} -> {losses[-1]:.4f}{bw}", values)

@@ -33,7 +33,11 @@ def test_the_real_a100_capture_with_a_pending_row_remap_needs_a_reset(tmp_path):
     result = _result(tmp_path, "nvidia-smi-q/a100-sxm4-x4-555.42.02-q.txt")
     assert (result.status, result.action) == ("fail", "reset-gpu")
     assert result.gpu.bus_id == "00000000:9E:00.0"
-    assert result.summary.endswith("row remap pending")
+    # the finding first, with its own action; the H100 node's other four GPUs, which this
+    # 4-GPU capture lacks, named after it (issue 65: both are reported)
+    assert "row remap pending; also not covered: GPU 4 (of the profile's 8; nvidia-smi " \
+        "lists 4) missing from nvidia-smi-q-after.xml (+3 more)" in result.summary, \
+        result.summary
 
 
 def test_a_gpu_whose_recovery_action_is_reboot_fails_with_reboot(tmp_path):

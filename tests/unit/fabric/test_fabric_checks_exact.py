@@ -88,6 +88,25 @@ def test_the_rails_untested_are_named_and_a_profile_without_nics_wants_none(tmp_
         "run_id": "r3", "members": [A, B]}
 
 
+def test_one_rail_slow_and_seven_unmeasured_names_the_slow_rail_and_its_action(tmp_path):
+    """Issue 65: coverage no longer hides what was measured. One rail of eight tested, below
+    its floor alone: the slow HCA is named with its hardware action, and the unmeasured
+    rails beside it; the same rail at its floor leaves only the gap (fix-setup)."""
+    slow = FabricRecord("r4", None, "rails", _members(A, B), node=A,
+                        rails=[RailRun("mlx5_3", (A, A), True, 120.0, 380.0)])
+    result = _judge(tmp_path / "a", slow, "fabric_rails")
+    assert (result.status, str(result.action)) == ("fail", "reseat-or-inspect")
+    assert result.summary.startswith("rail mlx5_3: node01 mlx5_3 is at fault"), result.summary
+    assert result.summary.endswith("; also unmeasured: node01: 1 of the profile's 8 rails "
+                                   "tested (mlx5_3)"), result.summary
+    assert result.values["unmeasured"] == ["node01: 1 of the profile's 8 rails tested (mlx5_3)"]
+    fine = FabricRecord("r5", None, "rails", _members(A, B), node=A,
+                        rails=[RailRun("mlx5_3", (A, A), True, 390.0, 380.0)])
+    result = _judge(tmp_path / "b", fine, "fabric_rails")
+    assert (result.status, str(result.action), result.summary) == (
+        "fail", "fix-setup", "node01: 1 of the profile's 8 rails tested (mlx5_3)")
+
+
 def test_a_judgement_as_the_report_carries_it(tmp_path):
     """`Judgement.as_dict`: the node, its profile, the verdict's word and each check's own."""
     node = healthy_h100(tmp_path / "node07")
