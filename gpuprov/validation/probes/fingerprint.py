@@ -4,10 +4,18 @@ bit from its siblings and from the site's golden (docs/fingerprint.md).
 
 The workload is the one measured bit-exact on real GPUs (shared fixtures
 numeric-fingerprint/README.md: 5 runs of 5 on two H200s and an H100, the same hashes on all
-three): two 4096 x 4096 matrices from `Generator().manual_seed(1234)`, four chained products
-`c = (c @ b) / sqrt(n)` in fp32 (TF32 off), TF32, bf16 and fp16; then 20 AdamW steps of
-Linear(1024, 2048) -> GELU -> Linear(2048, 1024), seed 7, on 256 inputs from seed 99, loss the
-mean squared error against the input. Each result's bytes are hashed with SHA-256.
+three, at workload v1): two 4096 x 4096 matrices, four chained products `c = (c @ b) /
+sqrt(n)` in fp32 (TF32 off), TF32, bf16 and fp16; then 20 AdamW steps of Linear(1024, 2048) ->
+GELU -> Linear(2048, 1024) on 256 inputs, loss the mean squared error against the input. Each
+result's bytes are hashed with SHA-256.
+
+From v2 every input (the matrices, the model's weights, the training inputs) is drawn from
+integers alone (`grid`), so its bits are the same on every host CPU: v1 drew them with CPU
+`randn`, whose ATen kernel takes an AVX2 path or a scalar one by the host's CPU capability
+(aten/src/ATen/native/cpu/DistributionTemplates.h normal_fill), so one GPU SKU on two CPU
+generations hashed differently (issue 65). The version moves the workload id, so a golden
+learned at v1 is never reused. On the CPU (the lab) the products themselves run ATen's
+CPU kernels, whose bits follow the CPU capability: it is part of the workload id there.
 
 One child process per GPU, forked after `import torch` (so torch loads once) and before CUDA
 starts, each seeing only its GPU (`CUDA_VISIBLE_DEVICES=<UUID>`), all at once. Where torch
@@ -38,7 +46,8 @@ os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 import torch
 from torch import nn
 
-VERSION = 1
+VERSION = 2
+SEEDS = {"a": 1234, "b": 1235, "model": 7, "inputs": 99}
 # (matrix size, chained products, model widths, batch, AdamW steps): the GPUs' workload is the
 # measured one; the CPU's is small enough for a lab node's shared cores
 WORKLOADS = {"cuda": (4096, 4, (1024, 2048), 256, 20), "cpu": (256, 4, (64, 128), 32, 20)}
@@ -46,9 +55,29 @@ MODES = ("fp32", "tf32", "bf16", "fp16")
 
 
 def workload_id(device_type: str) -> str:
+    """What a golden is learned for: the probe's version, the device type (on the CPU with
+    ATen's CPU capability, which picks the kernels that compute there) and the sizes."""
     n, chain, (width, hidden), batch, steps = WORKLOADS[device_type]
-    return (f"v{VERSION}-{device_type}/gemm{n}x{chain}/mlp{width}-{hidden}-{width}"
+    device = device_type if device_type != "cpu" else f"cpu-{cpu_capability()}"
+    return (f"v{VERSION}-{device}/gemm{n}x{chain}/mlp{width}-{hidden}-{width}"
             f"x{batch}/adamw{steps}")
+
+
+def cpu_capability() -> str:
+    """ATen's CPU capability in this process (DEFAULT, AVX2, AVX512; ATEN_CPU_CAPABILITY
+    lowers it), lower case."""
+    return str(torch.backends.cpu.get_cpu_capability()).lower()
+
+
+def grid(shape: tuple[int, ...], seed: int, scale: float = 1.0) -> torch.Tensor:
+    """fp32 values in [-scale, scale) on a 2^-23 grid, the same bits on every CPU: integers
+    from torch.randint, which ATen draws serially on the CPU (DistributionTemplates.h
+    random_from_to_kernel: cpu_serial_kernel, no vectorised path), then an exact conversion
+    (below 2^24) and exact power-of-two scaling (`scale` must be one)."""
+    assert math.frexp(scale)[0] == 0.5, "scale must be a power of two"
+    generator = torch.Generator().manual_seed(seed)
+    draws = torch.randint(0, 1 << 24, shape, generator=generator, dtype=torch.int64)
+    return (draws.to(torch.float32) * 2.0 ** -23 - 1.0) * scale
 
 
 def digest(tensor: torch.Tensor) -> str:
@@ -78,9 +107,7 @@ def left_out(device: torch.device) -> dict[str, str]:
 
 def gemm_chain(device: torch.device, mode: str) -> str:
     n, chain = WORKLOADS[device.type][:2]
-    generator = torch.Generator().manual_seed(1234)
-    a = torch.randn(n, n, generator=generator)
-    b = torch.randn(n, n, generator=generator)
+    a, b = grid((n, n), SEEDS["a"]), grid((n, n), SEEDS["b"])
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(mode, torch.float32)
     torch.set_float32_matmul_precision("high" if mode == "tf32" else "highest")
     a, b = a.to(device=device, dtype=dtype), b.to(device=device, dtype=dtype)
@@ -93,11 +120,12 @@ def gemm_chain(device: torch.device, mode: str) -> str:
 
 def train(device: torch.device) -> tuple[str, float]:
     _, _, (width, hidden), batch, steps = WORKLOADS[device.type]
-    torch.manual_seed(7)
     model = nn.Sequential(nn.Linear(width, hidden), nn.GELU(), nn.Linear(hidden, width))
+    with torch.no_grad():   # nn.Linear's own initialisation draws on the CPU: replaced
+        for k, p in enumerate(model.parameters()):
+            p.copy_(grid(tuple(p.shape), SEEDS["model"] + k, _bound(p.shape[-1])))
     model = model.to(device)
-    torch.manual_seed(99)
-    inputs = torch.randn(batch, width).to(device)
+    inputs = grid((batch, width), SEEDS["inputs"]).to(device)
     optimiser = torch.optim.AdamW(model.parameters(), lr=1e-3)
     loss = torch.zeros(())
     for _ in range(steps):
@@ -107,6 +135,11 @@ def train(device: torch.device) -> tuple[str, float]:
         optimiser.step()
     params = torch.cat([p.detach().flatten() for p in model.parameters()])
     return digest(params), float(loss.item())
+
+
+def _bound(fan_in: int) -> float:
+    """The power of two at or below nn.Linear's own initialisation bound 1/sqrt(fan_in)."""
+    return 2.0 ** -math.ceil(math.log2(math.sqrt(fan_in)))
 
 
 def cublas_version() -> str | None:
