@@ -61,6 +61,21 @@ class Results:
         summary = "; ".join(message for _, message in problems[:3]) + more
         return self.fail(summary, values, self.at_fault(i for i, _ in problems), action)
 
+    def judged(self, findings: Problems, gaps: Problems, values: dict, passed: str,
+               action: Action | None = None) -> CheckResult:
+        """Findings about the hardware fail with their action (the GPU named when they are all
+        on one), the gaps (what the evidence could not show) named after them; gaps alone
+        fail as the setup's (DESIGN.md "Cause, then action"); neither: `passed`."""
+        if findings:
+            result = self.failed(findings, values, action)
+            if not gaps:
+                return result
+            more = f" (+{len(gaps) - 1} more)" if len(gaps) > 1 else ""
+            return replace(result, summary=f"{result.summary}; also unjudged: {gaps[0][1]}{more}")
+        if gaps:
+            return self.failed(gaps, values, Action.FIX_SETUP)
+        return self.passed(passed, values)
+
     def at_fault(self, indices) -> GpuRef | None:
         return gpu_at_fault(indices, self.ctx.gpu_ref)
 

@@ -39,7 +39,8 @@ SKIP = "the profile sets no under_load figures"
 
 
 def _loaded(ctx: Context) -> tuple[dict[int, list[Sample]], Problems]:
-    """Each GPU's samples under load, and what makes the telemetry unusable for any check."""
+    """Each GPU's samples under load, and what makes the telemetry unusable for any check:
+    gaps, what the telemetry could not show, never a finding about a GPU."""
     gpus = ctx.evidence.read(TELEMETRY).gpus()
     burn = ctx.evidence.read(GPU_BURN)
     soak = burn.seconds if burn is not None else None
@@ -74,9 +75,6 @@ def _peak(samples: list[Sample], attribute: str) -> float | None:
     return max(values) if values else None
 
 
-def _verdict(r: Results, problems: Problems, values: dict, passed: str,
-             action: Action | None = None) -> CheckResult:
-    return r.failed(problems, values, action) if problems else r.passed(passed, values)
 
 
 @check("load_power", stage="soak", needs=(TELEMETRY,), action=Action.RESEAT_OR_INSPECT,
@@ -84,7 +82,8 @@ def _verdict(r: Results, problems: Problems, values: dict, passed: str,
        rule="under load, every GPU's enforced power limit is the profile's and its draw "
             "reaches under_load.power_fraction_min of it")
 def load_power(ctx: Context, r: Results) -> CheckResult:
-    loaded, problems = _loaded(ctx)
+    loaded, gaps = _loaded(ctx)
+    problems: Problems = []
     spec = ctx.profile["under_load"]
     floor = spec["power_fraction_min"] * spec["power_limit_w"]
     values: dict = {"floor_w": floor, "gpus": {}}
@@ -94,7 +93,7 @@ def load_power(ctx: Context, r: Results) -> CheckResult:
         limit = min((v for v in limits if v is not None), default=None)
         values["gpus"][index] = {"peak_power_w": draw, "enforced_limit_w": limit}
         if limit is None or draw is None:
-            problems.append((index, f"{label}: no power reading under load"))
+            gaps.append((index, f"{label}: no power reading under load"))
             continue
         if limit < spec["power_limit_w"] - 1:   # nvidia-smi prints two decimals
             problems.append((index, f"{label} enforced power limit {limit:.0f} W, profile "
@@ -102,8 +101,9 @@ def load_power(ctx: Context, r: Results) -> CheckResult:
         if draw < floor:
             problems.append((index, f"{label} drew at most {draw:.0f} W under load, below "
                                     f"{spec['power_fraction_min']} x {spec['power_limit_w']} W"))
-    return _verdict(r, problems, values, f"{len(loaded)} GPUs reached at least {floor:.0f} W "
-                                         f"under load at a {spec['power_limit_w']} W limit")
+    return r.judged(problems, gaps, values, f"{len(loaded)} GPUs reached at least "
+                                            f"{floor:.0f} W under load at a "
+                                            f"{spec['power_limit_w']} W limit")
 
 
 @check("load_thermal", stage="soak", needs=(TELEMETRY,), action=Action.RESEAT_OR_INSPECT,
@@ -111,11 +111,12 @@ def load_power(ctx: Context, r: Results) -> CheckResult:
        rule="under load, no GPU hotter than max_temp_c, nor more than "
             "under_load.temp_spread_max_c above the node's median peak")
 def load_thermal(ctx: Context, r: Results) -> CheckResult:
-    loaded, problems = _loaded(ctx)
+    loaded, gaps = _loaded(ctx)
+    problems: Problems = []
     spread = ctx.profile["under_load"]["temp_spread_max_c"]
     peaks = {i: p for i, s in loaded.items() if (p := _peak(s, "temp_c")) is not None}
-    problems += [(i, f"{ctx.gpu_label(i)}: no temperature reading under load")
-                 for i in loaded if i not in peaks]
+    gaps += [(i, f"{ctx.gpu_label(i)}: no temperature reading under load")
+             for i in loaded if i not in peaks]
     values: dict = {"gpus": {i: {"peak_temp_c": p} for i, p in peaks.items()}}
     if peaks:
         median = statistics.median(peaks.values())
@@ -129,8 +130,8 @@ def load_thermal(ctx: Context, r: Results) -> CheckResult:
                 problems.append((index, f"{label} {peak:.0f} C under load, {peak - median:.0f} "
                                         f"C above the node median {median:.0f} C (spread "
                                         f"limit {spread} C)"))
-    return _verdict(r, problems, values, f"{len(peaks)} GPUs within {spread} C of the node "
-                                         f"median under load")
+    return r.judged(problems, gaps, values, f"{len(peaks)} GPUs within {spread} C of the "
+                                            f"node median under load")
 
 
 @check("load_throttle", stage="soak", needs=(TELEMETRY,), action=Action.RESEAT_OR_INSPECT,
@@ -138,7 +139,8 @@ def load_thermal(ctx: Context, r: Results) -> CheckResult:
        rule="no HW slowdown, HW thermal or power-brake slowdown or SW thermal slowdown "
             "active on any GPU under load")
 def load_throttle(ctx: Context, r: Results) -> CheckResult:
-    loaded, problems = _loaded(ctx)
+    loaded, gaps = _loaded(ctx)
+    problems: Problems = []
     values: dict = {"gpus": {}}
     for index, samples in loaded.items():
         active = {reason: sum(reason in s.reasons for s in samples) for reason in SLOWDOWNS}
@@ -149,12 +151,12 @@ def load_throttle(ctx: Context, r: Results) -> CheckResult:
                   if all(reason in s.unread for s in samples)]
         if unread:
             values.setdefault("unread", {})[index] = unread
-            problems.append((index, f"{ctx.gpu_label(index)}: {', '.join(unread)} not "
-                                    "reported ([N/A]) under load: its slowdown cannot be judged"))
+            gaps.append((index, f"{ctx.gpu_label(index)}: {', '.join(unread)} not "
+                                "reported ([N/A]) under load: its slowdown cannot be judged"))
         for reason, n in active.items():
             problems.append((index, f"{ctx.gpu_label(index)} {SLOWDOWNS[reason]} active in "
                                     f"{n} of {len(samples)} samples under load"))
-    return _verdict(r, problems, values, f"no slowdown on {len(loaded)} GPUs under load")
+    return r.judged(problems, gaps, values, f"no slowdown on {len(loaded)} GPUs under load")
 
 
 @check("load_clocks", stage="soak", needs=(TELEMETRY,), action=Action.RESEAT_OR_INSPECT,
@@ -162,12 +164,13 @@ def load_throttle(ctx: Context, r: Results) -> CheckResult:
        rule="under load, no GPU's median SM clock under_load.clock_spread_max_pct or more "
             "below the node's median")
 def load_clocks(ctx: Context, r: Results) -> CheckResult:
-    loaded, problems = _loaded(ctx)
+    loaded, gaps = _loaded(ctx)
+    problems: Problems = []
     allowed = ctx.profile["under_load"]["clock_spread_max_pct"]
     clocks = {i: statistics.median(v) for i, s in loaded.items()
               if (v := [x.sm_clock_mhz for x in s if x.sm_clock_mhz is not None])}
-    problems += [(i, f"{ctx.gpu_label(i)}: no SM clock reading under load")
-                 for i in loaded if i not in clocks]
+    gaps += [(i, f"{ctx.gpu_label(i)}: no SM clock reading under load")
+             for i in loaded if i not in clocks]
     values: dict = {"gpus": {i: {"median_sm_mhz": c} for i, c in clocks.items()}}
     if clocks:
         median = statistics.median(clocks.values())
@@ -178,5 +181,5 @@ def load_clocks(ctx: Context, r: Results) -> CheckResult:
                 problems.append((index, f"{ctx.gpu_label(index)} SM clock {clock:.0f} MHz "
                                         f"under load, {shortfall:.0f}% below the node median "
                                         f"{median:.0f} MHz"))
-    return _verdict(r, problems, values, f"{len(clocks)} GPUs' SM clocks within {allowed}% of "
-                                         f"the node median under load")
+    return r.judged(problems, gaps, values, f"{len(clocks)} GPUs' SM clocks within "
+                                            f"{allowed}% of the node median under load")

@@ -61,12 +61,14 @@ def gpu_burn(ctx: Context, r: Results) -> CheckResult:
         if g.max_temp_c is not None and g.max_temp_c > ctx.profile["max_temp_c"]:
             fails.append((g.index, f"{label} reached {g.max_temp_c} C "
                                    f"(limit {ctx.profile['max_temp_c']} C)"))
+    # GPUs the log does not cover: what it could not show, never a finding (issue 67)
+    gaps: list[tuple[int | None, str]] = []
     if len(gpus) != ctx.profile.gpu_count and run.finished:
-        fails.append((None, f"gpu-burn tested {len(gpus)} GPUs, profile expects "
-                            f"{ctx.profile.gpu_count}"))
+        gaps.append((None, f"gpu-burn tested {len(gpus)} GPUs, profile expects "
+                           f"{ctx.profile.gpu_count}"))
     elif run.finished and run.tested_count != ctx.profile.gpu_count:
-        fails.append((None, f"gpu-burn says it tested {run.tested_count} GPUs, profile "
-                            f"expects {ctx.profile.gpu_count}"))
+        gaps.append((None, f"gpu-burn says it tested {run.tested_count} GPUs, profile "
+                           f"expects {ctx.profile.gpu_count}"))
     rates = [g.gflops for g in gpus if g.gflops]
     if rates:
         median = statistics.median(rates)
@@ -82,10 +84,9 @@ def gpu_burn(ctx: Context, r: Results) -> CheckResult:
             if shortfall >= spec["max_spread_pct"]:
                 fails.append((g.index, f"{label} {g.gflops:.0f} Gflop/s is {shortfall:.0f}% "
                                        f"below the node median {median:.0f}"))
-    if fails:
-        return r.failed(fails, values, action=action)
-    return r.passed(f"{len(gpus)} GPUs OK for {run.seconds}s, median "
-                    f"{values.get('median_gflops', 0):.0f} Gflop/s", values)
+    return r.judged(fails, gaps, values, f"{len(gpus)} GPUs OK for {run.seconds}s, median "
+                                         f"{values.get('median_gflops', 0):.0f} Gflop/s",
+                    action=action)
 
 
 @check("gpu_burn_build", stage="identity", needs=(GPU_BURN_BUILD,), action=Action.FIX_SETUP,

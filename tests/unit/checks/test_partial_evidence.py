@@ -195,9 +195,8 @@ def test_partial_evidence_rejects_naming_what_is_missing(tmp_path, edit, check_i
     assert judged.verdict == "rejected"
     assert result.status == "fail", (result.status, result.summary)
     assert named in result.summary, result.summary
-    # what gpuprov could not see is never a hardware action (issue 53)
-    assert result.action in (Action.FIX_SETUP, Action.NONE, Action.RESEAT_OR_INSPECT), \
-        result.action
+    # what gpuprov could not see is the setup's, never a hardware action (issues 53, 67)
+    assert result.action == Action.FIX_SETUP, result.action
 
 
 def test_a_gap_beside_a_fault_keeps_the_fault_and_records_the_gap(tmp_path):
