@@ -55,7 +55,7 @@ def baseline(sources: tuple[str, ...], base_name: str, output: Path, name: str |
     if not output.parent.resolve().is_dir():
         raise InputError(f"--output {output}: directory {output.parent} does not exist")
     base = load_profile(base_name)
-    results = _results(Ledger(), sources)
+    results = _results(Ledger.reader(), sources)
     learned = learn(results, base, tolerance_pct)
     goldens = learn_goldens(results)
     if not learned and not any(g.hashes for g in goldens):

@@ -96,7 +96,7 @@ def fleet_command(since: str | None, by: tuple[str, ...], inventory_option: str 
         raise InputError(f"--html {html_file}: directory {html_file.parent} does not exist")
     now = time.time()
     window = duration(since, "--since") if since else None
-    ledger = Ledger()
+    ledger = Ledger.reader()
     results = ledger.node_results()
     repairs = {node: [r.at for r in ledger.repairs(node)] for node in {r.node for r in results}}
     figures = fleet.figures(results, repairs, now, now - window if window else None, by,

@@ -70,7 +70,7 @@ def replay(since: str | None, nodes: tuple[str, ...], lock_path: Path | None,
     window = duration(since, "--since") if since else None
     lock = Lock.load(lock_path) if lock_path is not None else None
     profile_for = _profiles(profile_items)
-    results = Ledger().node_results()
+    results = Ledger.reader().node_results()
     known = {r.node for r in results}
     for node in nodes:
         if node not in known:

@@ -74,7 +74,7 @@ def report_command(target: str | None, fmt: str, out_dir: Path) -> None:
 
     markdown is an RMA-ready summary per node that was not accepted (or the NODE asked
     for), with its evidence directory bundled as one .tar.gz in --output."""
-    ledger = Ledger()
+    ledger = Ledger.reader()
     run, results = resolve(ledger, target)
     if fmt == "json":
         click.echo(json.dumps(report.as_json(run, results), indent=2, default=str))

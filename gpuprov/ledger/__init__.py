@@ -23,6 +23,7 @@ import os
 from pathlib import Path
 
 from gpuprov.config import state_dir
+from gpuprov.errors import InputError
 from gpuprov.ledger.baselines import BaselinesRepository
 from gpuprov.ledger.certificates import CertificatesRepository
 from gpuprov.ledger.drift import DriftRepository
@@ -59,10 +60,27 @@ class Ledger(RunsRepository, VerdictsRepository, ProvisioningRepository, DriftRe
     """One ledger, its concerns in their own modules (runs, verdicts, provisioning, drift,
     Slurm, repairs, provisioning baselines, certificates issued) over one store."""
 
-    def __init__(self, location: Path | str | None = None) -> None:
-        self.store = open_store(str(location or default_location()))
+    def __init__(self, location: Path | str | None = None, read_only: bool = False) -> None:
+        self.store = open_store(str(location or default_location()), read_only)
         self.path = self.store.location       # what messages name (never a password)
-        self.store.migrate(MIGRATIONS)
+        if not read_only:
+            self.store.migrate(MIGRATIONS)
+            return
+        # a reader never migrates: a ledger of another schema is the operator's to move
+        version = self.store.schema_version
+        if version != len(MIGRATIONS):
+            raise InputError(
+                f"ledger {self.path}: schema {version}, this gpuprov reads schema "
+                f"{len(MIGRATIONS)}: " + (
+                    "run a command that writes it (`gpuprov nodes NODE --repaired …`, "
+                    "`gpuprov validate`) to migrate it first" if version < len(MIGRATIONS)
+                    else "written by a newer gpuprov; upgrade this one"))
+
+    @classmethod
+    def reader(cls, location: Path | str | None = None) -> Ledger:
+        """The ledger opened read-only (replay, fleet, report, baseline): never created,
+        migrated nor written; a path that does not exist is bad input."""
+        return cls(location, read_only=True)
 
     @property
     def schema_version(self) -> int:

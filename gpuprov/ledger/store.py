@@ -34,6 +34,8 @@ class Store:
     # an SQL boolean expression: the JSON text column's top-level `key` is true
     json_true: Callable[[str, str], str]
 
+    read_only: bool = False
+
     def connect(self): ...
     def transaction(self): ...
     def migrate(self, migrations: list[str]) -> None: ...
@@ -45,17 +47,25 @@ class Store:
     def alive(self, row: Any) -> bool: ...
 
 
-def open_store(location: str) -> Store:
+def open_store(location: str, read_only: bool = False) -> Store:
+    """The store at `location`; read_only: a reader's (replay, fleet, report), which never
+    creates, migrates nor writes it, and refuses one that does not exist."""
     if location.startswith(("postgresql:", "postgres:")):
-        return PostgresStore(location)
-    return SqliteStore(Path(location))
+        return PostgresStore(location, read_only)
+    return SqliteStore(Path(location), read_only)
 
 
 class SqliteStore(Store):
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, read_only: bool = False) -> None:
         self.path = path
         self.location = str(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        self.read_only = read_only
+        if read_only:
+            if not path.is_file():
+                raise InputError(f"ledger {path}: no such file (no validation runs recorded "
+                                 f"yet, or a mistyped $GPUPROV_LEDGER)")
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
 
     @staticmethod
     def json_true(column: str, key: str) -> str:
@@ -63,6 +73,13 @@ class SqliteStore(Store):
 
     @contextmanager
     def connect(self) -> Iterator[sqlite3.Connection]:
+        if self.read_only:   # SQLite's own read-only mode: the file is never written
+            uri = f"{self.path.resolve().as_uri()}?mode=ro"
+            with closing(sqlite3.connect(uri, uri=True, timeout=30,
+                                         isolation_level=None)) as db:
+                db.row_factory = sqlite3.Row
+                yield db
+            return
         with closing(sqlite3.connect(self.path, timeout=30, isolation_level=None)) as db:
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=FULL")
@@ -143,7 +160,8 @@ class _Postgres:
 
 
 class PostgresStore(Store):
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, read_only: bool = False) -> None:
+        self.read_only = read_only
         try:
             import psycopg
         except ImportError as exc:      # pragma: no cover - a dependency of the package
@@ -185,6 +203,8 @@ class PostgresStore(Store):
     @contextmanager
     def connect(self) -> Iterator[_Postgres]:
         with self._open() as conn:
+            if self.read_only:   # the server refuses any write in this session
+                conn.execute("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
             yield _Postgres(conn)
 
     @contextmanager
@@ -209,6 +229,9 @@ class PostgresStore(Store):
     @property
     def schema_version(self) -> int:
         with self.connect() as db:
+            exists = db.execute("SELECT to_regclass('gpuprov_schema') AS t").fetchone()["t"]
+            if exists is None:     # a database no gpuprov has written to
+                return 0
             return db.execute("SELECT version FROM gpuprov_schema").fetchone()["version"]
 
     def hold(self, hosts: list[str], busy: Callable[[str], None]) -> dict:

@@ -178,3 +178,27 @@ def test_intake_grouped_by_an_inventory_variable(env, tmp_path):
     racks = json.loads(_fleet(env, "--by", "group", "-i", str(inventory), "--json").stdout)
     assert [(i["group"], i["nodes"], i["accepted"]) for i in racks["intake"]] == [
         ({"group": "rack1"}, 2, 1), ({"group": "rack2"}, 1, 1)]
+
+
+@pytest.mark.parametrize("command", [("replay",), ("fleet",), ("report",)])
+def test_readers_never_migrate_nor_create_a_ledger(tmp_path, command):
+    """Issue 67: replay, fleet and report open the ledger read-only. A ledger of an older
+    schema is left byte for byte as it was (a clear error: migrate it with a writing
+    command); a path that does not exist is bad input, and nothing is created there."""
+    from gpuprov.ledger import MIGRATIONS
+    from gpuprov.ledger.store import open_store
+    old = tmp_path / "old.sqlite3"
+    open_store(str(old)).migrate(MIGRATIONS[:9])
+    before = old.read_bytes()
+    env = {**os.environ, "GPUPROV_LEDGER": str(old), "GPUPROV_STATE_DIR": str(tmp_path / "s")}
+    result = gpuprov(*command, env=env, timeout=60)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.strip().endswith(
+        f"ledger {old}: schema 9, this gpuprov reads schema {len(MIGRATIONS)}: run a command "
+        "that writes it (`gpuprov nodes NODE --repaired …`, `gpuprov validate`) to migrate "
+        "it first"), result.stderr
+    assert old.read_bytes() == before
+    typo = tmp_path / "ledgr.sqlite3"
+    result = gpuprov(*command, env={**env, "GPUPROV_LEDGER": str(typo)}, timeout=60)
+    assert result.returncode == 2 and f"ledger {typo}: no such file" in result.stderr
+    assert not typo.exists()

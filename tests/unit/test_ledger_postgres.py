@@ -13,7 +13,7 @@ import time
 import psycopg
 import pytest
 
-from gpuprov.errors import ClaimLost
+from gpuprov.errors import ClaimLost, InputError
 from gpuprov.ledger import MIGRATIONS, HostBusy, Ledger
 from gpuprov.model import CheckResult, HostOutcome, NodeResult, Status, Verdict
 from tests.conftest import gpuprov
@@ -170,3 +170,18 @@ def test_the_metrics_and_nodes_read_a_postgresql_ledger(postgres, recorded_ledge
     assert states == {"node07": "accepted", "node08": "rejected"}
     printed = gpuprov("metrics", env=env, cwd=tmp_path, timeout=60)
     assert 'gpuprov_node_state{node="node08",state="rejected"} 1.0' in printed.stdout
+
+
+def test_a_reader_never_writes_a_postgresql_ledger(postgres, recorded_ledger):
+    """Issue 67: a reader's session is read-only on the server; a database no gpuprov has
+    migrated is refused, and stays without gpuprov's tables."""
+    url = postgres.new_database()
+    with pytest.raises(InputError, match=r"schema 0, this gpuprov reads schema"):
+        Ledger.reader(url)
+    with psycopg.connect(url) as conn:
+        assert conn.execute("SELECT to_regclass('gpuprov_schema')").fetchone()[0] is None
+    _fill(Ledger(url), recorded_ledger)
+    reader = Ledger.reader(url)
+    assert [r.node for r in reader.node_results("v1")] == ["node07", "node08"]
+    with pytest.raises(psycopg.errors.ReadOnlySqlTransaction), reader.store.connect() as db:
+        db.execute("DELETE FROM node_results")
