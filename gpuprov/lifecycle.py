@@ -18,6 +18,9 @@ QUARANTINED = "quarantined"
 # rejected for what gpuprov could not see (a tool absent, evidence not collected), with no
 # hardware finding: fix the setup the failing checks name, then validate again (issue 53)
 NEEDS_SETUP = "needs-setup"
+# accepted only because the checks that would have rejected it were observed (config
+# observe): its own state everywhere, never certified (issue 67)
+ACCEPTED_OBSERVED = "accepted-observed"
 # its latest provisioning run never finished (killed, the controller lost): it may have
 # changed the node halfway, so no earlier acceptance holds
 INTERRUPTED = "interrupted"
@@ -49,7 +52,7 @@ def node_state(verdict: NodeResult | None,
     rollback, a repaired package), a repair was recorded after it (`repaired_at`), or an
     acceptance older than `valid_for` seconds at `now` (a GPU degrades in service: it is
     re-validated). `interrupted`: a provisioning run that started at `interrupted_at`, after
-    the verdict, never finished."""
+    the verdict, never finished. `accepted-observed`: accepted with observed findings."""
     if held:
         return QUARANTINED
     if verdict is None:
@@ -67,6 +70,8 @@ def node_state(verdict: NodeResult | None,
         return EXPIRED
     if rejected_for_setup(verdict):
         return NEEDS_SETUP
+    if verdict.verdict == Verdict.ACCEPTED and verdict.observed:
+        return ACCEPTED_OBSERVED
     return str(verdict.verdict)
 
 

@@ -18,13 +18,13 @@ from prometheus_client import CollectorRegistry, Gauge, Info, generate_latest, w
 
 from gpuprov.errors import InputError
 from gpuprov.ledger import Ledger
-from gpuprov.lifecycle import expires_at, quarantine
+from gpuprov.lifecycle import ACCEPTED_OBSERVED, expires_at, quarantine
 from gpuprov.model import NodeResult, Outcome, Status, Verdict
 from gpuprov.settings import acceptance_periods
 
 TEXTFILE = "gpuprov.prom"
 NEVER = "never"
-STATES = (*(str(v) for v in Verdict), NEVER)
+STATES = (*(str(v) for v in Verdict), ACCEPTED_OBSERVED, NEVER)
 GIGA = 1e9
 # the checks whose measured values become metrics (the others' are not decoded)
 FIGURES = ("gpu_burn", "ddp_smoke", "nccl_bandwidth")
@@ -35,7 +35,8 @@ def fleet_registry(ledger: Ledger, hosts: Iterable[str] = ()) -> CollectorRegist
     `never` validated."""
     registry = CollectorRegistry(auto_describe=True)
     state = Gauge("gpuprov_node_state", "The node's latest final verdict (1 for its state, "
-                  "0 for the others); never: not validated yet", ["node", "state"],
+                  "0 for the others); accepted-observed: accepted with observed findings; never: "
+                  "not validated yet", ["node", "state"],
                   registry=registry)
     validated = Gauge("gpuprov_node_last_validation_timestamp_seconds",
                       "When the node's latest final verdict was reached", ["node"],
@@ -80,7 +81,9 @@ def fleet_registry(ledger: Ledger, hosts: Iterable[str] = ()) -> CollectorRegist
     for node in nodes:
         held.labels(node).set(1 if node in quarantined else 0)
         result = verdicts.get(node)
-        current = str(result.verdict) if result else NEVER
+        current = NEVER if not result else (
+            ACCEPTED_OBSERVED if result.verdict == Verdict.ACCEPTED and result.observed
+            else str(result.verdict))
         for name in STATES:
             state.labels(node, name).set(1 if name == current else 0)
         if result:

@@ -150,6 +150,11 @@ class NodeResult:
         return [c for c in self.checks if c.blocking]
 
     @property
+    def observed(self) -> list[CheckResult]:
+        """The checks that would have rejected the node, judged in observe mode."""
+        return [c for c in self.checks if c.status == Status.OBSERVED]
+
+    @property
     def hardware_failing(self) -> list[CheckResult]:
         """The failing checks that found a fault in the hardware (not in the node's setup,
         nor in what gpuprov could see)."""

@@ -36,13 +36,33 @@ class Judgement:
         return said + (f"; observed: would reject: {', '.join(observed)}" if observed else "")
 
 
+# The checks observe mode may never soften: what a node is (its GPUs, their count and
+# identity; the driver the lock pins and the CUDA it runs) and whether it is alive (the
+# kernel's fatal GPU events; a GPU that needs a reset). Observed, a node with a GPU gone or
+# an Xid 79 would be accepted, Slurm would resume it and `nodes` would show it accepted
+# (issue 67). Observe mode is for a check whose site floor is being learned (load figures,
+# fabric rates, a new fingerprint), not for what makes the node usable at all.
+UNOBSERVABLE = {
+    "gpu_inventory": "the GPUs' count and identity",
+    "gpu_reset_required": "a GPU that needs a reset",
+    "kernel_log": "the kernel's fatal GPU events",
+    "driver_version": "the driver the lock pins",
+    "cuda_compat": "the CUDA the driver runs",
+}
+
+
 def observed_for(profile: str) -> frozenset[str]:
-    """The checks the configuration observes for `profile`, each a registered check."""
+    """The checks the configuration observes for `profile`, each a registered check that
+    may be observed."""
     observed = settings.observed_checks()(profile)
     unknown = sorted(observed - set(check_ids()))
     if unknown:
         raise InputError(f"{settings.config_path()}: observe: unknown check "
                          f"{unknown[0]!r} (see docs/checks.md)")
+    bounded = sorted(observed & set(UNOBSERVABLE))
+    if bounded:
+        raise InputError(f"{settings.config_path()}: observe: {bounded[0]!r} cannot be "
+                         f"observed: it judges {UNOBSERVABLE[bounded[0]]}")
     return observed
 
 
@@ -60,6 +80,8 @@ def judge(evidence: Evidence, profile: Profile, lock: Lock | None,
     later stages' evidence is not yet required. observe: the checks whose failures are
     reported as observed, never blocking (default: the configuration's, observe mode)."""
     observed = observed_for(profile.name) if observe is None else frozenset(observe)
+    if observed & set(UNOBSERVABLE):
+        raise ValueError(f"cannot observe {sorted(observed & set(UNOBSERVABLE))}")
     ctx = Context(evidence, profile, lock, upto)
     wanted = set(only) if only is not None else None
     results = []

@@ -16,7 +16,7 @@ from gpuprov import certificates, report
 from gpuprov.errors import InputError
 from gpuprov.evidence import Evidence
 from gpuprov.ledger import Certificate, Ledger
-from gpuprov.lifecycle import node_state, quarantine
+from gpuprov.lifecycle import ACCEPTED_OBSERVED, node_state, quarantine
 from gpuprov.profiles import load_profile
 from gpuprov.settings import acceptance_periods
 
@@ -42,9 +42,8 @@ def certify(node: str, key: Path, out: Path | None) -> None:
     state = node_state(result, ledger.last_provisioning().get(node), now, valid_for,
                        ledger.last_repairs().get(node), node in quarantine(ledger, now),
                        cut[node].started_at if node in cut else None)
-    observed = [c.id for c in result.checks if str(c.status) == "observed"]
-    if state == "accepted" and observed:   # accepted only because these were observed
-        state = f"observed-only (would reject: {', '.join(observed)})"
+    if state == ACCEPTED_OBSERVED:   # accepted only because these were observed
+        state += f" (would reject: {', '.join(c.id for c in result.observed)})"
     if state != "accepted":
         click.echo(f"{node}: {state} (run {result.run_id}): only an accepted node is certified; "
                    "nothing written", err=True)

@@ -79,8 +79,8 @@ class VerdictsRepository(LedgerBase):
         the fleet's size. Without `checks`: no check results or GPUs (a fleet's states);
         `values_of`: only those checks' measured values are decoded, the others' left {}
         (decoding every value is most of the time on a large fleet); `failing_only`: only
-        the failing checks, no values, no GPUs (what a node's state needs: their actions
-        tell a rejection for the setup from one for the hardware)."""
+        the failing (and observed) checks, no values, no GPUs (what a node's state needs:
+        their actions tell a rejection for the setup from one for the hardware)."""
         latest = ("SELECT n.* FROM node_results n JOIN (SELECT node, MAX(started_at) AS latest"
                   " FROM node_results WHERE verdict IS NOT NULL GROUP BY node) l"
                   " ON l.node = n.node AND l.latest = n.started_at WHERE n.verdict IS NOT NULL")
@@ -88,7 +88,8 @@ class VerdictsRepository(LedgerBase):
             rows = db.execute(latest).fetchall()
             if not checks and not failing_only:
                 return {row["node"]: _assemble(row, [], []) for row in rows}
-            failing = " AND c.status IN ('fail', 'missing')" if failing_only else ""
+            # and the observed ones: an acceptance with them is a state of its own
+            failing = " AND c.status IN ('fail', 'missing', 'observed')" if failing_only else ""
             check_rows = db.execute(
                 f"SELECT c.* FROM check_results c JOIN ({latest}) x ON x.run_id = c.run_id"
                 f" AND x.node = c.node{failing} ORDER BY c.{self._order}").fetchall()

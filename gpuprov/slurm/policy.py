@@ -103,7 +103,10 @@ def after_verdicts(names: dict[str, str], before: dict[str, SlurmNode],
                 out_of_service.append(name)
         elif result.judged == Verdict.ACCEPTED:
             if not node.in_service and ours(node):
-                steps.append(Step(host, name, "resume", "accepted"))
+                # observe mode's acceptance says so wherever gpuprov reports the step
+                observed = ", ".join(c.id for c in result.observed)
+                steps.append(Step(host, name, "resume", "accepted" + (
+                    f" with observed findings (would reject: {observed})" if observed else "")))
             elif not node.in_service:
                 steps.append(Step(host, name, "keep",
                                   f"accepted, left drained for its own reason: {node.reason}"))

@@ -49,7 +49,7 @@ def test_the_metrics_say_what_the_ledger_holds(fleet, tmp_path, monkeypatch):
               if name == "gpuprov_node_state"}
     assert {key for key, v in states.items() if v == 1} == {
         ("node07", "accepted"), ("node08", "rejected"), ("node09", "never")}
-    assert len(states) == 3 * 4                     # every state of every node, 0 or 1
+    assert len(states) == 3 * 5                     # every state of every node, 0 or 1
     judged = {r.node: r for r in fleet.node_results("v1")}
     assert value(found, "gpuprov_node_last_validation_timestamp_seconds",
                  node="node08") == judged["node08"].judged_at

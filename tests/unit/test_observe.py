@@ -73,6 +73,12 @@ def test_another_profile_s_observe_list_does_not_apply(hot_node, tmp_path):
     ("observe: [no_such_check]\n", "observe: unknown check 'no_such_check'"),
     ("observe: {checks: load_thermal}\n", "observe.checks: expected a list of check ids"),
     ("observe: {enforce: [x]}\n", "observe.enforce: unknown setting"),
+    # issue 67: what makes a node usable at all cannot be observed
+    ("observe: [load_thermal, kernel_log]\n",
+     "observe: 'kernel_log' cannot be observed: it judges the kernel's fatal GPU events"),
+    ("observe: {profiles: {h100-sxm-8: [gpu_inventory]}}\n",
+     "observe: 'gpu_inventory' cannot be observed: it judges the GPUs' count and identity"),
+    ("observe: [driver_version]\n", "observe: 'driver_version' cannot be observed"),
 ])
 def test_a_bad_observe_setting_is_one_line_exit_2(hot_node, tmp_path, config, message):
     result = gpuprov("evaluate", str(hot_node), "--profile", "h100-sxm-8",
@@ -97,3 +103,48 @@ def test_the_metrics_name_the_observed_check_and_no_failing_one(hot_node, tmp_pa
     assert value(found, "gpuprov_node_check_observed", node="node07", check="load_thermal",
                  action="reseat-or-inspect") == 1
     assert not [k for k in found if k[0] == "gpuprov_node_check_failing"]
+
+
+def _recorded_observed(hot_node, tmp_path) -> Ledger:
+    """A ledger holding node07 accepted because load_thermal was observed."""
+    ledger = Ledger(tmp_path / "ledger.sqlite3")
+    ledger.start_run("v1", "validate", "/inv/rack.ini", ["node07"], {}, {}, "/ev")
+    judgement = judge(Evidence(hot_node), H100, None, observe=["load_thermal"])
+    job = NodeJob(NodeSettings(node="node07", profile=H100, lock=None, run_id="v1",
+                               soak_seconds=30), hot_node, hot_node, hot_node)
+    ledger.record_node("v1", _result(job, 1.0, judgement.verdict, judgement.reason(),
+                                     judgement))
+    ledger.finish_validation("v1")
+    return ledger
+
+
+def test_an_acceptance_with_observed_findings_is_its_own_state_everywhere(hot_node, tmp_path):
+    """Issue 67: `nodes`, the metrics and Slurm's resume say accepted-observed, and
+    `certify` refuses it, naming what it would have rejected."""
+    from gpuprov.slurm import policy
+    from gpuprov.slurm.cluster import SlurmNode
+    ledger = _recorded_observed(hot_node, tmp_path)
+    env = {**os.environ, "GPUPROV_LEDGER": str(ledger.path),
+           "GPUPROV_STATE_DIR": str(tmp_path / "state")}
+    env.pop("GPUPROV_INVENTORY", None)
+    listing = gpuprov("nodes", env=env, cwd=tmp_path, timeout=60)
+    assert listing.returncode == 0, listing.stderr
+    assert [line.split()[:2] for line in listing.stdout.splitlines()[1:]] == [
+        ["node07", "accepted-observed"]], listing.stdout
+    found = samples(metrics.exposition(metrics.fleet_registry(ledger, ["node07"])))
+    assert value(found, "gpuprov_node_state", node="node07", state="accepted-observed") == 1
+    assert value(found, "gpuprov_node_state", node="node07", state="accepted") == 0
+    [recorded] = ledger.node_results(run_id="v1")
+    drained = SlurmNode("node07", "drained", "gpuprov: validating (run v1)", ("gpu",))
+    steps, _ = policy.after_verdicts({"node07": "node07"}, {"node07": drained},
+                                     {"node07": drained}, {"node07": recorded}, {"node07"}, 1.0)
+    assert [(s.action, s.reason) for s in steps] == [
+        ("resume", "accepted with observed findings (would reject: load_thermal)")]
+    key = tmp_path / "key"
+    import subprocess
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    refused = gpuprov("certify", "node07", "--key", str(key), env=env, cwd=tmp_path, timeout=60)
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert "node07: accepted-observed (would reject: load_thermal) (run v1): only an " \
+        "accepted node is certified; nothing written" in refused.stderr
+    assert not list(tmp_path.glob("gpuprov-acceptance-*"))
