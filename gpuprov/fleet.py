@@ -10,8 +10,10 @@ Pure: the ledger's finished validations and recorded repairs in, the figures out
 - **Per node and per GPU serial**: incidents (rejections; for a GPU, the rejections whose
   failing checks named it), the mean time between incidents, and the time to repair (a
   rejection to the first acceptance after a repair recorded after it).
-- **Repeat offenders**: the nodes rejected at least twice in the window, and their share of
-  all rejections.
+- **Repeat offenders**: the nodes that are repeat offenders at the window's end by the one
+  definition quarantine, `nodes --offenders` and the metrics use (hardware_history.py: the
+  configuration's `offenders` rule, hardware rejections since the node's latest repair),
+  and their share of the window's rejections.
 """
 
 from __future__ import annotations
@@ -22,9 +24,10 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from gpuprov.hardware_history import offenders as repeat_offenders
 from gpuprov.model import NodeResult, Verdict
+from gpuprov.settings import OFFENDER_REJECTIONS, OFFENDER_WITHIN_S
 
-REPEAT_OFFENDER_REJECTIONS = 2
 # the figures a group can be named by without an inventory: read off each first validation
 BUILTIN_GROUPS = ("profile", "driver", "vbios")
 
@@ -102,6 +105,7 @@ class Figures:
     offenders: list[str]
     offenders_rejections: int
     rejections: int
+    offender_rule: tuple[int, float] = (OFFENDER_REJECTIONS, OFFENDER_WITHIN_S)
 
     @property
     def offenders_share_pct(self) -> float | None:
@@ -116,7 +120,8 @@ class Figures:
                 "rejections_by_action": dict(self.by_action.most_common()),
                 "nodes": [n.as_dict() for n in self.nodes],
                 "gpus": [g.as_dict() for g in self.gpus],
-                "repeat_offenders": {"rejections_at_least": REPEAT_OFFENDER_REJECTIONS,
+                "repeat_offenders": {"rejections_at_least": self.offender_rule[0],
+                                     "within_days": self.offender_rule[1] / 86400,
                                      "nodes": self.offenders,
                                      "rejections": self.offenders_rejections,
                                      "share_pct": None if share is None else round(share, 1)}}
@@ -135,9 +140,12 @@ def _time_to_repair(rejected_at: float, history: list[NodeResult],
 
 def figures(results: Iterable[NodeResult], repairs: dict[str, list[float]], until: float,
             since: float | None = None, by: tuple[str, ...] = ("profile",),
-            group_of: Callable[[NodeResult, str], str | None] = builtin_group) -> Figures:
+            group_of: Callable[[NodeResult, str], str | None] = builtin_group,
+            offender_rule: tuple[int, float] = (OFFENDER_REJECTIONS, OFFENDER_WITHIN_S)
+            ) -> Figures:
     """Every figure over `results` (finished validations, any order) and each node's
-    repairs (their times), within [since, until]."""
+    repairs (their times), within [since, until]; `offender_rule`: (rejections, within
+    seconds), the configuration's (settings.offender_rule)."""
     finished = sorted((r for r in results if r.verdict is not None), key=lambda r: r.judged_at)
     in_window = [r for r in finished if (since is None or r.judged_at >= since)
                  and r.judged_at <= until]
@@ -184,12 +192,17 @@ def figures(results: Iterable[NodeResult], repairs: dict[str, list[float]], unti
             if ttr is not None:
                 gpu.repairs_h.append(ttr)
 
-    offenders = sorted(n.name for n in nodes.values()
-                       if len(n.incidents) >= REPEAT_OFFENDER_REJECTIONS)
+    count, within = offender_rule
+    last_repair = {node: max(times) for node, times in repairs.items() if times}
+    found = [o for o in repeat_offenders(finished, count, within, until, last_repair)
+             if o.serial is None]
+    offenders = sorted(o.node for o in found)
     return Figures(since, until, by, len(in_window),
                    sorted(groups.values(), key=lambda i: [str(v) for v in i.group.values()]),
                    by_check, by_action,
                    sorted(nodes.values(), key=lambda n: (-len(n.incidents), n.name)),
                    sorted((g for g in gpus.values() if g.incidents),
                           key=lambda g: (-len(g.incidents), g.name)),
-                   offenders, sum(len(nodes[o].incidents) for o in offenders), len(rejected))
+                   offenders, sum(len(nodes[o].incidents) for o in offenders if o in nodes),
+                   len(rejected),
+                   offender_rule)

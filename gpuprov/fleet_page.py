@@ -80,8 +80,9 @@ def render(figures: Figures) -> str:
                         [[k, v] for k, v in data["rejections_by_action"].items()]))
     offenders = data["repeat_offenders"]
     share = offenders["share_pct"]
-    parts.append(f"<h2>Repeat offenders</h2><p>{len(offenders['nodes'])} node(s) rejected "
-                 f"{offenders['rejections_at_least']} times or more "
+    parts.append(f"<h2>Repeat offenders</h2><p>{len(offenders['nodes'])} node(s) with "
+                 f"{offenders['rejections_at_least']} hardware rejections or more within "
+                 f"{offenders['within_days']:g} days since their latest repair "
                  f"({html.escape(', '.join(offenders['nodes']) or 'none')}): "
                  f"{offenders['rejections']} rejection(s)"
                  + (f", {share}% of all" if share is not None else "") + ".</p>")

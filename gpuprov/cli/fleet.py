@@ -14,7 +14,7 @@ from gpuprov.config import resolve_inventory
 from gpuprov.errors import InputError
 from gpuprov.inventory import Inventory
 from gpuprov.ledger import Ledger
-from gpuprov.settings import duration
+from gpuprov.settings import duration, offender_rule
 
 # `--by group`: the node's inventory groups (a rack, a lot), as one value
 GROUPS = "group"
@@ -58,7 +58,8 @@ def _print(data: dict) -> None:
         click.echo(f"  {action:<24} {count}")
     offenders = data["repeat_offenders"]
     share = offenders["share_pct"]
-    click.echo(f"\nREPEAT OFFENDERS ({offenders['rejections_at_least']}+ rejections): "
+    click.echo(f"\nREPEAT OFFENDERS ({offenders['rejections_at_least']}+ hardware rejections "
+               f"within {offenders['within_days']:g} days since the latest repair): "
                f"{', '.join(offenders['nodes']) or 'none'}"
                + (f", {share:g} % of rejections" if share is not None else ""))
     click.echo(f"\n{'NODE':<16} {'VALIDATIONS':>11} {'INCIDENTS':>9} {'MTBI_H':>8} "
@@ -100,7 +101,7 @@ def fleet_command(since: str | None, by: tuple[str, ...], inventory_option: str 
     results = ledger.node_results()
     repairs = {node: [r.at for r in ledger.repairs(node)] for node in {r.node for r in results}}
     figures = fleet.figures(results, repairs, now, now - window if window else None, by,
-                            _group_of(inventory))
+                            _group_of(inventory), offender_rule())
     if html_file is not None:
         tmp = html_file.with_name(f".{html_file.name}.tmp")
         tmp.write_text(fleet_page.render(figures))

@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -51,8 +52,32 @@ def test_every_figure_of_a_known_history(env):
     assert nodes["node03"]["incidents"] == 0
     gpu2 = next(g for g in data["gpus"] if g["name"] == GPU2_SERIAL)
     assert (gpu2["incidents"], gpu2["mtbi_h"], gpu2["ttr_h"]) == (2, 24.0, 12.0)
-    assert data["repeat_offenders"] == {"rejections_at_least": 2, "nodes": ["node02"],
-                                        "rejections": 2, "share_pct": 66.7}
+    # node02's first rejection was before its repair: no repeat offender (the one rule)
+    assert data["repeat_offenders"] == {"rejections_at_least": 3, "within_days": 30.0,
+                                        "nodes": [], "rejections": 0, "share_pct": 0.0}
+
+
+def test_fleet_s_repeat_offenders_are_nodes_offenders(env, tmp_path):
+    """Issue 67: one definition, on one ledger. The known history plus node01 rejected
+    again now (GPU 5, as at 30 h): under a rule of 2 rejections, node01 is a repeat offender
+    for both commands, and node02 (GPU 2 rejected at 0 h and 24 h, its repair at 10 h
+    between) for neither; under the default 3, nobody is."""
+    history = Path(env["GPUPROV_LEDGER"])
+    copied = tmp_path / "ledger.sqlite3"
+    shutil.copy(history, copied)
+    fleet_history.record(Ledger(copied), "v5", {"node01": history.parent / "gpu5"},
+                         time.time())
+    for rule, expected in (("offenders: {rejections: 2}\n", ["node01"]), ("{}\n", [])):
+        config = tmp_path / "config.yml"
+        config.write_text(rule)
+        with_rule = {**env, "GPUPROV_CONFIG": str(config), "GPUPROV_LEDGER": str(copied)}
+        data = json.loads(_fleet(with_rule, "--json").stdout)
+        listed = gpuprov("nodes", "--offenders", env=with_rule, timeout=60)
+        assert listed.returncode == 0, listed.stderr
+        rows = [line.split("  ")[0].strip() for line in listed.stdout.splitlines()[1:]
+                if line and not line.startswith(("(", "no repeat"))]
+        named = sorted(r for r in rows if " GPU " not in r)
+        assert data["repeat_offenders"]["nodes"] == named == expected, (rule, listed.stdout)
 
 
 def test_a_window_counts_only_what_was_judged_in_it(env):
@@ -68,7 +93,8 @@ def test_grouped_by_driver_and_vbios_and_printed_as_a_table(env):
     table = _fleet(env).stdout
     assert "h100-sxm-8 (profile): 2/3 accepted" not in table
     assert "profile=h100-sxm-8: 2/3 accepted (66.7 %)" in table
-    assert "REPEAT OFFENDERS (2+ rejections): node02, 66.7 % of rejections" in table
+    assert "REPEAT OFFENDERS (3+ hardware rejections within 30 days since the latest " \
+        "repair): none, 0 % of rejections" in table
 
 
 def test_the_html_page_is_self_contained_with_plots(env, tmp_path):
