@@ -26,6 +26,7 @@ import jsonschema
 
 from gpuprov import __version__
 from gpuprov.errors import InputError
+from gpuprov.evidence import Evidence
 from gpuprov.model import NodeResult
 from gpuprov.resources import data_file
 
@@ -75,6 +76,22 @@ def build(result: NodeResult, profile: dict, lock: dict | None, valid_for: float
             "gpuprov_version": __version__, "gpus": gpus, "nics": nics, "nvswitches": switches,
             "checks": [{"id": c.id, "status": str(c.status)} for c in result.checks],
             "evidence": {"bundle": bundle.name, "sha256": bundle_sha256}}
+
+
+def evidence_changes(result: NodeResult) -> str:
+    """What in the node's evidence directory differs from what was judged (the verdict's
+    manifest): each file changed, added or gone, named; "" where nothing differs. A verdict
+    recorded without a manifest cannot be shown to match: that is said too."""
+    if result.evidence_manifest is None:
+        return ("its evidence was not fingerprinted when it was judged (a validation "
+                "recorded before gpuprov recorded it)")
+    now = Evidence(Path(result.evidence_dir)).manifest()
+    was = result.evidence_manifest
+    changes = ([f"{f} changed" for f in sorted(was) if f in now and now[f] != was[f]]
+               + [f"{f} added" for f in sorted(set(now) - set(was))]
+               + [f"{f} gone" for f in sorted(set(was) - set(now))])
+    more = f" (+{len(changes) - 3} more)" if len(changes) > 3 else ""
+    return ", ".join(changes[:3]) + more
 
 
 def text(certificate: dict) -> str:

@@ -13,6 +13,7 @@ raises ParseError naming the file.
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import json
 import pkgutil
@@ -81,6 +82,13 @@ class Evidence:
 
     def path(self, name: str | EvidenceKind) -> Path:
         return self.dir / str(name)
+
+    def manifest(self) -> dict[str, str]:
+        """Every file under the directory, by its path in it, and its SHA-256: what was
+        judged, recorded with the verdict, so that what is certified later is shown to be
+        it (issue 67)."""
+        return {str(f.relative_to(self.dir)): hashlib.sha256(f.read_bytes()).hexdigest()
+                for f in sorted(self.dir.rglob("*")) if f.is_file() and not f.is_symlink()}
 
     def read(self, kind: EvidenceKind) -> Any:
         """The parsed file; None when it was not collected."""

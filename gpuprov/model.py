@@ -140,6 +140,9 @@ class NodeResult:
     judged_at: float
     checks: list[CheckResult]
     gpus: list[GpuRecord]
+    # each evidence file's SHA-256 when it was judged (Evidence.manifest); None: not
+    # recorded (a validation judged before schema 13)
+    evidence_manifest: dict[str, str] | None = None
 
     def values_of(self, check_id: str) -> dict:
         """What one check measured ({} where the result has no such check)."""

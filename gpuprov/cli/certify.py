@@ -54,6 +54,11 @@ def certify(node: str, key: Path, out: Path | None) -> None:
     if not Path(result.evidence_dir).is_dir():
         raise InputError(f"{node}: evidence {result.evidence_dir} of run {result.run_id} is "
                          "gone: validate again to certify")
+    changed = certificates.evidence_changes(result)
+    if changed:   # only the evidence that was judged is signed (issue 67)
+        click.echo(f"{node}: evidence of run {result.run_id} is not what was judged: "
+                   f"{changed}; nothing written (validate again to certify)", err=True)
+        sys.exit(1)
     lock = Evidence(Path(result.evidence_dir)).meta.get("lock")
     bundle, digest = report.archive(result, out.parent)
     certificate = certificates.build(result, load_profile(result.profile).data, lock,
@@ -112,7 +117,8 @@ def verify(certificate: Path, allowed: Path | None, bundle: Path | None,
                                  f"says {data['evidence']['sha256']}")
     click.echo(f"{certificate}: {data['node']} accepted in run {data['run_id']} at "
                f"{data['judged_at']}, until {data['expires_at'] or 'never'}; signed by "
-               f"{signer} ({said})" + (f"; evidence {bundle} matches" if bundle else ""))
+               f"{signer} ({said})" + (f"; evidence {bundle} matches" if bundle else
+                                       "; evidence NOT checked (--evidence BUNDLE checks it)"))
 
 
 def _refuse(certificate: Path, why: str) -> None:

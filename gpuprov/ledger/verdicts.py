@@ -111,9 +111,11 @@ class VerdictsRepository(LedgerBase):
 def _insert_node(db, run_id: str, result: NodeResult) -> None:
     db.execute(
         "INSERT INTO node_results (run_id, node, judged, profile, reason, evidence_dir,"
-        " started_at, judged_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        " started_at, judged_at, evidence_manifest) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (run_id, result.node, str(result.judged), result.profile, result.reason,
-         result.evidence_dir, result.started_at, result.judged_at))
+         result.evidence_dir, result.started_at, result.judged_at,
+         None if result.evidence_manifest is None
+         else json.dumps(result.evidence_manifest, sort_keys=True)))
     db.executemany(
         "INSERT INTO check_results (run_id, node, check_id, status, summary, gpu_index,"
         " gpu_bus_id, gpu_serial, measured, action, seq)"
@@ -143,4 +145,5 @@ def _assemble(row, checks: list, gpus: list, values_of: Collection[str] | None =
                      if values_of is None or c["check_id"] in values_of else {},
                      Action(c["action"])) for c in checks],
         [GpuRecord(g["gpu_index"], g["bus_id"], g["serial"], g["uuid"], g["name"])
-         for g in gpus])
+         for g in gpus],
+        json.loads(row["evidence_manifest"]) if row["evidence_manifest"] else None)

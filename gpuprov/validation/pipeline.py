@@ -104,7 +104,8 @@ def _result(job: NodeJob, started: float, verdict: Verdict, why: str,
         evidence = Evidence(job.evidence_dir)
     return NodeResult(job.settings.run_id, job.settings.node, verdict, None,
                       job.settings.profile.name, why, str(job.evidence_dir), started,
-                      time.time(), checks, _gpus(evidence))
+                      time.time(), checks, _gpus(evidence),
+                      evidence.manifest() if evidence is not None else None)
 
 
 def _gpus(evidence: Evidence | None) -> list[GpuRecord]:

@@ -77,6 +77,10 @@ def test_plain_ssh_keygen_and_gpuprov_verify_accept_it(site):
     assert "node03 accepted in run v1" in result.stdout
     assert "signed by acceptance@site.example" in result.stdout
     assert f"evidence {bundle} matches" in result.stdout
+    unchecked = _verify(site)   # issue 67: without the bundle, it says so
+    assert unchecked.returncode == 0, unchecked.stderr
+    assert unchecked.stdout.rstrip().endswith(
+        "; evidence NOT checked (--evidence BUNDLE checks it)"), unchecked.stdout
 
 
 def test_a_one_byte_change_is_refused(site, tmp_path):
@@ -162,3 +166,46 @@ def test_the_ledger_lists_the_certificate_and_the_report_bundles_it(site, tmp_pa
     assert (out / "node03.json").read_bytes() == site["cert"].read_bytes()
     assert (out / "node03.json.sig").is_file()
     assert f"certificate: {out / 'node03.json'}" in bundled.stdout
+
+
+XID_79 = ("[ 9000.000000] NVRM: Xid (PCI:0000:18:00): 79, pid=1, name=python, GPU has fallen "
+          "off the bus.\n")
+
+
+def test_evidence_changed_after_its_acceptance_is_not_certified(site, tmp_path):
+    """Issue 67: an Xid 79 added to node03's kernel log after its acceptance. The verdict
+    recorded each evidence file's SHA-256 when it was judged: certify refuses, naming the
+    file, and writes nothing; the file as it was is certified again."""
+    [accepted] = [r for r in Ledger(site["env"]["GPUPROV_LEDGER"]).node_results(node="node03")]
+    dmesg = Path(accepted.evidence_dir) / "dmesg.txt"
+    assert accepted.evidence_manifest["dmesg.txt"]
+    was = dmesg.read_bytes()
+    out = tmp_path / "again.json"
+    try:
+        dmesg.write_bytes(was + XID_79.encode())
+        refused = gpuprov("certify", "node03", "--key", str(site["key"]), "--out", str(out),
+                          env=site["env"], timeout=120)
+    finally:
+        dmesg.write_bytes(was)
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert refused.stderr.strip() == (
+        "node03: evidence of run v1 is not what was judged: dmesg.txt changed; nothing "
+        "written (validate again to certify)")
+    assert not out.exists() and not list(tmp_path.iterdir())
+    again = gpuprov("certify", "node03", "--key", str(site["key"]), "--out", str(out),
+                    env=site["env"], timeout=120)
+    assert again.returncode == 0, again.stderr
+
+
+def test_a_verdict_recorded_without_its_evidence_s_digests_is_not_certified(site, tmp_path):
+    import shutil
+    import sqlite3
+    ledger = tmp_path / "ledger.sqlite3"
+    shutil.copy(site["env"]["GPUPROV_LEDGER"], ledger)
+    with sqlite3.connect(ledger) as db:
+        db.execute("UPDATE node_results SET evidence_manifest = NULL")
+    refused = gpuprov("certify", "node03", "--key", str(site["key"]), "--out",
+                      str(tmp_path / "c.json"), env={**site["env"], "GPUPROV_LEDGER": str(ledger)},
+                      timeout=120)
+    assert refused.returncode == 1
+    assert "its evidence was not fingerprinted when it was judged" in refused.stderr
