@@ -19,6 +19,7 @@ import os
 import stat
 import subprocess
 import tempfile
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -75,7 +76,8 @@ def build(result: NodeResult, profile: dict, lock: dict | None, valid_for: float
             "lock": {"sha256": _digest(lock), "content": lock},
             "gpuprov_version": __version__, "gpus": gpus, "nics": nics, "nvswitches": switches,
             "checks": [{"id": c.id, "status": str(c.status)} for c in result.checks],
-            "evidence": {"bundle": bundle.name, "sha256": bundle_sha256}}
+            "evidence": {"bundle": bundle.name, "sha256": bundle_sha256},
+            "signed_at": _iso(time.time())}
 
 
 def evidence_changes(result: NodeResult) -> str:
@@ -98,10 +100,24 @@ def text(certificate: dict) -> str:
     return json.dumps(certificate, indent=2, sort_keys=True) + "\n"
 
 
+_FORMATS = jsonschema.FormatChecker(formats=())
+
+
+@_FORMATS.checks("date-time", raises=ValueError)
+def _date_time(value: object) -> bool:
+    """An ISO 8601 time with its offset (as certify writes them): jsonschema checks the
+    date-time format only with a package gpuprov does not need, so the schema's formats
+    were not enforced (a junk judged_at, an expires_at of "" signed and verified)."""
+    if not isinstance(value, str):
+        return True     # the schema's type says what else is allowed
+    return datetime.fromisoformat(value).tzinfo is not None
+
+
 def schema_problems(certificate: object) -> list[str]:
     schema = json.loads(data_file(SCHEMA).read_text())
+    validator = jsonschema.Draft202012Validator(schema, format_checker=_FORMATS)
     return [f"{'.'.join(str(p) for p in e.absolute_path) or '(top level)'}: {e.message}"
-            for e in jsonschema.Draft202012Validator(schema).iter_errors(certificate)]
+            for e in validator.iter_errors(certificate)]
 
 
 def check_key(key: Path) -> None:
@@ -115,35 +131,71 @@ def check_key(key: Path) -> None:
 
 
 def sign(document: Path, key: Path) -> Path:
-    """`ssh-keygen -Y sign -n gpuprov-acceptance`: DOCUMENT.sig beside the document."""
+    """`ssh-keygen -Y sign -n gpuprov-acceptance`: DOCUMENT.sig beside the document,
+    replacing any earlier one. ssh-keygen signs a copy in a directory of its own: beside an
+    existing .sig it asks before overwriting and, with no terminal to answer, writes nothing
+    and exits 0 (OpenSSH 9.2p1), which left the old signature in place. The new signature
+    is checked against the key's own public half before it replaces the old one."""
     check_key(key)
-    done = subprocess.run(["ssh-keygen", "-q", "-Y", "sign", "-n", NAMESPACE, "-f", str(key),
-                           str(document)], capture_output=True, text=True, check=False,
-                          stdin=subprocess.DEVNULL)
-    signature = Path(f"{document}.sig")
-    if done.returncode != 0 or not signature.is_file():
-        said = (done.stderr.strip().splitlines() or ["no message"])[-1]
-        raise InputError(f"--key {key}: ssh-keygen could not sign ({said})")
+    with tempfile.TemporaryDirectory(dir=document.parent, prefix=".sign-") as scratch:
+        copy = Path(scratch) / document.name
+        copy.write_bytes(document.read_bytes())
+        done = subprocess.run(["ssh-keygen", "-q", "-Y", "sign", "-n", NAMESPACE, "-f",
+                               str(key), str(copy)], capture_output=True, text=True,
+                              check=False, stdin=subprocess.DEVNULL)
+        made = Path(f"{copy}.sig")
+        if done.returncode != 0 or not made.is_file():
+            said = (done.stderr.strip().splitlines() or ["no message"])[-1]
+            raise InputError(f"--key {key}: ssh-keygen could not sign ({said})")
+        own = Path(scratch) / "allowed_signers"
+        own.write_text(f'signer namespaces="{NAMESPACE}" {public_key_line(key)}\n')
+        signer, said = verify_signature(copy, made, own)
+        if signer is None:   # never recorded nor put in place: what is signed must verify
+            raise InputError(f"--key {key}: the new signature does not verify ({said})")
+        signature = Path(f"{document}.sig")
+        os.replace(made, signature)
     return signature
 
 
-def verify_signature(document: Path, signature: Path, allowed: Path) -> tuple[str | None, str]:
-    """(the signer's principal, or None; what ssh-keygen said)."""
+def _principals(found: str, allowed: Path) -> list[str]:
+    """Who may have signed: what find-principals named, then every literal principal of
+    `allowed` (find-principals names one line's, and skips a line whose validity window is
+    over at this moment; a key may be listed under several principals and namespaces)."""
+    names = [n for line in found.splitlines() for n in line.split(",") if n.strip()]
+    for line in allowed.read_text(errors="replace").splitlines():
+        words = line.split()
+        if not words or words[0].startswith("#"):
+            continue
+        names += [n for n in words[0].split(",") if n and not set(n) & set("*?!")]
+    return list(dict.fromkeys(n.strip() for n in names))
+
+
+def verify_signature(document: Path, signature: Path, allowed: Path,
+                     at: datetime | None = None, revoked: Path | None = None
+                     ) -> tuple[str | None, str]:
+    """(the signer's principal, or None; what ssh-keygen said). `at`: the moment the
+    signature is judged at (a key's valid-before/valid-after; the certificate's signing
+    time, so a retired key's earlier certificates still verify, as git does); `revoked`:
+    ssh-keygen's revocation list (-r: keys, or a KRL)."""
     found = subprocess.run(["ssh-keygen", "-Y", "find-principals", "-s", str(signature),
                             "-f", str(allowed)], capture_output=True, text=True, check=False,
                            stdin=subprocess.DEVNULL)
-    principals = found.stdout.split()
-    if found.returncode != 0 or not principals:
-        said = (found.stderr.strip().splitlines() or ["no principal matches"])[-1]
-        return None, f"signed by a key that is not allowed in {allowed} ({said})"
-    with document.open("rb") as data:
-        checked = subprocess.run(["ssh-keygen", "-Y", "verify", "-f", str(allowed), "-I",
-                                  principals[0], "-n", NAMESPACE, "-s", str(signature)],
-                                 stdin=data, capture_output=True, text=True, check=False)
-    said = (checked.stdout + checked.stderr).strip().splitlines()
-    if checked.returncode != 0:
-        return None, f"bad signature ({said[-1] if said else 'ssh-keygen refused it'})"
-    return principals[0], said[0] if said else "good signature"
+    options = ["-Overify-time=" + at.astimezone(UTC).strftime("%Y%m%d%H%M%SZ")] if at else []
+    options += ["-r", str(revoked)] if revoked else []
+    said: list[str] = []
+    for principal in _principals(found.stdout, allowed):
+        with document.open("rb") as data:
+            checked = subprocess.run(["ssh-keygen", "-Y", "verify", "-f", str(allowed), "-I",
+                                      principal, "-n", NAMESPACE, "-s", str(signature),
+                                      *options], stdin=data, capture_output=True, text=True,
+                                     check=False)
+        said = (checked.stdout + checked.stderr).strip().splitlines() or said
+        if checked.returncode == 0:
+            return principal, said[0] if said else "good signature"
+    if found.returncode != 0:   # no line of `allowed` holds the key (valid now, at least)
+        named = found.stderr.strip().splitlines() or ["no principal matches"]
+        return None, f"signed by a key that is not allowed in {allowed} ({named[-1]})"
+    return None, f"bad signature ({said[-1] if said else 'no principal of it verifies'})"
 
 
 def fingerprint(key: Path) -> str:

@@ -87,24 +87,32 @@ def certify(node: str, key: Path, out: Path | None) -> None:
               help="Also check that this evidence bundle is the certified one.")
 @click.option("--signature", "signature", type=click.Path(path_type=Path), metavar="FILE",
               help="The detached signature (default: CERTIFICATE.sig).")
+@click.option("--revoked", "revoked", type=click.Path(path_type=Path), metavar="FILE",
+              help="Keys no longer trusted (ssh-keygen -Y verify -r: public keys, or a KRL).")
 def verify(certificate: Path, allowed: Path | None, bundle: Path | None,
-           signature: Path | None) -> None:
+           signature: Path | None, revoked: Path | None) -> None:
     """Check a certificate: exit 0 it holds, 1 bad, tampered or expired, 2 bad input."""
     allowed = allowed or Path.home() / ".ssh" / "allowed_signers"
     signature = signature or Path(f"{certificate}.sig")
     for what, path in (("certificate", certificate), ("--allowed-signers", allowed),
-                       ("signature", signature)):
-        if not path.is_file():
+                       ("signature", signature), ("--revoked", revoked)):
+        if path is not None and not path.is_file():
             raise InputError(f"{what} {path}: no such file")
     if bundle is not None and not bundle.is_file():
         raise InputError(f"--evidence {bundle}: no such file")
-    signer, said = certificates.verify_signature(certificate, signature, allowed)
-    if signer is None:
-        _refuse(certificate, said)
     try:
         data = json.loads(certificate.read_text())
     except (ValueError, UnicodeDecodeError) as exc:
-        _refuse(certificate, f"not a certificate ({exc})")
+        data, unreadable = None, exc
+    # the key's validity window is judged when it signed (git's verify-time): a retired
+    # key's earlier certificates still hold; a document with no signing time, at this moment
+    signed_at = _signed_at(data)
+    signer, said = certificates.verify_signature(certificate, signature, allowed, signed_at,
+                                                 revoked)
+    if signer is None:
+        _refuse(certificate, said)
+    if data is None:
+        _refuse(certificate, f"not a certificate ({unreadable})")
     problems = certificates.schema_problems(data)
     if problems:
         _refuse(certificate, f"does not hold the certificate schema: {problems[0]}")
@@ -119,6 +127,16 @@ def verify(certificate: Path, allowed: Path | None, bundle: Path | None,
                f"{data['judged_at']}, until {data['expires_at'] or 'never'}; signed by "
                f"{signer} ({said})" + (f"; evidence {bundle} matches" if bundle else
                                        "; evidence NOT checked (--evidence BUNDLE checks it)"))
+
+
+def _signed_at(data: object) -> datetime | None:
+    """The certificate's own signing time, where it holds one that reads as a time."""
+    value = data.get("signed_at") if isinstance(data, dict) else None
+    try:
+        stamp = datetime.fromisoformat(value) if isinstance(value, str) else None
+    except ValueError:
+        return None     # the schema refuses it, once the signature is checked
+    return stamp if stamp is not None and stamp.tzinfo is not None else None
 
 
 def _refuse(certificate: Path, why: str) -> None:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -209,3 +211,79 @@ def test_a_verdict_recorded_without_its_evidence_s_digests_is_not_certified(site
                       timeout=120)
     assert refused.returncode == 1
     assert "its evidence was not fingerprinted when it was judged" in refused.stderr
+
+
+def _plain_verify(cert: Path, allowed: Path, principal: str = "acceptance@site.example"):
+    with cert.open("rb") as document:
+        return subprocess.run(["ssh-keygen", "-Y", "verify", "-f", str(allowed), "-I",
+                               principal, "-n", certificates.NAMESPACE, "-s", f"{cert}.sig"],
+                              stdin=document, capture_output=True, text=True, check=False)
+
+
+def test_certifying_twice_to_one_file_replaces_the_signature(site, tmp_path):
+    """Issue 67: ssh-keygen would keep the first .sig (it asks before overwriting, and with
+    no terminal writes nothing, exit 0): the second document's signature is in place."""
+    out = tmp_path / "twice.json"
+    documents = []
+    for _ in range(2):
+        done = gpuprov("certify", "node03", "--key", str(site["key"]), "--out", str(out),
+                       env=site["env"], timeout=120)
+        assert done.returncode == 0, done.stderr
+        documents.append(out.read_bytes())
+        time.sleep(1.1)       # the second document differs: its signing time
+    assert documents[0] != documents[1]
+    plain = _plain_verify(out, site["allowed"])
+    assert plain.returncode == 0, plain.stderr
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+
+
+def test_a_retired_key_s_earlier_certificate_verifies_and_a_revoked_one_does_not(site,
+                                                                                tmp_path):
+    """Issue 67: the key retired (valid-before) after it signed: verified at the signing
+    time, as git does, the certificate holds, where plain ssh-keygen at this moment refuses
+    it; a key in --revoked is refused whatever the time; a key listed twice, its git line
+    first, is found on its second line."""
+    out = tmp_path / "c.json"
+    done = gpuprov("certify", "node03", "--key", str(site["key"]), "--out", str(out),
+                   env=site["env"], timeout=120)
+    assert done.returncode == 0, done.stderr
+    signed = json.loads(out.read_text())["signed_at"]
+    time.sleep(2.1)
+    retired = (datetime.fromisoformat(signed) + timedelta(seconds=1)).strftime("%Y%m%d%H%M%S")
+    public = certificates.public_key_line(site["key"])
+    allowed = tmp_path / "allowed_signers"
+    allowed.write_text(f'git@site.example namespaces="git" {public}\n'
+                       f'acceptance@site.example namespaces="gpuprov-acceptance",'
+                       f'valid-before="{retired}" {public}\n')
+    assert _plain_verify(out, allowed).returncode != 0        # at this moment: expired
+    held = gpuprov("verify", str(out), "--allowed-signers", str(allowed), env=site["env"],
+                   timeout=60)
+    assert held.returncode == 0, held.stderr
+    assert "signed by acceptance@site.example" in held.stdout
+    revoked = tmp_path / "revoked"
+    revoked.write_text(public + "\n")
+    refused = gpuprov("verify", str(out), "--allowed-signers", str(allowed), "--revoked",
+                      str(revoked), env=site["env"], timeout=60)
+    assert refused.returncode == 1 and "bad signature" in refused.stderr, refused.stderr
+
+
+@pytest.mark.parametrize("field, value, said", [
+    ("expires_at", "", "expires_at: '' is not a 'date-time'"),
+    ("expires_at", "2030-01-01T00:00:00", "expires_at: '2030-01-01T00:00:00' is not a"),
+    ("judged_at", "yesterday", "judged_at: 'yesterday' is not a 'date-time'"),
+    # certify refuses an acceptance with observed findings: no certificate holds one
+    ("checks", [{"id": "load_thermal", "status": "observed"}],
+     "checks.0.status: 'observed' is not one of"),
+])
+def test_a_signed_document_with_a_bad_date_is_refused_in_one_line(site, tmp_path, field,
+                                                                  value, said):
+    """Issue 67: the schema's dates and statuses are enforced (an expires_at of "" read
+    "until never"; a naive one ended in a traceback), even under a good signature."""
+    data = json.loads(site["cert"].read_text())
+    data[field] = value
+    cert = tmp_path / "bad.json"
+    cert.write_text(certificates.text(data))
+    certificates.sign(cert, site["key"])
+    refused = _verify(site, cert=cert)
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert said in refused.stderr and len(refused.stderr.splitlines()) == 1, refused.stderr
