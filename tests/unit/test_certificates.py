@@ -287,3 +287,25 @@ def test_a_signed_document_with_a_bad_date_is_refused_in_one_line(site, tmp_path
     refused = _verify(site, cert=cert)
     assert refused.returncode == 1, refused.stdout + refused.stderr
     assert said in refused.stderr and len(refused.stderr.splitlines()) == 1, refused.stderr
+
+
+def test_audit_survivors_a_key_0640_a_bundle_changed_under_its_name_expires_at(site, tmp_path):
+    """Issue 67's surviving mutants: a group-readable key (0640) is refused as ssh refuses
+    it; the certified bundle changed under its own name is refused by verify --evidence;
+    a certificate's expires_at is its judged_at plus the acceptance's period."""
+    loose = _key(tmp_path, "group")
+    loose.chmod(0o640)
+    refused = gpuprov("certify", "node03", "--key", str(loose), "--out",
+                      str(tmp_path / "c.json"), env=site["env"], timeout=60)
+    assert refused.returncode == 2 and "permissions 0640 are too open" in refused.stderr
+    data = json.loads(site["cert"].read_text())
+    bundle = site["cert"].parent / data["evidence"]["bundle"]
+    was = bundle.read_bytes()
+    try:
+        bundle.write_bytes(was[:-1] + bytes([was[-1] ^ 1]))
+        changed = _verify(site, "--evidence", str(bundle))
+    finally:
+        bundle.write_bytes(was)
+    assert changed.returncode == 1 and "the certificate says" in changed.stderr
+    judged = datetime.fromisoformat(data["judged_at"])
+    assert datetime.fromisoformat(data["expires_at"]) - judged == timedelta(days=7)

@@ -131,6 +131,18 @@ def test_replay_under_the_installed_gpuprov_changes_nothing(env):
     assert "6 validation(s) judged again, 0 verdict(s) would change" in result.stdout
 
 
+def test_replay_since_judges_only_the_window_s_validations(env, tmp_path):
+    """Issue 67's surviving mutant: --since. The last 20 h hold v2, v3 and v4 (3 of the 6):
+    under a lock no node meets, only their acceptances would change (v2's node02)."""
+    result = gpuprov("replay", "--since", "20h", "--lock",
+                     _lock_file(tmp_path, driver_version="580.95.05"), "--json", env=env,
+                     timeout=120)
+    assert result.returncode == 1, result.stderr
+    data = json.loads(result.stdout)
+    assert data["replayed"] == 3, data
+    assert sorted((c["node"], c["run_id"]) for c in data["changed"]) == [("node02", "v2")]
+
+
 def test_replay_with_a_lock_no_node_meets_names_every_acceptance_and_records_nothing(
         env, tmp_path):
     before = Ledger(env["GPUPROV_LEDGER"]).node_results()
