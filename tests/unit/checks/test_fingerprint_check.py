@@ -183,3 +183,30 @@ def test_a_mode_left_out_by_the_probe_is_allowed_only_with_its_reason():
         parse_fingerprint(json.dumps(report), "fingerprint.json")
     report["gpus"][0]["left_out"] = {"bf16": "no bf16 on compute capability 7.0"}
     assert parse_fingerprint(json.dumps(report), "f").gpus[0].hashes["bf16"] is None
+
+
+def test_two_camps_both_off_the_golden_name_every_gpu_with_a_hardware_action(tmp_path):
+    """Issue 67's surviving mutant: against a golden, GPUs split into two camps that both
+    differ from it are not "the node off as a whole" (which takes no action): each GPU is
+    named with the reseat the check calls for."""
+    real = _report(RUNS[0]).gpus[0].hashes
+    off = {k: {"fp32": "aaaaaaaaaaaaaaaa"} if k < 4 else {"fp32": "bbbbbbbbbbbbbbbb"}
+           for k in range(8)}
+    node = replace(healthy_h100(tmp_path / "node07"), "fingerprint.json",
+                   fingerprint(H100_Q.read_text(), off=off))
+    result = _check(node, _with_golden(real, tmp_path))
+    assert (result.status, result.action) == ("fail", Action.RESEAT_OR_INSPECT)
+    assert sorted(result.values["off"]) == list(range(8))
+    assert "computes differently from the golden's hashes: fp32 aaaaaaaaaaaaaaaa" in \
+        result.summary
+
+
+def test_every_gpu_failing_with_a_cuda_error_is_the_node_s_setup(tmp_path):
+    """Issue 67's surviving mutant: CUDA's own error on one GPU while its siblings ran is
+    that GPU's (reboot); the same error on every GPU is the environment (a driver and
+    library mismatch after an upgrade fails every GPU alike): fix-setup."""
+    error = "RuntimeError: CUDA error: CUDA driver version is insufficient for CUDA runtime"
+    node = replace(healthy_h100(tmp_path / "node07"), "fingerprint.json",
+                   fingerprint(H100_Q.read_text(), errors=dict.fromkeys(range(8), error)))
+    result = _check(node)
+    assert (result.status, result.action, result.gpu) == ("fail", Action.FIX_SETUP, None)
