@@ -7,7 +7,14 @@ import yaml
 from gpuprov.checks.run import judge
 from gpuprov.evidence import Evidence
 from gpuprov.profiles import load_profile, parse_profile
-from tests.evidence_builder import capture, healthy_h100, one_gpu, replace, telemetry
+from tests.evidence_builder import (
+    capture,
+    gpu_burn_log,
+    healthy_h100,
+    one_gpu,
+    replace,
+    telemetry,
+)
 
 H100 = load_profile("h100-sxm-8")
 IDS = ("load_power", "load_thermal", "load_throttle", "load_clocks")
@@ -134,3 +141,17 @@ def test_loaded_samples_whose_timestamps_cannot_be_read_count_no_time_under_load
     assert power.status == "fail"
     assert "sampled under load for 0 s of a 30 s soak: the telemetry is cut short" in \
         power.summary, power.summary
+
+
+def test_telemetry_under_load_for_half_the_soak_exactly_is_enough(tmp_path):
+    """Issue 67's surviving mutant: a GPU must be sampled under load for at least half of
+    gpu-burn's length. Two loaded samples a minute apart are 60 s under load: enough for a
+    120 s soak, cut short for a 121 s one (fix-setup: the telemetry, not a GPU)."""
+    node = replace(healthy_h100(tmp_path / "node07"), "gpu-telemetry.csv", telemetry(2))
+    for seconds, status in ((120, "pass"), (121, "fail")):
+        replace(node, "gpu-burn.log", gpu_burn_log([358000] * 8, seconds=seconds))
+        result = _judge(node)["load_power"]
+        assert result.status == status, (seconds, result.summary)
+    assert result.action == "fix-setup"
+    assert "sampled under load for 60 s of a 121 s soak: the telemetry is cut short" in \
+        result.summary
