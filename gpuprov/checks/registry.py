@@ -68,16 +68,21 @@ class Results:
         fail as the setup's (DESIGN.md "Cause, then action"); neither: `passed`."""
         if findings:
             result = self.failed(findings, values, action)
-            if not gaps:
-                return result
-            more = f" (+{len(gaps) - 1} more)" if len(gaps) > 1 else ""
-            return replace(result, summary=f"{result.summary}; also unjudged: {gaps[0][1]}{more}")
+            return beside(result, "unjudged", [g for _, g in gaps]) if gaps else result
         if gaps:
             return self.failed(gaps, values, Action.FIX_SETUP)
         return self.passed(passed, values)
 
     def at_fault(self, indices) -> GpuRef | None:
         return gpu_at_fault(indices, self.ctx.gpu_ref)
+
+
+def beside(result: CheckResult, label: str, gaps: list[str], shown: int = 1) -> CheckResult:
+    """A hardware finding with what the evidence could not show named after it (`also
+    LABEL: …`): both are reported and the finding's action stands (DESIGN.md "Coverage")."""
+    more = f" (+{len(gaps) - shown} more)" if len(gaps) > shown else ""
+    return replace(result, summary=f"{result.summary}; also {label}: "
+                                   f"{'; '.join(gaps[:shown])}{more}")
 
 
 def shortfall_pct(value: float, median: float) -> float:
@@ -170,9 +175,7 @@ def _covered(ctx: Context, needs: tuple[Need, ...], result: CheckResult,
     named = [message for _, message in found]
     values = {**result.values, "not_covered": named}
     if result.status == Status.FAIL and result.action in HARDWARE_ACTIONS:
-        more = f" (+{len(named) - 1} more)" if len(named) > 1 else ""
-        return replace(result, values=values,
-                       summary=f"{result.summary}; also not covered: {named[0]}{more}")
+        return beside(replace(result, values=values), "not covered", named)
     if result.status == Status.FAIL:   # its own finding already says what it could not see
         return replace(result, values=values)
     # partial evidence: what gpuprov could not see, so a setup finding (collect it again)

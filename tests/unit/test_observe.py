@@ -87,24 +87,6 @@ def test_a_bad_observe_setting_is_one_line_exit_2(hot_node, tmp_path, config, me
     assert len(result.stderr.splitlines()) == 1
 
 
-def test_the_metrics_name_the_observed_check_and_no_failing_one(hot_node, tmp_path):
-    ledger = Ledger(tmp_path / "ledger.sqlite3")
-    ledger.start_run("v1", "validate", "/inv/rack.ini", ["node07"], {}, {}, "/ev")
-    judgement = judge(Evidence(hot_node), H100, None, observe=["load_thermal"])
-    job = NodeJob(NodeSettings(node="node07", profile=H100, lock=None, run_id="v1",
-                               soak_seconds=30), hot_node, hot_node, hot_node)
-    ledger.record_node("v1", _result(job, 1.0, judgement.verdict, judgement.reason(),
-                                     judgement))
-    ledger.finish_validation("v1")
-    [recorded] = ledger.node_results(run_id="v1")
-    assert (recorded.verdict, recorded.reason) == (
-        "accepted", "all checks passed; observed: would reject: load_thermal")
-    found = samples(metrics.exposition(metrics.fleet_registry(ledger, ["node07"])))
-    assert value(found, "gpuprov_node_check_observed", node="node07", check="load_thermal",
-                 action="reseat-or-inspect") == 1
-    assert not [k for k in found if k[0] == "gpuprov_node_check_failing"]
-
-
 def _recorded_observed(hot_node, tmp_path) -> Ledger:
     """A ledger holding node07 accepted because load_thermal was observed."""
     ledger = Ledger(tmp_path / "ledger.sqlite3")
@@ -116,6 +98,17 @@ def _recorded_observed(hot_node, tmp_path) -> Ledger:
                                      judgement))
     ledger.finish_validation("v1")
     return ledger
+
+
+def test_the_metrics_name_the_observed_check_and_no_failing_one(hot_node, tmp_path):
+    ledger = _recorded_observed(hot_node, tmp_path)
+    [recorded] = ledger.node_results(run_id="v1")
+    assert (recorded.verdict, recorded.reason) == (
+        "accepted", "all checks passed; observed: would reject: load_thermal")
+    found = samples(metrics.exposition(metrics.fleet_registry(ledger, ["node07"])))
+    assert value(found, "gpuprov_node_check_observed", node="node07", check="load_thermal",
+                 action="reseat-or-inspect") == 1
+    assert not [k for k in found if k[0] == "gpuprov_node_check_failing"]
 
 
 def test_an_acceptance_with_observed_findings_is_its_own_state_everywhere(hot_node, tmp_path):

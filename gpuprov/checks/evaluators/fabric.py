@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from gpuprov.checks.context import Context
 from gpuprov.checks.localize import NodeFinding, findings, rail_findings
-from gpuprov.checks.registry import Results, check
+from gpuprov.checks.registry import Results, beside, check
 from gpuprov.model import HARDWARE_ACTIONS, Action, CheckResult, Status
 from gpuprov.parsers.fabric import BANDWIDTH, FABRIC, FabricRecord
 
@@ -49,14 +49,13 @@ def fabric_rails(ctx: Context, r: Results) -> CheckResult:
     judged = _judged(r, record, node, rail_findings(record).get(node))
     if not gaps:
         return judged
-    more = f" (+{len(gaps) - 3} more)" if len(gaps) > 3 else ""
-    unmeasured = "; ".join(gaps[:3]) + more
     if judged.status == Status.FAIL and judged.action in HARDWARE_ACTIONS:
         # what was measured shows a fault: it stands with its own action, the gaps beside it
-        # (DESIGN.md "Coverage"; issue 65: a slow rail was hidden behind "1 of 8 tested")
-        return replace(judged, summary=f"{judged.summary}; also unmeasured: {unmeasured}",
-                       values={**judged.values, "unmeasured": gaps})
-    return r.fail(unmeasured, {"run_id": record.run_id, "unmeasured": gaps},
+        # (issue 65: a slow rail was hidden behind "1 of 8 tested")
+        return beside(replace(judged, values={**judged.values, "unmeasured": gaps}),
+                      "unmeasured", gaps, shown=3)
+    more = f" (+{len(gaps) - 3} more)" if len(gaps) > 3 else ""
+    return r.fail("; ".join(gaps[:3]) + more, {"run_id": record.run_id, "unmeasured": gaps},
                   action=Action.FIX_SETUP)
 
 
