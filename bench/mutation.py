@@ -9,12 +9,20 @@ with survivors, with the reason recorded for it in bench/mutation-survivors.yml.
 without a recorded reason is flagged: either a test is missing or the reason is.
 
 Where a package was judged on a random draw of its mutants (`scripts/mutation.sh --sample N`,
-the names in mutants/sample.txt), its score is over the drawn mutants only, with the 95 %
-Wilson interval: the package meets the target only when the interval's low end does.
+the names in mutants/sample.txt under a `# seed S` line), its score is over the drawn mutants
+only, with the 95 % Wilson interval: the package meets the target only when the interval's
+low end does. A draw estimates the mutants nobody looked at only until tests are written from
+its survivors: the figure to quote is the draw's first judgement, before any test (issue 67);
+a figure after such tests is a second one and says so.
+
+Reasons are keyed by mutant (`…__mutmut_N`), not by function: a new survivor in a function
+that had an equivalent one does not inherit its reason.
 
   bench/mutation.py            the report
-  bench/mutation.py --draw N   N mutants of each package not fully judged, drawn at random
-                               (seed 52), one name a line: the draw --sample keeps
+  bench/mutation.py --draw N [--seed S]
+                               N mutants of each package not fully judged, drawn at random
+                               (seed S, default 67), one name a line under a `# seed S`
+                               line: the draw --sample keeps
   bench/mutation.py --to-judge the drawn mutants (mutants/sample.txt) not judged yet: those
                                --sample runs (a judged mutant keeps its result while its
                                function is unchanged)
@@ -42,7 +50,7 @@ TARGET = 0.95   # issue 52
 PACKAGES = ("gpuprov.checks", "gpuprov.parsers", "gpuprov.escalation", "gpuprov.lifecycle",
             "gpuprov.provision.insync", "gpuprov.security")
 SAMPLE = REPO / "mutants" / "sample.txt"
-SEED = 52
+SEED = 67   # issue 67's fresh draw; issue 52's was 52 (its survivors then had tests)
 Z95 = 1.959964     # the normal quantile of a two-sided 95 % interval
 KILLED = {"killed", "timeout", "segfault"}
 NOT_RUN = "not checked"   # mutmut's word for a mutant the run did not reach
@@ -78,14 +86,27 @@ def wilson(killed: int, judged: int) -> tuple[float, float]:
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def draw(results: list[tuple[str, str, str]], count: int) -> list[str]:
+def draw(results: list[tuple[str, str, str]], count: int, seed: int) -> list[str]:
     """`count` mutants of each package with mutants not yet judged, at random (seeded)."""
     picked = []
     for package in PACKAGES:
         mine = sorted(m for m, f, _ in results if f.startswith(package + "."))
         if any(s == NOT_RUN for m, f, s in results if f.startswith(package + ".")):
-            picked += random.Random(f"{SEED}:{package}").sample(mine, min(count, len(mine)))
+            picked += random.Random(f"{seed}:{package}").sample(mine, min(count, len(mine)))
     return picked
+
+
+def read_sample() -> tuple[int | None, set[str]]:
+    """The kept draw: its seed (None for a draw written before seeds were recorded) and names."""
+    if not SAMPLE.is_file():
+        return None, set()
+    seed, names = None, set()
+    for line in SAMPLE.read_text().splitlines():
+        if m := re.fullmatch(r"# seed (\d+)", line.strip()):
+            seed = int(m.group(1))
+        elif line.strip():
+            names.add(line.strip())
+    return seed, names
 
 
 def main(argv: list[str]) -> int:
@@ -94,12 +115,19 @@ def main(argv: list[str]) -> int:
         print("no mutmut results: run scripts/mutation.sh first", file=sys.stderr)
         return 2
     if argv[:1] == ["--draw"]:
-        if len(argv) != 2 or not argv[1].isdigit() or int(argv[1]) < 1:
-            print(f"bench/mutation.py: --draw takes a count, got {argv[1:]}", file=sys.stderr)
+        seed = SEED
+        if len(argv) == 4 and argv[2] == "--seed" and argv[3].isdigit():
+            seed = int(argv[3])
+        elif len(argv) != 2:
+            print(f"bench/mutation.py: --draw takes a count and --seed S, got {argv[1:]}",
+                  file=sys.stderr)
             return 2
-        print("\n".join(draw(results, int(argv[1]))))
+        if not argv[1].isdigit() or int(argv[1]) < 1:
+            print(f"bench/mutation.py: --draw takes a count, got {argv[1]!r}", file=sys.stderr)
+            return 2
+        print("\n".join([f"# seed {seed}", *draw(results, int(argv[1]), seed)]))
         return 0
-    sample = set(SAMPLE.read_text().split()) if SAMPLE.is_file() else set()
+    seed, sample = read_sample()
     if argv == ["--to-judge"]:
         print("\n".join(m for m, _, s in results if m in sample and s == NOT_RUN))
         return 0
@@ -126,19 +154,21 @@ def main(argv: list[str]) -> int:
               f"{judged - killed:>10}{pending:>9}{score:>8.1%}  >= {TARGET:.0%} {verdict}")
         if sampled:
             print(f"{'':<18}a random draw of {len(drawn)} of its {len(mine)} mutants "
-                  f"(seed {SEED}): 95 % interval {low:.1%} to {high:.1%}")
+                  f"(seed {seed if seed is not None else 'not recorded'}): "
+                  f"95 % interval {low:.1%} to {high:.1%}")
         other = {s: n for s, n in statuses.items() if s not in KILLED | {"survived"}}
         if other:
             print(f"{'':<18}not killed, other: {other}")
-    survivors: dict[str, Counter] = defaultdict(Counter)
-    for _, function, status in counted:
+    survivors: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    for mutant, function, status in counted:
         if status not in KILLED | {NOT_RUN}:
-            survivors[function][status] += 1
-    print(f"\nsurvivors by function ({sum(sum(c.values()) for c in survivors.values())}):")
-    for function in sorted(survivors, key=lambda f: -sum(survivors[f].values())):
-        count = sum(survivors[function].values())
-        reason = reasons.get(function, "NO REASON RECORDED")
-        print(f"  {count:>4}  {function}\n        {reason}")
+            survivors[function].append((mutant, status))
+    print(f"\nsurvivors by function ({sum(len(m) for m in survivors.values())}):")
+    for function in sorted(survivors, key=lambda f: (-len(survivors[f]), f)):
+        print(f"  {len(survivors[function]):>4}  {function}")
+        for mutant, status in sorted(survivors[function]):
+            reason = reasons.get(mutant, "NO REASON RECORDED")
+            print(f"        {mutant.rpartition('__')[2]} ({status}): {reason}")
     return 0 if ok else 1
 
 

@@ -10,11 +10,14 @@
 #   scripts/mutation.sh --survivors  judge the last run's survivors again (after new tests:
 #                                  mutmut keeps a judged mutant's result while its function
 #                                  is unchanged), then the report
-#   scripts/mutation.sh --sample N  judge N mutants of each package drawn at random (seed 52,
-#                                  the list kept in mutants/sample.txt) where a full run is
-#                                  more than the machine can give: the report then gives the
-#                                  score's 95 % interval, and meets the target only when the
-#                                  interval's low end does
+#   scripts/mutation.sh --sample N [--seed S]
+#                                  judge N mutants of each package drawn at random (seed S,
+#                                  default bench/mutation.py's SEED; the list and its seed kept
+#                                  in mutants/sample.txt) where a full run is more than the
+#                                  machine can give: the report then gives the score's 95 %
+#                                  interval, and meets the target only when the interval's low
+#                                  end does. Quote a draw's first report, before tests are
+#                                  written from its survivors (docs/benchmarks.md)
 #   scripts/mutation.sh --report   the report of the last run only
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,7 +30,14 @@ case "$mode" in fresh|--resume|--survivors|--report) ;;
   --sample)
     [[ "${2:-}" =~ ^[1-9][0-9]*$ ]] || {
       echo "scripts/mutation.sh: --sample takes a count of mutants per package, got '${2:-}'" >&2
-      exit 2; } ;;
+      exit 2; }
+    seed_args=()
+    if [ -n "${3:-}" ]; then
+      [ "$3" = --seed ] && [[ "${4:-}" =~ ^[0-9]+$ ]] || {
+        echo "scripts/mutation.sh: --sample N takes --seed S after it, got '${*:3}'" >&2
+        exit 2; }
+      seed_args=(--seed "$4")
+    fi ;;
   *)
   echo "scripts/mutation.sh: unknown option $mode (--resume, --survivors, --sample N, --report)" >&2
   exit 2 ;; esac
@@ -62,7 +72,7 @@ if [ "$mode" = "--sample" ]; then
     mutmut run "gpuprov.security.x_no_such*" >>mutants/run.log 2>&1 || true
     [ -f mutants/mutmut-stats.json ] || { tail -n 20 mutants/run.log >&2; exit 2; }
   fi
-  python bench/mutation.py --draw "$2" > mutants/sample.txt
+  python bench/mutation.py --draw "$2" "${seed_args[@]}" > mutants/sample.txt
   python bench/mutation.py --to-judge > mutants/to-judge.txt
   echo "mutmut: judging $(wc -l < mutants/to-judge.txt) of $(wc -l < mutants/sample.txt)" \
     "mutants drawn at random (the rest judged before)…"
