@@ -184,3 +184,24 @@ def test_the_pci_io_region_message_s_first_line_alone_fails_for_the_setup(tmp_pa
     result = _kernel_log(tmp_path, "\n".join(whole) + "\n")
     events = [e for e in result.values["events"] if e["kind"] == "bar-unassigned"]
     assert len(events) == 1 and "0000:01:00.0" in result.summary, result.summary
+
+
+def test_a_gpu_s_unassigned_bar_excuses_only_the_probe_failures_of_the_devices_it_kept_off(
+        tmp_path):
+    """Issue 67 (an audit survivor): the BAR left unassigned on GPU 0000:02:00.0 explains
+    that GPU's probe failure, never a NIC's: the NIC's probe failure (its line from the real
+    ConnectX capture, in the same kern.log form) still fails with its own action, named."""
+    gpu = capture("kernel-log/bar-unassigned-syslog-probe-failed-ubuntuforums.txt")
+    nic = [line for line in capture("kernel-log/nic-probe-failed-mlx5-tinycore9.txt")
+           .splitlines() if "mlx5_core: probe of" in line]
+    assert len(nic) == 1
+    stamp = "Sep 21 10:24:31 infin-MCP61M-M3 kernel: "
+    result = _kernel_log(tmp_path, gpu.rstrip("\n") + "\n" + stamp + nic[0].strip() + "\n")
+    probes = {e["pci"]: e["consequence_of_setup"] for e in result.values["events"]
+              if e["kind"] == "probe-failed" and e["pci"]}
+    assert probes.get("0000:03:00.0") is False, probes
+    assert (result.status, result.action) == ("fail", "reboot"), result.summary
+    assert "(probe-failed) on NIC 0000:03:00.0" in result.summary
+    # the GPU's own probe failure stays the setup's consequence
+    alone = _kernel_log(tmp_path, gpu)
+    assert alone.action == "fix-setup", alone.summary
