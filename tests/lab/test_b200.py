@@ -13,19 +13,14 @@ from pathlib import Path
 
 import pytest
 
+from gpuprov.lab.inventory import NEWER_STACK
 from tests.conftest import gpuprov
 
 pytestmark = pytest.mark.lab
 
-# R590 with CUDA 13.1's stack (Blackwell needs a driver from R570, cuDNN from 9.10; DCGM's
-# CUDA 13 diagnostics from 4.4.1): what the lab's mirror carries
-R590 = {"gpuprov_driver_version": "590.48.01", "gpuprov_cuda_version": "13.1",
-        "gpuprov_cudnn_version": "9.17.1.4", "gpuprov_nccl_version": "2.28.9-1",
-        "gpuprov_dcgm_version": "4.4.1-1"}
+DRIVER = NEWER_STACK["gpuprov_driver_version"]
 
-
-def test_an_hgx_b200_provisions_fabric_manager_with_its_subnet_manager_and_is_accepted(
-        tmp_path):
+def test_an_hgx_b200_provisions_fabric_manager_with_its_subnet_manager_and_is_accepted():
     # a short state path: the SSH control sockets live under it (a Unix socket's path is
     # limited to about a hundred bytes)
     state = Path(tempfile.mkdtemp(prefix="gpuprov-b200-"))
@@ -36,15 +31,9 @@ def test_an_hgx_b200_provisions_fabric_manager_with_its_subnet_manager_and_is_ac
                  timeout=1200)
     try:
         assert up.returncode == 0, up.stderr
-        lab_inventory = Path(gpuprov("lab", "inventory", env=env, check=True).stdout.strip())
-        inventory = tmp_path / "inventory"
-        shutil.copytree(lab_inventory.parent, inventory)
-        versions = inventory / "group_vars/all/versions.yml"
-        text = versions.read_text()
-        for name, value in R590.items():
-            text = re.sub(rf"(?m)^{name}: .*$", f'{name}: "{value}"', text)
-        versions.write_text(text)
-        hosts = str(inventory / lab_inventory.name)
+        # the lab's own inventory, as `lab up` wrote it (issue 66): its lock is the lab's,
+        # and the kind's group brings the stack Blackwell runs
+        hosts = gpuprov("lab", "inventory", env=env, check=True).stdout.strip()
 
         first = gpuprov("provision", "-i", hosts, "--allow-reboot", env=env, timeout=1500)
         assert first.returncode == 0, first.stdout[-3000:]
@@ -58,7 +47,7 @@ def test_an_hgx_b200_provisions_fabric_manager_with_its_subnet_manager_and_is_ac
         packages = dict(line.split("\t") for line in on_node(
             "dpkg-query -W -f='${Package}\\t${Version}\\n' nvidia-fabricmanager libnvsdm "
             "nvlsm infiniband-diags 'libnvidia-nscq*' 2>/dev/null || true").splitlines())
-        assert packages["nvidia-fabricmanager"] == packages["libnvsdm"] == "590.48.01-1"
+        assert packages["nvidia-fabricmanager"] == packages["libnvsdm"] == f"{DRIVER}-1"
         assert "nvlsm" in packages and "infiniband-diags" in packages
         assert not [p for p in packages if p.startswith("libnvidia-nscq")], packages
         assert on_node("cat /etc/modules-load.d/gpuprov-nvlink5.conf") == "ib_umad\n"
