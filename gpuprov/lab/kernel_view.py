@@ -80,6 +80,9 @@ fi
 if [ -e {LOADED_MODULES_DIR}/ib_umad ]; then
   echo "ib_umad                 45056  0"
 fi
+if [ -e {LOADED_MODULES_DIR}/mlx5_ib ]; then
+  echo "mlx5_ib               528384  0"
+fi
 """
 
 # `modprobe nvidia-peermem`: the module ships with the driver (NCCL's troubleshooting guide),
@@ -117,8 +120,9 @@ case "$name" in
       echo "modprobe: FATAL: Module $1 not found in directory /lib/modules/{KERNEL_RELEASE}" >&2
       exit 1
     fi ;;
-  ib_umad)
-    # in-tree (the kernel's own InfiniBand user MAD access): always loadable
+  ib_umad|mlx5_ib)
+    # in-tree (the kernel's InfiniBand user MAD access; ConnectX's InfiniBand function, in
+    # the lab's kernel as in a generic one's modules-extra): loadable, not loaded at boot
     mkdir -p {LOADED_MODULES_DIR} && touch {LOADED_MODULES_DIR}/$name ;;
   *) echo "gpuprov lab: modprobe $1 is not simulated" >&2; exit 1 ;;
 esac

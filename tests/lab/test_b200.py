@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from gpuprov.lab.inventory import NEWER_STACK
+from gpuprov.lab.kernel_view import LSMOD
 from tests.conftest import gpuprov
 
 pytestmark = pytest.mark.lab
@@ -35,14 +36,17 @@ def test_an_hgx_b200_provisions_fabric_manager_with_its_subnet_manager_and_is_ac
         # and the kind's group brings the stack Blackwell runs
         hosts = gpuprov("lab", "inventory", env=env, check=True).stdout.strip()
 
+        def on_node(command: str) -> str:
+            return gpuprov("lab", "ssh", "node01", "--", command, env=env, check=True).stdout
+
+        # the kernel has mlx5_ib, not loaded: the bridges are no InfiniBand device yet
+        assert "mlx5_ib" not in on_node(LSMOD)
+
         first = gpuprov("provision", "-i", hosts, "--allow-reboot", env=env, timeout=1500)
         assert first.returncode == 0, first.stdout[-3000:]
         again = gpuprov("provision", "-i", hosts, "--full", env=env, timeout=900)
         assert again.returncode == 0, again.stdout[-3000:]
         assert re.search(r"(?m)^node01\s+converged\s+\d+\s+0\s", again.stdout), again.stdout
-
-        def on_node(command: str) -> str:
-            return gpuprov("lab", "ssh", "node01", "--", command, env=env, check=True).stdout
 
         packages = dict(line.split("\t") for line in on_node(
             "dpkg-query -W -f='${Package}\\t${Version}\\n' nvidia-fabricmanager libnvsdm "
@@ -50,7 +54,8 @@ def test_an_hgx_b200_provisions_fabric_manager_with_its_subnet_manager_and_is_ac
         assert packages["nvidia-fabricmanager"] == packages["libnvsdm"] == f"{DRIVER}-1"
         assert "nvlsm" in packages and "infiniband-diags" in packages
         assert not [p for p in packages if p.startswith("libnvidia-nscq")], packages
-        assert on_node("cat /etc/modules-load.d/gpuprov-nvlink5.conf") == "ib_umad\n"
+        assert on_node("cat /etc/modules-load.d/gpuprov-nvlink5.conf") == "ib_umad\nmlx5_ib\n"
+        assert "mlx5_ib" in on_node(LSMOD)
         # the unit ran the start script, which started the subnet manager before fabric manager
         assert on_node("systemctl show -p ExecStart --value nvidia-fabricmanager").startswith(
             "{ path=/usr/bin/nvidia-fabricmanager-start.sh")

@@ -287,15 +287,16 @@ def test_dcgmi_diag_parses_as_dcgm_4_and_runs_the_level_s_tests(sim_node, monkey
         assert figures["gflops"][2] == pytest.approx(hw["gflops"] * 0.85)
         hw["gpus"][1].pop("pcie")
         hw["gpus"][2].pop("gflops_factor")
-    # DCGM 4.2.3's classes and order (NvidiaValidationSuite.cpp FillTestVectors)
+    # DCGM 4.2.3's order (NvidiaValidationSuite.cpp FillTestVectors), shown under each
+    # plugin's category (PluginStrings.h: memtest runs with the hardware class, is Stress)
     sections = {t.name: t.section for t in diag.tests}
     assert ran[3] == ["software", "memory", "diagnostic", "nvbandwidth", "pcie",
                       "memory_bandwidth", "targeted_stress", "targeted_power"]
-    assert ran[4] == ["software", "memory", "diagnostic", "nvbandwidth", "memtest",
-                      "pulse_test", "pcie", "memory_bandwidth", "targeted_stress",
-                      "targeted_power"]
-    assert (sections["diagnostic"], sections["nvbandwidth"], sections["targeted_power"]) == (
-        "Hardware", "Hardware", "Stress")
+    assert ran[4] == ["software", "memory", "diagnostic", "nvbandwidth", "pulse_test", "pcie",
+                      "memtest", "memory_bandwidth", "targeted_stress", "targeted_power"]
+    assert (sections["diagnostic"], sections["nvbandwidth"], sections["pulse_test"],
+            sections["memtest"], sections["targeted_power"]) == (
+        "Hardware", "Hardware", "Hardware", "Stress", "Stress")
     assert dcgmi.main(["diag", "-r", "1", *form], version="4.4.1") == 0   # the package's
     assert parse_dcgm_diag(capsys.readouterr().out, "v").metadata["DCGM Version"] == "4.4.1"
     hw["gpus"][5]["dcgm_fail"] = "memory"
@@ -591,9 +592,11 @@ def test_the_lab_topo_puts_each_gpu_s_nic_behind_its_switch_and_nic_far_moves_on
 def test_fabric_manager_s_start_script_starts_the_subnet_manager_on_nvlink5_only(
         sim_node, monkeypatch, tmp_path, capsys):
     """Pre-NVL5 (an A100 board): "Detected Pre-NVL5 system", then fabric manager. On an
-    NVLink5 board (the B200 kind's bridges): no ibstat, no nvlsm, or no ib_umad fails the
-    start before fabric manager; fabric manager alone refuses to train without the subnet
-    manager (NV_WARN_NOTHING_TO_DO); with all of them, both run."""
+    NVLink5 board (the B200 kind's bridges) without mlx5_ib the bridges are no InfiniBand
+    device: "Pre-NVL5" too, and fabric manager finds nothing to do (issue 66). With it:
+    no ibstat, no nvlsm (the script's real words), or no ib_umad fails the start before
+    fabric manager; fabric manager alone refuses to train without the subnet manager
+    (NV_WARN_NOTHING_TO_DO); with all of them, both run."""
     from gpuprov.lab.sim import daemons
     _, save = sim_node
     started = []
@@ -615,16 +618,25 @@ def test_fabric_manager_s_start_script_starts_the_subnet_manager_on_nvlink5_only
 
     save({**kinds.describe("node01", "b200-sxm-8"), "nvswitch": True})
     started.clear()
+    (tmp_path / "modules").mkdir()
+    assert start() == 1 and started == []                      # mlx5_ib not loaded
+    said = capsys.readouterr()
+    assert said.out == "Detected Pre-NVL5 system\n" and "NV_WARN_NOTHING_TO_DO" in said.err
+    (tmp_path / "modules" / "mlx5_ib").touch()
     monkeypatch.setattr(daemons.shutil, "which", lambda tool: None)
     assert start() == 1 and "ibstat not found" in capsys.readouterr().err
     monkeypatch.setattr(daemons.shutil, "which", lambda tool: f"/usr/sbin/{tool}")
-    assert start() == 1 and "nvlsm not installed" in capsys.readouterr().err
+    said = capsys.readouterr() if start() == 1 else None
+    assert said and said.out == "Detected NVL5+ system\n"
+    assert said.err == (f'{nvlsm} does not exist. Please install "Nvidia NVLink Subnet '
+                        'Manager" (nvlsm) package\n')
     nvlsm.write_text("")
     assert start() == 1 and "ib_umad is not loaded" in capsys.readouterr().err
     assert started == []
     # fabric manager started by hand, without the subnet manager: nothing to train
     assert daemons.fabricmanager([], DRIVER, pid) == 1
     assert "NV_WARN_NOTHING_TO_DO" in capsys.readouterr().err
-    (tmp_path / "modules").mkdir()
     (tmp_path / "modules" / "ib_umad").touch()
     assert start() == 0 and started == ["nvlsm.pid", "fm.pid.new"]
+    assert capsys.readouterr().out == ('Detected NVL5+ system\nStarted "Nvidia NVLink Subnet '
+                                       'Manager"\n')

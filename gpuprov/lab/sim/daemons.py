@@ -126,11 +126,15 @@ def nvlsm(argv: list[str], pid_file: str) -> int:
 def fabricmanager_start(argv: list[str], version: str, config: str, nvlsm_binary: str,
                         nvlsm_pid: str) -> int:
     """nvidia-fabricmanager-start.sh as fabric manager's unit runs it: `--mode precheck`,
-    then `--mode start`, which on an NVLink5 system (the SW_MNG bridges) starts the subnet
-    manager before nv-fabricmanager and exits 1 without ibstat; elsewhere it says "Detected
-    Pre-NVL5 system" (a real node's journal) and starts nv-fabricmanager. The NVLink5 path's
-    messages are the lab's own words: no capture of the real script's is in reach. The
-    paths come from data/packaging.yml nvlink5, through the package builder."""
+    then `--mode start`. An NVLink5 system is one whose SW_MNG bridges are InfiniBand devices,
+    which they are only with mlx5_ib loaded: without it the script says "Detected Pre-NVL5
+    system" (a real node's journal) and starts nv-fabricmanager, which finds nothing to do
+    and the fabric stays In Progress (a P6-B300 on a kernel without linux-modules-extra:
+    data/packaging.yml nvlink5). With it, "Detected NVL5+ system", and the subnet manager is
+    started before nv-fabricmanager; the script's words where nvlsm is missing and when it
+    starts are the real ones (the same notes). ibstat missing and ib_umad missing are in
+    the lab's own words: no capture of them is in reach. The paths come from
+    data/packaging.yml nvlink5, through the package builder."""
     mode = argv[argv.index("--mode") + 1] if "--mode" in argv[:-1] else ""
     if mode == "precheck":
         return 0
@@ -138,19 +142,24 @@ def fabricmanager_start(argv: list[str], version: str, config: str, nvlsm_binary
         sys.stderr.write(f"gpuprov lab: nvidia-fabricmanager-start.sh: mode {mode!r} is not "
                          "simulated\n")
         return 2
-    if not node.description().get("nvlink5_bridges"):
+    bridges_are_ib = (node.description().get("nvlink5_bridges")
+                      and os.path.exists(f"{LOADED_MODULES}/mlx5_ib"))
+    if not bridges_are_ib:
         print("Detected Pre-NVL5 system")
         return fabricmanager(["-c", config], version, nvlsm_pid)
+    print("Detected NVL5+ system")
     if shutil.which("ibstat") is None:
         sys.stderr.write("gpuprov lab: nvidia-fabricmanager-start.sh: ibstat not found "
                          "(infiniband-diags)\n")
         return 1
     if not os.path.exists(nvlsm_binary):
-        sys.stderr.write(f"gpuprov lab: nvidia-fabricmanager-start.sh: {nvlsm_binary} not "
-                         "installed (nvlsm)\n")
+        sys.stderr.write(f"{nvlsm_binary} does not exist. Please install \"Nvidia NVLink "
+                         "Subnet Manager\" (nvlsm) package\n")
         return 1
-    if not node.running(nvlsm_pid) and nvlsm([], nvlsm_pid) != 0:
-        return 1
+    if not node.running(nvlsm_pid):
+        if nvlsm([], nvlsm_pid) != 0:
+            return 1
+        print("Started \"Nvidia NVLink Subnet Manager\"")
     return fabricmanager(["-c", config], version, nvlsm_pid)
 
 

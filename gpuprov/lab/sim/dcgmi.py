@@ -34,12 +34,15 @@ VERSION = "4.2.3"   # a bare call's; the installed package passes its own
 # NVIDIA/DCGM nvvs/src/NvidiaValidationSuite.cpp FillTestVectors (the hardware class:
 # memory from medium, then diagnostic, eud, nvbandwidth from long, memtest and pulse_test
 # from xlong; integration: pcie; performance: memory_bandwidth, targeted_stress,
-# targeted_power) and dcgmi/Diag.cpp (classes shown as Hardware, Integration, Stress).
+# targeted_power) and dcgmi/Diag.cpp (classes shown as Hardware, Integration, Stress). The
+# section a test is shown under is its plugin's category (nvvs/include/PluginStrings.h:
+# memtest's MEMTEST_PLUGIN_CATEGORY is PLUGIN_CATEGORY_STRESS, though it runs in the
+# hardware class).
 # eud runs only where its proprietary plugin is installed, which the lab does not model;
 # nccl_tests joined the hardware class in 4.5.0.
 TESTS = [("Deployment", "software", 1), ("Hardware", "memory", 2),
          ("Hardware", "diagnostic", 3), ("Hardware", "nvbandwidth", 3),
-         ("Hardware", "memtest", 4), ("Hardware", "pulse_test", 4),
+         ("Stress", "memtest", 4), ("Hardware", "pulse_test", 4),
          ("Integration", "pcie", 2), ("Stress", "memory_bandwidth", 3),
          ("Stress", "targeted_stress", 3), ("Stress", "targeted_power", 3)]
 SECTIONS = ("Deployment", "Hardware", "Integration", "Stress")
