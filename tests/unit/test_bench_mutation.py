@@ -50,11 +50,40 @@ def test_the_draw_is_seeded_per_package_and_skips_fully_judged_ones():
                 for n in range(50)] +
                [(f"gpuprov.security.x_g__mutmut_{n}", "gpuprov.security.g", "killed")
                 for n in range(50)])
-    first = mutation.draw(results, 10)
-    assert first == mutation.draw(list(reversed(results)), 10)      # the order read: no matter
+    first = mutation.draw(results, 10, 67)
+    assert first == mutation.draw(list(reversed(results)), 10, 67)  # the order read: no matter
     assert len(first) == 10 and all(m.startswith("gpuprov.parsers.a.") for m in first)
     assert len(set(first)) == 10
-    assert sorted(mutation.draw(results, 80)) == sorted(m for m, f, _ in results[:50])
+    assert mutation.draw(results, 10, 52) != first                  # a fresh seed, a fresh draw
+    assert sorted(mutation.draw(results, 80, 67)) == sorted(m for m, f, _ in results[:50])
+
+
+def test_the_kept_draw_names_its_seed_and_reasons_are_the_mutant_s_own(
+        tmp_path, monkeypatch, capsys):
+    """Issue 67: the seed is written with the draw and printed with its interval; a
+    survivor's reason is looked up by mutant, so a second survivor in the same function is
+    flagged, not covered by the first one's reason."""
+    results = ([(f"gpuprov.parsers.a.x_f__mutmut_{n}", "gpuprov.parsers.a.f",
+                 "survived" if n < 2 else "killed") for n in range(20)] +
+               [(f"gpuprov.parsers.b.x_g__mutmut_{n}", "gpuprov.parsers.b.g", "not checked")
+                for n in range(20)])
+    monkeypatch.setattr(mutation, "read_results", lambda: results)
+    assert mutation.main(["--draw", "20", "--seed", "7"]) == 0
+    drawn = capsys.readouterr().out.splitlines()
+    assert drawn[0] == "# seed 7" and len(drawn) == 21
+    sample = tmp_path / "sample.txt"
+    sample.write_text("# seed 7\n" + "\n".join(m for m, _, _ in results[:20]) + "\n")
+    monkeypatch.setattr(mutation, "SAMPLE", sample)
+    monkeypatch.setattr(mutation, "REASONS", tmp_path / "reasons.yml")
+    (tmp_path / "reasons.yml").write_text(
+        "gpuprov.parsers.a.x_f__mutmut_0: equivalent, because\n"
+        "gpuprov.parsers.a.f: a function's reason covers no mutant\n")
+    mutation.main([])
+    out = capsys.readouterr().out
+    assert "(seed 7): 95 % interval" in out
+    assert "mutmut_0 (survived): equivalent, because" in out
+    assert "mutmut_1 (survived): NO REASON RECORDED" in out
+    assert mutation.main(["--draw", "5", "--seed", "x"]) == 2
 
 
 def test_a_drawn_package_is_scored_on_its_draw_alone(tmp_path, monkeypatch, capsys):
