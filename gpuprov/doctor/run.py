@@ -86,7 +86,7 @@ def _signing(host: str, variables: dict) -> findings.ModuleSigning:
         raise InputError(f"host {host}: gpuprov_mok_certificate_file: {cert!r} (site-mok needs "
                          "the certificate's absolute path on the controller)")
     try:
-        signer = collection.plugin_module("filter", "module_signing").certificate_subject_cn(cert)
+        signer = collection.plugin_module("filter", "module_signing").module_signer_name(cert)
     except AnsibleFilterError as exc:
         raise InputError(f"host {host}: {exc.message}") from exc
     return findings.ModuleSigning(mode, signer)

@@ -169,6 +169,14 @@ def _gdrcopy(h: Installed) -> list[CheckResult]:
     return [d for name in GDRCOPY_PACKAGES for d in _package("gdrcopy", h.state, name, gdrcopy)]
 
 
+@DRIFT.check("apt-sources", rule="apt reads its sources (two entries for one repository "
+             "under two keyrings stop every apt command, in apt's words)")
+def _apt_sources(h: Installed) -> list[CheckResult]:
+    if h.state.apt_error is None:
+        return []
+    return [difference("apt-sources", "apt's sources", "readable by apt", h.state.apt_error)]
+
+
 @DRIFT.check("driver-module", rule="the loaded driver module at the driver version")
 def _module(h: Installed) -> list[CheckResult]:
     if h.state.module_version == h.lock.driver_version:

@@ -5,7 +5,9 @@ driver module's version (the driver role's `nvidia_driver_module_version_file`),
 /usr/local/cuda points, Docker's daemon.json, the PyTorch environments' smoke records, each
 GPU's VBIOS (`nvidia-smi --query-gpu`), each RDMA port's firmware (ibstat, or its form
 from sysfs, as the validator reads it) and each NVSwitch's (`lspci -nn` and the driver's
-procfs, as the validator reads them), each only where the lock sets a minimum for it.
+procfs, as the validator reads them), each only where the lock sets a minimum for it; and
+whether apt can read its sources (`apt-cache policy` with no cache file written: an entry
+added beside gpuprov's under another keyring stops every apt command, issue 66).
 Read-only: nothing on the host changes.
 """
 
@@ -35,6 +37,10 @@ from gpuprov.parsers.system import LSPCI_COMMAND, parse_lspci
 from gpuprov.remote import probing
 
 MARK = "### gpuprov-drift "
+# apt reads every source, and stops on the first it cannot read, in apt's own words ("E: …"):
+# the cache files are set empty so that nothing is written
+APT_READS = ("apt-cache -o Dir::Cache::pkgcache= -o Dir::Cache::srcpkgcache= policy "
+             "2>&1 >/dev/null | grep '^E:' | head -n 3; true")
 MODULE_FILE = "/sys/module/nvidia/version"
 DAEMON_JSON = "/etc/docker/daemon.json"
 SMOKE_DIR = "/var/lib/gpuprov/pytorch-envs"
@@ -63,7 +69,8 @@ def script(where: Where, firmware_min: dict) -> str:
         f"echo '{MARK}daemon.json'", f"cat {DAEMON_JSON} 2>/dev/null",
         f"echo '{MARK}torch'",
         f"for f in {smoke}/*.json; do [ -f \"$f\" ] && {{ echo \"## $f\"; cat \"$f\"; }}; "
-        "done; true"]
+        "done; true",
+        f"echo '{MARK}apt'", APT_READS]
     if firmware_min.get("vbios"):
         # the query's vbios_version field, CSV rows "<value>, <value>, …": a real H100 node's
         # (tests/fixtures/query-gpu/h100-x8-name-busid-vbios-elided.txt)
@@ -93,6 +100,7 @@ class HostState:
     psids: dict[str, str] = field(default_factory=dict)   # CA -> PSID (board_id)
     # (PCI address, PCI id, firmware or None) of each NVSwitch on the bus
     nvswitches: list[tuple[str, str, str | None]] = field(default_factory=list)
+    apt_error: str | None = None      # apt's first error reading its sources; None: read
 
 
 def parse(text: str, source: str) -> HostState:
@@ -107,6 +115,8 @@ def parse(text: str, source: str) -> HostState:
     module = "\n".join(sections.get("module", [])).strip()
     state.module_version = module or None
     state.cuda_target = "\n".join(sections.get("cuda", [])).strip() or None
+    state.apt_error = next((line.strip() for line in sections.get("apt", [])
+                            if line.startswith("E:")), None)
     daemon = "\n".join(sections.get("daemon.json", [])).strip()
     if daemon:
         try:

@@ -17,7 +17,10 @@ What the host shows (the snapshot), read in one SSH round trip, read-only:
 - whether each unit the run started or enabled is enabled and active;
 - the loaded kernel modules (`/sys/module`), the running kernel (`uname -r`), the installed
   kernels (`/lib/modules`: the driver is asserted built for each), the OS release and
-  Secure Boot's state (`mokutil --sb-state`).
+  Secure Boot's state (`mokutil --sb-state`);
+- apt's sources: the SHA-256 of /etc/apt/sources.list and of every file under
+  sources.list.d (an entry added or changed after the run, issue 66), and, through drift's
+  probe, whether apt can read them at all.
 
 Not covered, so not judged: directories' contents (an unpacked archive, a build tree, a
 conda environment's packages beyond its smoke record), Docker's images, and anything a
@@ -113,6 +116,8 @@ def _script(variables: dict, files: list[str], units: list[str]) -> str:
               "cat /etc/os-release 2>/dev/null",
               "mokutil --sb-state 2>/dev/null || echo 'SecureBoot unknown'",
               f"echo '{MARK}modules'", f"ls {modules} 2>/dev/null",
+              f"echo '{MARK}apt_sources'",
+              "sha256sum -- /etc/apt/sources.list /etc/apt/sources.list.d/* 2>/dev/null; true",
               # sysfs state the cpu_governor role sets, which no file or unit shows
               f"echo '{MARK}governors'",
               f"cat {cpus}/cpu[0-9]*/cpufreq/scaling_governor 2>/dev/null | sort | uniq -c"]
@@ -130,6 +135,7 @@ def snapshot_of(text: str, source: str) -> tuple[dict, probe.HostState]:
             "units": sorted(found.get("units", [])),
             "host": found.get("host", []),
             "modules": found.get("modules", []),
+            "apt_sources": sorted(found.get("apt_sources", [])),
             "governors": [" ".join(line.split()) for line in found.get("governors", [])]}, state
 
 
@@ -150,6 +156,8 @@ def _differs(before: dict, now: dict) -> str:
             return f"{words} {gone[0].rsplit(' ', 1)[-1]} changed"
     if before["host"] != now["host"]:
         return "kernels, OS release or Secure Boot state changed"
+    if before.get("apt_sources") != now["apt_sources"]:
+        return "apt's sources changed (/etc/apt/sources.list, sources.list.d)"
     if before.get("governors") != now["governors"]:
         return "CPU governors changed"
     return "loaded kernel modules changed"

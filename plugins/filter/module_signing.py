@@ -7,9 +7,12 @@ from cryptography import x509
 from cryptography.x509.oid import NameOID
 
 
-def certificate_subject_cn(path: str) -> str:
-    """The subject commonName of an X.509 certificate file (DER or PEM): the signer name
-    `modinfo -F signer` prints for a module signed with its key."""
+def module_signer_name(path: str) -> str:
+    """The signer name `modinfo -F signer` prints for a module signed with the key of an
+    X.509 certificate file (DER or PEM): the first commonName of the certificate's issuer,
+    which the module's PKCS#7 signer info carries (kmod libkmod/libkmod-signature.c at
+    01d9c6a, fill_pkcs7 and x509_name_to_str). A self-signed key's is its own subject's; a
+    key issued by a site CA is named after the CA."""
     try:
         with open(path, "rb") as fh:
             data = fh.read()
@@ -21,12 +24,12 @@ def certificate_subject_cn(path: str) -> str:
     except ValueError as exc:
         raise AnsibleFilterError(f"module signing certificate {path}: not an X.509 "
                                  "certificate (DER or PEM)") from exc
-    names = cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
+    names = cert.issuer.get_attributes_for_oid(NameOID.COMMON_NAME)
     if not names:
-        raise AnsibleFilterError(f"module signing certificate {path}: its subject has no CN")
+        raise AnsibleFilterError(f"module signing certificate {path}: its issuer has no CN")
     return str(names[0].value)
 
 
 class FilterModule:
     def filters(self) -> dict:
-        return {"certificate_subject_cn": certificate_subject_cn}
+        return {"module_signer_name": module_signer_name}

@@ -36,6 +36,8 @@ from gpuprov.lab import kernel_modules, kernel_view
 from gpuprov.lab import nodes as lab_nodes
 from gpuprov.lab.docker import container_name
 from gpuprov.lab.inventory import LAB_LOCK
+from gpuprov.lab.mirror import KEYRING_NAME
+from gpuprov.lab.paths import NODE_MIRROR_PATH
 from tests.certificates import site_key_pair
 from tests.conftest import BIN, REPO, gpuprov
 from tests.packaging import build_collection, build_wheel, fresh_virtualenv, outside_env
@@ -211,8 +213,9 @@ def test_full_provision_from_bare_nodes(rack):
 def test_second_run_skips_in_sync_hosts_and_runs_a_changed_one_in_full(rack):
     """Issue 41: a second run skips every host still as the first left it (nothing run,
     saying why); a hold dropped by hand on node01 and a rendered file edited on node02 make
-    those two run in full (and put back) while node03 is skipped; `--full` walks every
-    task of a host in sync and changes nothing."""
+    those two run in full (and put back) while node03 is skipped; NVIDIA's toolkit list
+    added on node03 then takes it out of sync (issue 66); `--full` walks every task of a
+    host in sync and changes nothing."""
     def skipped(table: dict, host: str) -> bool:
         row = table[host]
         return row["detail"].startswith("skipped: in sync with run p") and row["ok"] == 0
@@ -238,6 +241,29 @@ def test_second_run_skips_in_sync_hosts_and_runs_a_changed_one_in_full(rack):
                         "nvidia-container-toolkit").stdout.startswith("hi")     # held again
     assert "by hand" not in rack.lab.ssh("node02", "cat /etc/modprobe.d/blacklist-nouveau.conf"
                                          ).stdout
+    # Issue 66: NVIDIA's install guide followed on node03 after the run: its toolkit list
+    # (`$(ARCH)`, another keyring) stops apt. Drift says so; the next run is not skipped,
+    # retires the list before any role needs apt, and apt is clean again.
+    guide = "/etc/apt/sources.list.d/nvidia-container-toolkit.list"
+    line = (f"deb [signed-by=/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg] "
+            f"file://{NODE_MIRROR_PATH}/libnvidia-container/stable/deb/$(ARCH) /")
+    added = rack.lab.ssh("node03", f"cp {NODE_MIRROR_PATH}/keys/{KEYRING_NAME} "
+                                   "/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg"
+                                   f" && echo '{line}' > {guide}; apt-get update 2>&1")
+    assert "E: Conflicting values set for option Signed-By" in added.stdout, added.stdout
+    drift = gpuprov("drift", "-i", str(rack.inventory), "--limit", "node03", env=rack.env(),
+                    timeout=120)
+    assert drift.returncode == 1 and drift.stdout.startswith(
+        "node03: apt's sources: expected readable by apt, found E: Conflicting values set "
+        "for option Signed-By"), drift.stdout + drift.stderr
+    result = rack.provision("--limit", "node03")
+    assert result.returncode == 0, result.stdout[-5000:]
+    assert "node03: full run: drifted: apt's sources: expected readable by apt" \
+        in result.stdout, result.stdout[-5000:]
+    assert "Retire the entries that conflict with gpuprov's" in result.stdout
+    state = rack.lab.ssh("node03", f"ls {guide}.gpuprov.bak && apt-get update 2>&1")
+    assert state.returncode == 0 and "E:" not in state.stdout and "W:" not in state.stdout, \
+        state.stdout + state.stderr
     full = rack.provision("--limit", "node03", "--full")
     assert full.returncode == 0, full.stdout[-5000:]
     row = summary(full.stdout)["node03"]
@@ -418,8 +444,11 @@ def test_secure_boot_signs_with_the_site_key_waits_for_enrollment_then_converges
     """Secure Boot turned on for a converged node: at the next boot its unsigned module is
     refused. With the site's key the module is re-signed and the certificate queued for
     MokManager: the host ends mok-enrollment-pending, not in a reboot loop. Enrolled at the
-    console, the signed module loads and a new run converges."""
-    key, cert = site_key_pair("gpuprov lab site MOK")
+    console, the signed module loads and a new run converges. The key is one a site CA
+    issued, so modinfo names the CA (kmod prints the signer info's issuer, issue 66): the
+    role's signer check expects what modinfo prints."""
+    key, cert = site_key_pair("gpuprov lab node02 module signing",
+                              issued_by="gpuprov lab site CA")
     (tmp_path / "mok.key").write_bytes(key)
     (tmp_path / "mok.der").write_bytes(cert)
     inventory = _inventory_copy(rack, tmp_path)
@@ -446,7 +475,7 @@ def test_secure_boot_signs_with_the_site_key_waits_for_enrollment_then_converges
         assert row["outcome"] == "mok-enrollment-pending" and row["failed"] == 0, row
         assert _outcome_in_nodes(rack, "node02") == "mok-enrollment-pending"
         signer = rack.lab.ssh("node02", f"{kernel_modules.MODINFO} -F signer nvidia").stdout
-        assert signer == "gpuprov lab site MOK\n"
+        assert signer == "gpuprov lab site CA\n"
         assert "is already in the enrollment request" in rack.lab.ssh(
             "node02", "mokutil --test-key /var/lib/dkms/gpuprov-mok.der").stdout
         # the private key: on the node for DKMS only, never in a log or the ledger

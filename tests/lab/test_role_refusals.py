@@ -192,7 +192,8 @@ def test_a_node_with_nvidia_s_arch_toolkit_list_provisions_the_toolkit(bare_node
     """Issue 55: NVIDIA's install guide lists the toolkit as `stable/deb/$(ARCH)`, which apt
     reads as this node's architecture (the lab's repository has NVIDIA's layout). The
     role finds that entry, retires it and installs the toolkit; apt-get update is then
-    clean, and a second run changes nothing."""
+    clean, and a second run changes nothing. Added again beside gpuprov's entry (apt then
+    stops), another repository's role retires it (issue 66)."""
     from gpuprov.lab.mirror import KEYRING_NAME
     from gpuprov.lab.paths import NODE_MIRROR_PATH
     prepared = "/etc/apt/sources.list.d/nvidia-container-toolkit.list"
@@ -212,6 +213,15 @@ def test_a_node_with_nvidia_s_arch_toolkit_list_provisions_the_toolkit(bare_node
     assert "Conflicting values" not in state.stdout and "W:" not in state.stdout, state.stdout
     again = _converge(bare_node, tmp_path, role="nvidia_container_toolkit", **settings)
     assert again.returncode == 0 and "changed=0" in again.stdout, again.stdout[-2000:]
+    # Issue 66: the guide followed again after gpuprov's entry is in place stops apt; the
+    # first role to configure any repository (here CUDA's) retires it before it needs apt
+    broken = bare_node.ssh(NODE, f"echo '{line}' > {prepared}; apt-get update 2>&1")
+    assert "E: Conflicting values set for option Signed-By" in broken.stdout, broken.stdout
+    healed = _converge(bare_node, tmp_path, role="cuda_repo")
+    assert healed.returncode == 0, healed.stdout[-3000:]
+    assert "Retire the entries that conflict with gpuprov's" in healed.stdout
+    state = bare_node.ssh(NODE, f"test ! -e {prepared} && apt-get update 2>&1")
+    assert state.returncode == 0 and "E:" not in state.stdout, state.stdout + state.stderr
 
 
 def test_a_driver_whose_module_fails_to_build_fails_the_host_with_dkms_s_error(bare_node,

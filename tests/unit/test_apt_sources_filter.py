@@ -44,3 +44,19 @@ def test_without_an_architecture_segment_the_literal_url_is_searched():
                     url=cuda)
     assert not _matches("deb https://developer.download.nvidia.com/compute/cuda/repos/"
                         "ubuntu2204/$(ARCH)/ /", url=cuda)
+
+
+def test_apt_s_signed_by_conflict_names_the_source_and_finds_both_entries():
+    """Issue 66, apt 2.6.2's own words (a capture): the source named once, as apt prints it
+    (`file:/`, `$(ARCH)` substituted); an entry written either way is found from it."""
+    from tests.evidence_builder import capture
+    said = capture("apt/signed-by-conflict-arch-list-apt-2.6.2.txt")
+    [uri] = filters.apt_signed_by_conflicts(said + said)
+    assert uri == "file:/srv/gpuprov-mirror/libnvidia-container/stable/deb/amd64/"
+    regex = filters.apt_uri_entry_regex(uri, "amd64")
+    guide = ("deb [signed-by=/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg] "
+             "file:///srv/gpuprov-mirror/libnvidia-container/stable/deb/$(ARCH) /")
+    ours = "URIs: file:///srv/gpuprov-mirror/libnvidia-container/stable/deb/amd64/"
+    assert re.match(regex, guide) and re.match(regex, ours)
+    assert not re.match(regex, "URIs: file:///srv/gpuprov-mirror/cuda/")
+    assert filters.apt_signed_by_conflicts("E: The list of sources could not be read.\n") == []

@@ -326,3 +326,26 @@ def test_gdrcopy_judged_where_locked_at_its_release_and_held():
     assert _lines(_output(), LOCK, gdrcopy) == [
         f"node01: package {p}: expected 2.6, found not installed"
         for p in ("libgdrapi", "gdrdrv-dkms", "gdrcopy-tests")]
+
+
+def test_apt_unable_to_read_its_sources_is_drift_in_apt_s_words(tmp_path):
+    """Issue 66: NVIDIA's guide list added beside gpuprov's entry stops every apt command
+    (apt 2.6.2's own output, a capture): drift names apt's first error. The probe's command
+    is run here for real against a healthy and a broken sources directory."""
+    said = capture("apt/signed-by-conflict-arch-list-apt-2.6.2.txt")
+    assert _lines(_output() + probe.MARK + "apt\n" + said) == [
+        "node01: apt's sources: expected readable by apt, found " + said.splitlines()[0]]
+    assert _lines(_output() + probe.MARK + "apt\n") == []
+    parts = tmp_path / "sources.list.d"
+    parts.mkdir()
+    (tmp_path / "sources.list").write_text("")
+    where = (f"-o Dir::Etc::sourcelist={tmp_path}/sources.list "
+             f"-o Dir::Etc::sourceparts={parts} ")
+    command = probe.APT_READS.replace("apt-cache ", "apt-cache " + where)
+    assert subprocess.run(["sh", "-c", command], capture_output=True, text=True).stdout == ""
+    (parts / "a.list").write_text("deb [signed-by=/usr/share/keyrings/a.gpg] file:///srv/r/ /\n")
+    (parts / "b.list").write_text("deb [signed-by=/etc/apt/keyrings/b.gpg] file:///srv/r/ /\n")
+    out = subprocess.run(["sh", "-c", command], capture_output=True, text=True).stdout
+    assert out.startswith("E: Conflicting values set for option Signed-By regarding source "
+                          "file:/srv/r/ /: "), out
+    assert not list(tmp_path.glob("*.bin"))          # no cache written

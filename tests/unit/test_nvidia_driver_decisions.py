@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from gpuprov import collection
-from tests.certificates import site_certificate
+from tests.certificates import site_certificate, site_key_pair
 
 ROLE = collection.ROLES / "nvidia_driver"
 _spec = importlib.util.spec_from_file_location(
@@ -123,7 +123,9 @@ def test_a_module_of_another_version_does_not_count():
     assert gaps == {"missing": ["6.8.0-45-generic"], "buildable": ["6.8.0-45-generic"]}
 
 
-def test_the_signer_is_the_certificates_subject_in_der_and_pem(tmp_path):
+def test_the_signer_is_the_certificates_issuer_in_der_and_pem(tmp_path):
+    """kmod's signer is the issuer's CN (libkmod-signature.c): a self-signed key's own
+    subject, a CA-issued key's CA (issue 66); the lab's modinfo reads the same."""
     from cryptography import x509
     from cryptography.hazmat.primitives import serialization
 
@@ -136,9 +138,14 @@ def test_the_signer_is_the_certificates_subject_in_der_and_pem(tmp_path):
     (tmp_path / "mok.pem").write_bytes(
         x509.load_der_x509_certificate(der).public_bytes(serialization.Encoding.PEM))
     for name in ("mok.der", "mok.pem"):
-        assert signing.certificate_subject_cn(str(tmp_path / name)) == "Example Site MOK 2026"
+        assert signing.module_signer_name(str(tmp_path / name)) == "Example Site MOK 2026"
     with pytest.raises(Exception, match=r"absent\.der: No such file"):
-        signing.certificate_subject_cn(str(tmp_path / "absent.der"))
+        signing.module_signer_name(str(tmp_path / "absent.der"))
+    from gpuprov.lab.sim.kmod import signer_name
+    issued = site_key_pair("node07 module signing", issued_by="Example Site CA")[1]
+    (tmp_path / "issued.der").write_bytes(issued)
+    assert signing.module_signer_name(str(tmp_path / "issued.der")) == "Example Site CA"
+    assert signer_name(issued) == "Example Site CA" and signer_name(der) == "Example Site MOK 2026"
 
 
 def test_each_kernels_signer_from_modinfo():

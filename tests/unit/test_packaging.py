@@ -92,7 +92,8 @@ def test_the_collection_builds_installs_and_its_playbooks_parse_alone(tmp_path):
     # madison reader and the certificate reader
     assert filters.stdout.count("gpuprov.gpu.nvidia_") == 10
     assert "gpuprov.gpu.apt_versions" in filters.stdout
-    assert "gpuprov.gpu.certificate_subject_cn" in filters.stdout
+    assert "gpuprov.gpu.apt_signed_by_conflicts" in filters.stdout
+    assert "gpuprov.gpu.module_signer_name" in filters.stdout
     assert "UNDOCUMENTED" not in filters.stdout
 
 

@@ -157,7 +157,7 @@ def _decide(tmp_path, monkeypatch, now: dict, drift: list):
 
 
 SNAPSHOT = {"packages": "p", "files": [], "units": ["enabled active docker"], "host": [],
-            "modules": [], "governors": ["8 performance"]}
+            "modules": [], "governors": ["8 performance"], "apt_sources": []}
 
 
 def test_the_in_sync_skip_runs_in_full_on_drift_an_unread_unit_or_a_governor(tmp_path,
@@ -204,6 +204,9 @@ def test_each_reason_for_a_full_run_whole(tmp_path, monkeypatch):
                ({"units": ["enabled active docker"]}, "unit nvidia-dcgm changed"),
                ({"host": ["kernel 6.8.0-45"]}, "kernels, OS release or Secure Boot state "
                                                 "changed"),
+               # issue 66: a list added under sources.list.d after the run
+               ({"apt_sources": ["9f  /etc/apt/sources.list.d/nvidia-container-toolkit.list"]},
+                "apt's sources changed (/etc/apt/sources.list, sources.list.d)"),
                ({"governors": ["8 powersave"]}, "CPU governors changed"),
                ({"modules": []}, "loaded kernel modules changed")]
     for change, words in changes:
@@ -375,10 +378,11 @@ def test_the_snapshot_s_stored_form(monkeypatch):
     assert insync.fingerprint({"driver_version": "550.90.07"},
                               {"gpuprov_intake": datetime.date(2026, 11, 28)}) == \
         hashlib.sha256(text.encode()).hexdigest()
+    sources = ["f0  /etc/apt/sources.list.d/cuda.sources", "e3  /etc/apt/sources.list"]
     output = (f"{MARK}packages\nnvidia-utils-550\t550.90.07-0ubuntu1\thi\n"
               "docker.io\t24.0.7-0ubuntu4\tii\n"
-              f"{MARK}torch\n")
+              f"{MARK}torch\n{MARK}apt_sources\n" + "\n".join(sources) + "\n")
     listed = "docker.io 24.0.7-0ubuntu4\nnvidia-utils-550 550.90.07-0ubuntu1 held"
     assert insync.snapshot_of(output, "host node01")[0] == {
         "packages": hashlib.sha256(listed.encode()).hexdigest(), "files": [], "units": [],
-        "host": [], "modules": [], "governors": []}
+        "host": [], "modules": [], "governors": [], "apt_sources": sorted(sources)}

@@ -95,9 +95,12 @@ def read_module(path: str) -> dict | None:
         return None
 
 
-def subject_cn(der: bytes) -> str:
-    """The last commonName of a certificate: its subject's (the issuer's comes first)."""
-    at = der.rfind(bytes([0x06, 0x03, 0x55, 0x04, 0x03]))     # OID 2.5.4.3
+def signer_name(der: bytes) -> str:
+    """What modinfo names as a module's signer: the first commonName of the signing
+    certificate's issuer, which the module's PKCS#7 signer info carries (kmod
+    libkmod/libkmod-signature.c, fill_pkcs7). In a certificate the issuer comes before the
+    subject, so it is the first commonName of all (a self-signed key's is its subject's)."""
+    at = der.find(bytes([0x06, 0x03, 0x55, 0x04, 0x03]))     # OID 2.5.4.3
     if at < 0:
         return ""
     length = der[at + 6]
@@ -126,7 +129,7 @@ class Dkms:
         with open(self.node.path(cert), "rb") as fh:
             der = fh.read()
         print(f"Signing module with {key}")
-        return subject_cn(der), hashlib.sha256(der).hexdigest()
+        return signer_name(der), hashlib.sha256(der).hexdigest()
 
     def add(self, module: str, version: str) -> None:
         src = self.node.path(f"/usr/src/{module}-{version}")
