@@ -18,8 +18,8 @@ from gpuprov.lab import gdrcopy as lab_gdrcopy
 from gpuprov.lab.mirror import KEYRING_NAME, TOOLKIT_LAYOUT, read_sha256sums
 from gpuprov.lab.paths import NODE_MIRROR_PATH, LabPaths
 from gpuprov.lab.sim.node import MODULE_VERSION as NODE_MODULE_VERSION_FILE
-from gpuprov.preflight import plan_for
 from gpuprov.preflight import judge as judge_plan
+from gpuprov.preflight import plan_for
 from gpuprov.validation.fabric_rack import FLOOR_VAR, RAILS_VAR
 
 

@@ -53,6 +53,7 @@ GDRDRV_BUILT = f"/lib/modules/{KERNEL_RELEASE}/updates/dkms/{GDRDRV}.ko"
 IBSTAT = "/usr/local/sbin/gpuprov-lab-ibstat"
 IB_COUNTERS = "/usr/local/sbin/gpuprov-lab-ib-counters"
 IB_BOARD_ID = "/usr/local/sbin/gpuprov-lab-ib-board-id"
+IB_BRIDGES = "/usr/local/sbin/gpuprov-lab-ib-bridges"
 # the validator's ibstat command on a lab node: the real one (parsers/ibstat.py
 # IBSTAT_COMMAND), with the lab's ibstat for `ibstat` and, where that is absent (fault
 # ibstat-absent: no infiniband-diags), the ports' sysfs attributes rendered under the lab's
@@ -216,12 +217,24 @@ done
 """
 
 
+# the node's RDMA ports as its kernel lists them: the compute NICs, and an HGX B200's NVLink5
+# bridges (kinds.bridge_ports) only with mlx5_ib loaded: without it they are PCI functions
+# and no InfiniBand device (data/packaging.yml nvlink5)
+_RDMA_PORTS = f"""
+def rdma_ports(hw):
+    import os
+    bridges = ((hw.get("bridge_ports") or [])
+               if os.path.exists("{LOADED_MODULES_DIR}/mlx5_ib") else [])
+    return (hw.get("nic_ports") or []) + bridges
+"""
+
 _IBSTAT_SCRIPT = f"""#!/usr/bin/python3
 # gpuprov lab: `ibstat` of the node's described NIC ports (see gpuprov/lab/kernel_view.py)
 import yaml
+{_RDMA_PORTS}
 with open("{NODE_LAB_DIR}/hardware.yml") as fh:
     hw = yaml.safe_load(fh)
-for p in hw.get("nic_ports") or []:
+for p in rdma_ports(hw):
     print(f"CA '{{p['ca']}}'")
     print(f"\\tCA type: {{p['ca_type']}}\\n\\tNumber of ports: 1")
     print(f"\\tFirmware version: {{p['firmware']}}\\n\\tHardware version: 0")
@@ -240,9 +253,10 @@ _IB_COUNTERS_SCRIPT = f"""#!/usr/bin/python3
 # gpuprov lab: sysfs counters of the node's described NIC ports (see gpuprov/lab/kernel_view.py)
 import sys
 import yaml
+{_RDMA_PORTS}
 with open("{NODE_LAB_DIR}/hardware.yml") as fh:
     hw = yaml.safe_load(fh)
-ports = hw.get("nic_ports") or []
+ports = rdma_ports(hw)
 for p in ports:
     counters = dict.fromkeys({sorted(ERROR_COUNTERS)!r}, 0)
     counters.update(p.get("counters") or {{}})
@@ -261,6 +275,7 @@ sys.exit(0 if ports else 2)
 # and fw_ver, drivers/infiniband/hw/mlx5/main.c; node_guid as four colon-separated groups),
 # rendered from the description each time the validator asks
 _IB_SYSFS_RENDER = f"""import os, shutil, yaml
+{_RDMA_PORTS}
 STATES = {{"Down": (1, "DOWN"), "Initializing": (2, "INIT"), "Armed": (3, "ARMED"),
           "Active": (4, "ACTIVE")}}
 PHYS = {{"Sleep": 1, "Polling": 2, "Disabled": 3, "PortConfigurationTraining": 4, "LinkUp": 5,
@@ -272,7 +287,7 @@ def put(path, text):
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w") as out:
         out.write(text + "\\n")
-for p in hw.get("nic_ports") or []:
+for p in rdma_ports(hw):
     ca = f"{IB_SYSFS_ROOT}/{{p['ca']}}"
     put(f"{{ca}}/hca_type", p["ca_type"])
     put(f"{{ca}}/fw_ver", p["firmware"])
@@ -299,12 +314,28 @@ _IB_BOARD_ID_SCRIPT = f"""#!/usr/bin/python3
 # gpuprov lab: the board_id (PSID) of the node's described NIC ports (see kernel_view.py)
 import sys
 import yaml
+{_RDMA_PORTS}
 with open("{NODE_LAB_DIR}/hardware.yml") as fh:
     hw = yaml.safe_load(fh)
-ports = [p for p in hw.get("nic_ports") or [] if p.get("psid")]
+ports = [p for p in rdma_ports(hw) if p.get("psid")]
 for p in ports:
     print(f"/sys/class/infiniband/{{p['ca']}}/board_id:{{p['psid']}}")
 sys.exit(0 if ports else 2)
+"""
+
+# `grep -ls SW_MNG /sys/class/infiniband/*/device/vpd` (parsers/nvlink5.py IB_BRIDGES): the
+# RDMA adapters that are NVLink5 bridges, as grep -l lists them; exit 1 where none matches
+_IB_BRIDGES_SCRIPT = f"""#!/usr/bin/python3
+# gpuprov lab: the NVLink5 bridges among the node's RDMA adapters (see kernel_view.py)
+import sys
+import yaml
+{_RDMA_PORTS}
+with open("{NODE_LAB_DIR}/hardware.yml") as fh:
+    hw = yaml.safe_load(fh)
+bridges = [p for p in rdma_ports(hw) if p.get("nvlink5_bridge")]
+for p in bridges:
+    print(f"/sys/class/infiniband/{{p['ca']}}/device/vpd")
+sys.exit(0 if bridges else 1)
 """
 
 # `grep -sH . /proc/driver/nvidia-nvswitch/devices/*/information` of the described switches
@@ -433,6 +464,7 @@ def files(node: str) -> list[tuple[str, bytes, int]]:
             (IBSTAT.lstrip("/"), _IBSTAT_SCRIPT.encode(), 0o755),
             (IB_COUNTERS.lstrip("/"), _IB_COUNTERS_SCRIPT.encode(), 0o755),
             (IB_BOARD_ID.lstrip("/"), _IB_BOARD_ID_SCRIPT.encode(), 0o755),
+            (IB_BRIDGES.lstrip("/"), _IB_BRIDGES_SCRIPT.encode(), 0o755),
             (IBSTAT_OR_SYSFS.lstrip("/"), _IBSTAT_OR_SYSFS_SCRIPT.encode(), 0o755),
             (NVSWITCH_INFO.lstrip("/"), _NVSWITCH_INFO_SCRIPT.encode(), 0o755),
             (KERNEL_RELEASE_COMMAND.lstrip("/"), f"#!/bin/sh\necho {KERNEL_RELEASE}\n".encode(),
@@ -470,6 +502,7 @@ def inventory_vars() -> str:
             f"gpuprov_validate_ib_counters_command: {IB_COUNTERS}\n"
             # drift reads it too (gpuprov/drift/run.py); grep's status 2 read as no adapter
             f"gpuprov_validate_ib_board_id_command: {IB_BOARD_ID} || true\n"
+            f"gpuprov_validate_ib_bridges_command: {IB_BRIDGES} || true\n"
             f"gpuprov_validate_nvswitch_info_command: {NVSWITCH_INFO} || true\n"
             f"gpuprov_validate_kernel_log: {sim_node.KERNEL_LOG}\n"
             f"gpuprov_doctor_kernel_release_command: {KERNEL_RELEASE_COMMAND}\n"

@@ -55,6 +55,23 @@ def node_guid(seed: bytes, index: int) -> str:
     return f"{GUID_PREFIX}{hashlib.sha256(seed + b'nic' + bytes([index])).hexdigest()[:6]}"
 
 
+def bridge_ports(spec: dict, seed: bytes, first: int) -> list[dict]:
+    """An HGX B200's NVLink5 switch bridges as RDMA adapters: ConnectX-7 functions that
+    mlx5_ib makes InfiniBand CAs beside the compute NICs, numbered after them (a real B200:
+    mlx5_8 to mlx5_11 beside mlx5_0 to mlx5_7, siderolabs/extensions#893), each with a
+    SW_MNG VPD. Their ports' state is the lab's model, as no B200's ibstat of them is in
+    reach: physical link up, logical Initializing (a port with a link and no subnet manager
+    configuring it for the rail fabric), and the compute NICs' rate and firmware."""
+    bridges = spec.get("nvlink5_bridges") or {}
+    nics = spec.get("nics") or {}
+    return [{"ca": f"mlx5_{first + i}", "port": 1, "state": "Initializing",
+             "physical_state": "LinkUp", "rate_gbps": nics["rate_gbps"],
+             "link_layer": "InfiniBand", "firmware": nics["firmware"], "ca_type": ca_type(spec),
+             "node_guid": node_guid(seed, first + i), "bus_id": f"00000000:{bus}:00.0",
+             "nvlink5_bridge": True}
+            for i, bus in enumerate(bridges.get("bus_ids", []))]
+
+
 # an NVSwitch's PCIe Device Serial Number as lspci prints it: eight bytes, the last three
 # those of every NVSwitch of gpud's HGX H100 capture (tests/fixtures/lspci-vvv/: 40-d7-41-
 # 55-51-2d-b0-48 and its three peers)
@@ -93,6 +110,7 @@ def describe(node: str, kind: str) -> dict:
     switches = (spec.get("nvswitch_pci") or {}).get("bus_ids", [])
     bios = (spec.get("nvswitch_pci") or {}).get("bios")
     return {"node": node, "kind": kind, **spec, "gpus": gpus, "nic_ports": nic_ports,
+            "bridge_ports": bridge_ports(spec, seed, len(nic_ports)),
             "nvswitch_serials": {bus: nvswitch_serial(seed, bus) for bus in switches},
             # each switch's firmware as the driver reports it; None: it reports N/A
             "nvswitch_bios": {bus: bios for bus in switches},

@@ -1,6 +1,12 @@
 """HGX B200's NVLink5 switches as the node shows them: not on the PCI bus, but behind
 ConnectX-7 bridge functions whose VPD carries SW_MNG (data/packaging.yml nvlink5; NVIDIA's
-nvrc counts them the same way, from PCI sysfs, with no InfiniBand driver needed)."""
+nvrc counts them the same way, from PCI sysfs, with no InfiniBand driver needed).
+
+With mlx5_ib loaded the bridges are also RDMA adapters, listed by ibstat and sysfs beside
+the compute NICs (siderolabs/extensions#893: mlx5_8 to mlx5_11 on an HGX B200): IB_BRIDGES
+names them, as NVIDIA's driver container finds them (`grep SW_MNG
+/sys/class/infiniband/*/device/vpd`, gpu-driver-container _assert_nvlink5_system), so the
+checks that judge compute NICs leave them out (checks/rdma_ports.py)."""
 
 from __future__ import annotations
 
@@ -27,6 +33,27 @@ def parse_nvlink5_bridges(text: str, source: str) -> list[str]:
         bridges.append(m.group("bdf").lower())
     return bridges
 
+
+_IB_VPD_PATH = re.compile(r"^\S*/infiniband/(?P<ca>[^/\s]+)/device/vpd$")
+
+
+def parse_ib_bridges(text: str, source: str) -> list[str]:
+    """The RDMA adapters (CA names) whose PCI function's VPD carries SW_MNG."""
+    bridges = []
+    for line in (raw.strip() for raw in text.splitlines()):
+        if not line:
+            continue
+        m = _IB_VPD_PATH.match(line)
+        if m is None:
+            raise ParseError(source, f"not an InfiniBand vpd listing line: {line[:120]}")
+        bridges.append(m.group("ca"))
+    return bridges
+
+
+IB_BRIDGES = EvidenceKind(
+    "ib-bridges.txt", "identity", parse_ib_bridges, "{ib_bridges_command}",
+    "the RDMA adapters whose VPD carries SW_MNG: an HGX B200's NVLink5 switch bridges, which "
+    "ibstat lists beside the compute NICs", lab="kernel_view.py", when="nvlink5_bridges")
 
 NVLINK5_BRIDGES = EvidenceKind(
     "nvlink5-bridges.txt", "snapshot", parse_nvlink5_bridges,

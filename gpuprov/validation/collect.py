@@ -89,6 +89,9 @@ class NodeSettings:
     ib_counters_command: str = "grep -sH . /sys/class/infiniband/*/ports/*/counters/* || true"
     # every RDMA adapter's PSID (parsers/ibstat.py BOARD_IDS); no adapter: an empty listing
     ib_board_id_command: str = BOARD_ID_COMMAND
+    # the RDMA adapters that are NVLink5 bridges (parsers/nvlink5.py IB_BRIDGES); grep -l's
+    # status 1 where none matches: an empty listing
+    ib_bridges_command: str = "grep -ls SW_MNG /sys/class/infiniband/*/device/vpd || true"
     # every NVSwitch's firmware version (parsers/nvswitch_info.py); none: an empty listing
     nvswitch_info_command: str = NVSWITCH_INFO_COMMAND
     gpu_burn_dir: str = "/opt/gpu-burn"
@@ -117,6 +120,7 @@ class NodeSettings:
                             "pytorch_env", "fabric_manager_log", "ibstat_command",
                             "nccl_tests_dir", "dcgmi_command", "taint_file",
                             "nvbandwidth_command", "ib_counters_command", "ib_board_id_command",
+                            "ib_bridges_command",
                             "lspci_vvv_command", "pci_devices_dir", "cpu_sysfs_dir",
                             "gdrcopy_sanity_command", "nvswitch_info_command")
                if variables.get(f"gpuprov_validate_{name}")}

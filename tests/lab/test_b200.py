@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from gpuprov.lab.inventory import NEWER_STACK
-from gpuprov.lab.kernel_view import LSMOD
+from gpuprov.lab.kernel_view import IBSTAT, LSMOD
 from tests.conftest import gpuprov
 
 pytestmark = pytest.mark.lab
@@ -41,6 +41,7 @@ def test_an_hgx_b200_provisions_fabric_manager_with_its_subnet_manager_and_is_ac
 
         # the kernel has mlx5_ib, not loaded: the bridges are no InfiniBand device yet
         assert "mlx5_ib" not in on_node(LSMOD)
+        assert "CA 'mlx5_8'" not in on_node(IBSTAT)
 
         first = gpuprov("provision", "-i", hosts, "--allow-reboot", env=env, timeout=1500)
         assert first.returncode == 0, first.stdout[-3000:]
@@ -56,6 +57,9 @@ def test_an_hgx_b200_provisions_fabric_manager_with_its_subnet_manager_and_is_ac
         assert not [p for p in packages if p.startswith("libnvidia-nscq")], packages
         assert on_node("cat /etc/modules-load.d/gpuprov-nvlink5.conf") == "ib_umad\nmlx5_ib\n"
         assert "mlx5_ib" in on_node(LSMOD)
+        # with it, the four bridges are CAs beside the eight compute NICs (issue 66)
+        listed = on_node(IBSTAT)
+        assert [f"CA 'mlx5_{i}'" in listed for i in range(13)] == [True] * 12 + [False]
         # the unit ran the start script, which started the subnet manager before fabric manager
         assert on_node("systemctl show -p ExecStart --value nvidia-fabricmanager").startswith(
             "{ path=/usr/bin/nvidia-fabricmanager-start.sh")
@@ -72,6 +76,17 @@ def test_an_hgx_b200_provisions_fabric_manager_with_its_subnet_manager_and_is_ac
         assert checks["nvlink5_bridges"]["summary"].startswith("4 NVLink5 switch bridges")
         assert checks["nvswitch"]["summary"].startswith(
             "NVLink5 switches, fabric Completed/Success on 8 GPUs")
+        assert checks["nics"]["summary"].startswith("8 x InfiniBand ports Active/LinkUp")
+
+        # a compute NIC down: rejected at identity, the NIC named, no bridge in the reason
+        assert gpuprov("lab", "fault", "node01", "nic-down", env=env).returncode == 0
+        down = gpuprov("validate", "-i", hosts, "node01", "--soak", "5", "--json", env=env,
+                       timeout=900)
+        [node] = json.loads(down.stdout)["nodes"]
+        nics = {c["id"]: c for c in node["checks"]}["nics"]
+        assert node["verdict"] == "rejected" and nics["status"] == "fail", nics
+        assert nics["summary"].startswith("NIC mlx5_0 port 1: Down"), nics["summary"]
+        assert "mlx5_8" not in nics["summary"]
     finally:
         gpuprov("lab", "down", env=env, timeout=600)
         shutil.rmtree(state, ignore_errors=True)

@@ -17,6 +17,7 @@ import yaml
 
 from gpuprov import collection
 from tests.conftest import REPO
+from tests.evidence_builder import capture
 
 OLDEST = REPO / ".venv-ansible-oldest" / "bin"
 ENV = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(collection.collections_path()),
@@ -73,14 +74,17 @@ def test_the_filters_load_and_decide_as_under_the_newest(tmp_path, oldest):
             "dest": str(tmp_path / "out.json"),
             "content": "{{ {'inventory': lines | gpuprov.gpu.nvidia_pci_inventory, "
                        "'stale': installed | gpuprov.gpu.nvidia_not_at_version('550.127.08'), "
-                       "'entry': url | gpuprov.gpu.apt_source_entry_regex('amd64')}"
+                       "'entry': url | gpuprov.gpu.apt_source_entry_regex('amd64'), "
+                       "'conflicts': said | gpuprov.gpu.apt_signed_by_conflicts}"
                        " | to_json }}"},
          "vars": {"lines": ["0000:18:00.0 0x10de 0x2330 0x030200",
                             "0000:05:00.0 0x10de 0x22a3 0x068000",
                             "0000:00:02.0 0x8086 0x2f0d 0x060400"],
                   "installed": {"nvidia-utils-550": "550.127.08-0ubuntu1",
                                 "libnvidia-compute-550": "550.90.07-0ubuntu1"},
-                  "url": "https://nvidia.github.io/libnvidia-container/stable/deb/amd64/"}}]}]
+                  "url": "https://nvidia.github.io/libnvidia-container/stable/deb/amd64/",
+                  # apt 2.6.2's own words (issue 66)
+                  "said": capture("apt/signed-by-conflict-arch-list-apt-2.6.2.txt")}}]}]
     ran = _play(tmp_path, oldest, plays)
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert json.loads((tmp_path / "out.json").read_text()) == {
@@ -89,13 +93,14 @@ def test_the_filters_load_and_decide_as_under_the_newest(tmp_path, oldest):
                       "nvlink5_bridges": []},
         "stale": ["libnvidia-compute-550"],
         "entry": r"^\s*[^#\s].*https://nvidia\.github\.io/libnvidia\-container/stable/deb/"
-                 r"(?:amd64|\$\(ARCH\))/*(\s|$)"}
+                 r"(?:amd64|\$\(ARCH\))/*(\s|$)",
+        "conflicts": ["file:/srv/gpuprov-mirror/libnvidia-container/stable/deb/amd64/"]}
     docs = subprocess.run([str(OLDEST / "ansible-doc"), "-t", "filter", "-l", "gpuprov.gpu"],
                           capture_output=True, text=True, timeout=120, env=ENV)
     listed = set(re.findall(r"gpuprov\.gpu\.\w+", docs.stdout))
     documented = {f"gpuprov.gpu.{p.stem}"
                   for p in (collection.ROOT / "plugins" / "filter").glob("*.yml")}
-    assert listed == documented and len(listed) == 13
+    assert listed == documented and len(listed) == 15
     assert "UNDOCUMENTED" not in docs.stdout
 
 

@@ -5,6 +5,7 @@ gpuprov/lock.py)."""
 from __future__ import annotations
 
 from gpuprov.checks.context import Context
+from gpuprov.checks.rdma_ports import BridgesUnknown, bridge_adapters
 from gpuprov.checks.registry import Results, check
 from gpuprov.lock import judge_firmware, psid_keys, psid_unmatched
 from gpuprov.model import Action, CheckResult, Status
@@ -24,7 +25,8 @@ from gpuprov.parsers.system import LSPCI
             "nvswitch has that firmware (the driver's procfs) or newer; a version unreadable "
             "where a minimum applies fails, as does a PSID unreadable where minimums are "
             "locked by PSID and none by the port's CA type, and no NVSwitch on the bus where "
-            "the profile has them; no device matching a locked model warns; skipped where the "
+            "the profile has them; no device matching a locked model warns; an HGX B200's "
+            "NVLink5 switch bridges are not held to the NICs' minimums; skipped where the "
             "lock sets none")
 def firmware(ctx: Context, r: Results) -> CheckResult:
     minimums = ctx.lock.firmware_min if ctx.lock else {}
@@ -36,7 +38,12 @@ def firmware(ctx: Context, r: Results) -> CheckResult:
         problems.append((None, "no nvidia-smi report: the GPUs' VBIOS cannot be judged"))
     ports, psids = [], {}
     if minimums.get("connectx") and ctx.profile.data.get("nics"):
-        ports = ctx.evidence.read(NICS) or []
+        try:
+            bridges = bridge_adapters(ctx)
+        except BridgesUnknown as exc:
+            bridges = frozenset()
+            problems.append((None, f"{exc}: the NICs' firmware cannot be judged"))
+        ports = [p for p in ctx.evidence.read(NICS) or [] if p.ca not in bridges]
         if not ports:
             problems.append((None, "no NIC port in the ibstat evidence: the NICs' firmware "
                                    "cannot be judged"))

@@ -4,6 +4,7 @@ their error counters still over the soak."""
 from __future__ import annotations
 
 from gpuprov.checks.context import Context
+from gpuprov.checks.rdma_ports import BridgesUnknown, bridge_adapters
 from gpuprov.checks.registry import Results, check
 from gpuprov.model import Action, CheckResult
 from gpuprov.parsers.ib_counters import ERROR_COUNTERS, IB_COUNTERS_AFTER, IB_COUNTERS_BEFORE
@@ -15,12 +16,19 @@ from gpuprov.parsers.ibstat import NICS
        skip_reason="no RDMA NICs in this profile",
        rule="the profile's count of NIC ports with its link layer (InfiniBand or Ethernet "
             "for RoCE), each State Active and Physical state LinkUp at the profile's rate "
-            "or more; one firmware version across them (else warn)")
+            "or more; one firmware version across them (else warn); an HGX B200's NVLink5 "
+            "switch bridges (SW_MNG) are not compute NICs, and unlisted they fail fix-setup")
 def nics(ctx: Context, r: Results) -> CheckResult:
     want = ctx.profile["nics"]
+    try:
+        bridges = bridge_adapters(ctx)
+    except BridgesUnknown as exc:
+        return r.fail(str(exc), {}, action=Action.FIX_SETUP)
     # a port whose link layer is not printed (a Down port, a cut-off listing) still counts
-    ports = [p for p in ctx.evidence.read(NICS) if p.link_layer in (want["link_layer"], None)]
-    values: dict = {"expected": want, "ports": {
+    ports = [p for p in ctx.evidence.read(NICS) if p.link_layer in (want["link_layer"], None)
+             and p.ca not in bridges]
+    values: dict = {"expected": want, **({"nvlink5_bridges": sorted(bridges)} if bridges else {}),
+                    "ports": {
         p.name: {"state": p.state, "physical_state": p.physical_state,
                  "rate_gbps": p.rate_gbps, "link_layer": p.link_layer, "firmware": p.firmware,
                  "guid": p.node_guid}
@@ -54,10 +62,16 @@ def nics(ctx: Context, r: Results) -> CheckResult:
             "receive and remote physical errors, local link integrity, buffer overrun, xmit "
             "discards) grew during the soak beyond nics.error_growth_max (default 0); a "
             "counter unreadable, stopped at its maximum, cleared during the soak or a port "
-            "gone fails")
+            "gone fails; NVLink5 switch bridges are not judged")
 def ib_counters(ctx: Context, r: Results) -> CheckResult:
-    before = ctx.evidence.read(IB_COUNTERS_BEFORE)
-    after = ctx.evidence.read(IB_COUNTERS_AFTER)
+    try:
+        bridges = bridge_adapters(ctx)
+    except BridgesUnknown as exc:
+        return r.fail(str(exc), {}, action=Action.FIX_SETUP)
+    before = {name: p for name, p in ctx.evidence.read(IB_COUNTERS_BEFORE).items()
+              if p.ca not in bridges}
+    after = {name: p for name, p in ctx.evidence.read(IB_COUNTERS_AFTER).items()
+             if p.ca not in bridges}
     allowed = ctx.profile["nics"].get("error_growth_max", 0)
     grew: dict[str, dict[str, int]] = {}
     problems: list[str] = []

@@ -116,3 +116,80 @@ def test_nvswitch_minimums_apply_only_where_the_profile_has_switches_and_lspci_w
     replace(node, "lspci.txt", None)
     unread = judge(Evidence(node), H100, lock, only=("firmware",)).checks[0]
     assert unread.status in ("fail", "missing"), unread.summary
+
+
+def _bridge_ports(ports: int = 8, bridges: int = 4) -> str:
+    """ibstat of the compute NICs (mlx5_0..7, Active) and, after them, the bridges as
+    mlx5_ib lists them (mlx5_8..11, as on a real B200, siderolabs/extensions#893), in the
+    lab's model of their state: link up, no subnet manager (Initializing)."""
+    from tests.evidence_builder import ibstat
+    blocks = ibstat(ports + bridges).split("CA '")
+    head, cas = blocks[0], blocks[1:]
+    cas[ports:] = [ca.replace("State: Active", "State: Initializing") for ca in cas[ports:]]
+    return head + "".join("CA '" + ca for ca in cas)
+
+
+def _ib_bridges(tmp_path, cas: list[str]) -> str:
+    """The collector's own command over an InfiniBand sysfs tree whose bridge adapters'
+    device vpd carries SW_MNG (the real grep)."""
+    from gpuprov.validation.collect import NodeSettings
+    root = tmp_path / "infiniband"
+    for i in range(12):
+        device = root / f"mlx5_{i}" / "device"
+        device.mkdir(parents=True)
+        (device / "vpd").write_bytes(b"\x82\x10ConnectX-7" + (
+            b"SW_MNG" if f"mlx5_{i}" in cas else b"V0"))
+    command = NodeSettings.ib_bridges_command.replace("/sys/class/infiniband", str(root))
+    return subprocess.run(["sh", "-c", command], capture_output=True, text=True,
+                          check=True).stdout
+
+
+def test_nvlink5_bridge_adapters_are_not_judged_as_compute_nics(node, tmp_path):
+    """Issue 66: with mlx5_ib loaded, ibstat and sysfs list the bridges beside the compute
+    NICs. Listed by their SW_MNG VPD, they are left out of nics (not Active at the rail
+    rate: no rejection), ib_counters and the NICs' firmware minimums; a compute NIC down is
+    still rejected and named; without the bridges' listing the NICs cannot be judged, for
+    the setup."""
+    from gpuprov.parsers.nvlink5 import IB_BRIDGES, parse_ib_bridges
+    from tests.evidence_builder import ib_counters
+    profile = _nvl5_profile(tmp_path)
+    bridges = [f"mlx5_{i}" for i in range(8, 12)]
+    listing = _ib_bridges(tmp_path, bridges)
+    assert sorted(parse_ib_bridges(listing, "l")) == sorted(bridges)   # grep's glob order
+    replace(node, NVLINK5_BRIDGES.file, _listing(tmp_path, marked=4))
+    replace(node, IB_BRIDGES.file, listing)
+    replace(node, "ibstat.txt", _bridge_ports())
+    # a bridge's counter grew: not the rail fabric's
+    replace(node, "ib-counters-before.txt", ib_counters(12))
+    replace(node, "ib-counters-after.txt", ib_counters(12, grown={9: {"symbol_error": 40}}))
+    values = {f"gpuprov_{k}": v for k, v in LOCK.items()}
+    values["gpuprov_firmware_min"] = {"connectx": {"MT4129": "28.39.1002"}}
+    lock = Lock.from_vars(values, "versions.yml")
+
+    def checks():
+        return {c.id: c for c in judge(Evidence(node), profile, lock,
+                                       only=("nics", "ib_counters", "firmware")).checks}
+    judged = checks()
+    assert judged["nics"].status == "pass", judged["nics"].summary
+    assert judged["nics"].summary.startswith("8 x InfiniBand ports Active/LinkUp")
+    assert judged["nics"].values["nvlink5_bridges"] == sorted(bridges)
+    assert judged["ib_counters"].status == "pass", judged["ib_counters"].summary
+    assert judged["firmware"].status == "pass" and "8 NIC port(s)" in judged["firmware"].summary
+    # the same ports on an HGX H100's profile: 12 ports, four not Active, rejected
+    h100 = judge(Evidence(node), H100, lock, only=("nics",)).checks[0]
+    assert h100.status == "fail" and "mlx5_8 port 1: Initializing/LinkUp" in h100.summary
+    # a compute NIC down: still rejected, named, its action the hardware's
+    text = _bridge_ports().split("CA 'mlx5_3'")
+    replace(node, "ibstat.txt", text[0] + "CA 'mlx5_3'" + text[1].replace(
+        "State: Active", "State: Down", 1).replace("Physical state: LinkUp",
+                                                   "Physical state: Polling", 1))
+    down = checks()["nics"]
+    assert (down.status, down.action) == ("fail", "reseat-or-inspect"), down.summary
+    assert down.summary == "NIC mlx5_3 port 1: Down/Polling"
+    # the bridges' listing not collected: nothing guessed, the setup's
+    replace(node, IB_BRIDGES.file, None)
+    unknown = checks()
+    for check in ("nics", "ib_counters"):
+        assert (unknown[check].status, unknown[check].action) == ("fail", "fix-setup")
+        assert "ib-bridges.txt not collected" in unknown[check].summary
+    assert unknown["firmware"].status == "fail"
