@@ -213,9 +213,11 @@ def test_full_provision_from_bare_nodes(rack):
 def test_second_run_skips_in_sync_hosts_and_runs_a_changed_one_in_full(rack):
     """Issue 41: a second run skips every host still as the first left it (nothing run,
     saying why); a hold dropped by hand on node01 and a rendered file edited on node02 make
-    those two run in full (and put back) while node03 is skipped; NVIDIA's toolkit list
-    added on node03 then takes it out of sync (issue 66); `--full` walks every task of a
-    host in sync and changes nothing."""
+    those two run in full (and put back). Issue 66: NVIDIA's toolkit guide followed on node03
+    after the run (its `$(ARCH)` list under another keyring) stops apt: drift says so, and
+    the same run takes node03 out of sync, retires the list before any role needs apt, and
+    apt is clean again. `--full` then walks every task of a host in sync and changes
+    nothing."""
     def skipped(table: dict, host: str) -> bool:
         row = table[host]
         return row["detail"].startswith("skipped: in sync with run p") and row["ok"] == 0
@@ -225,9 +227,22 @@ def test_second_run_skips_in_sync_hosts_and_runs_a_changed_one_in_full(rack):
     table = summary(result.stdout)
     assert all(skipped(table, host) for host in NODES), table
     assert "log: none (no host ran the playbook)" in result.stdout
+    guide = "/etc/apt/sources.list.d/nvidia-container-toolkit.list"
+    line = (f"deb [signed-by=/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg] "
+            f"file://{NODE_MIRROR_PATH}/libnvidia-container/stable/deb/$(ARCH) /")
     by_hand = [rack.lab.ssh("node01", "apt-mark unhold nvidia-container-toolkit"),
-               rack.lab.ssh("node02", "echo '# by hand' >> /etc/modprobe.d/blacklist-nouveau.conf")]
+               rack.lab.ssh("node02", "echo '# by hand' >> /etc/modprobe.d/blacklist-nouveau.conf"),
+               rack.lab.ssh("node03", f"cp {NODE_MIRROR_PATH}/keys/{KEYRING_NAME} "
+                                      "/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg"
+                                      f" && echo '{line}' > {guide}")]
     assert all(r.returncode == 0 for r in by_hand), [r.stderr for r in by_hand]
+    broken = rack.lab.ssh("node03", "apt-get update 2>&1")
+    assert "E: Conflicting values set for option Signed-By" in broken.stdout, broken.stdout
+    drift = gpuprov("drift", "-i", str(rack.inventory), "--limit", "node03", env=rack.env(),
+                    timeout=120)
+    assert drift.returncode == 1 and drift.stdout.startswith(
+        "node03: apt's sources: expected readable by apt, found E: Conflicting values set "
+        "for option Signed-By"), drift.stdout + drift.stderr
     result = rack.provision()
     assert result.returncode == 0, result.stdout[-5000:]
     table = summary(result.stdout)
@@ -235,32 +250,14 @@ def test_second_run_skips_in_sync_hosts_and_runs_a_changed_one_in_full(rack):
            "not held" in result.stdout, result.stdout
     assert "node02: full run: file /etc/modprobe.d/blacklist-nouveau.conf changed" \
         in result.stdout, result.stdout
-    assert table["node01"]["changed"] >= 1 and table["node02"]["changed"] >= 1, table
-    assert skipped(table, "node03"), table
+    assert "node03: full run: drifted: apt's sources: expected readable by apt" \
+        in result.stdout, result.stdout[-5000:]
+    assert "Retire the entries that conflict with gpuprov's" in result.stdout
+    assert all(table[host]["changed"] >= 1 for host in NODES), table
     assert rack.lab.ssh("node01", "dpkg-query -W -f='${db:Status-Abbrev}' "
                         "nvidia-container-toolkit").stdout.startswith("hi")     # held again
     assert "by hand" not in rack.lab.ssh("node02", "cat /etc/modprobe.d/blacklist-nouveau.conf"
                                          ).stdout
-    # Issue 66: NVIDIA's install guide followed on node03 after the run: its toolkit list
-    # (`$(ARCH)`, another keyring) stops apt. Drift says so; the next run is not skipped,
-    # retires the list before any role needs apt, and apt is clean again.
-    guide = "/etc/apt/sources.list.d/nvidia-container-toolkit.list"
-    line = (f"deb [signed-by=/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg] "
-            f"file://{NODE_MIRROR_PATH}/libnvidia-container/stable/deb/$(ARCH) /")
-    added = rack.lab.ssh("node03", f"cp {NODE_MIRROR_PATH}/keys/{KEYRING_NAME} "
-                                   "/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg"
-                                   f" && echo '{line}' > {guide}; apt-get update 2>&1")
-    assert "E: Conflicting values set for option Signed-By" in added.stdout, added.stdout
-    drift = gpuprov("drift", "-i", str(rack.inventory), "--limit", "node03", env=rack.env(),
-                    timeout=120)
-    assert drift.returncode == 1 and drift.stdout.startswith(
-        "node03: apt's sources: expected readable by apt, found E: Conflicting values set "
-        "for option Signed-By"), drift.stdout + drift.stderr
-    result = rack.provision("--limit", "node03")
-    assert result.returncode == 0, result.stdout[-5000:]
-    assert "node03: full run: drifted: apt's sources: expected readable by apt" \
-        in result.stdout, result.stdout[-5000:]
-    assert "Retire the entries that conflict with gpuprov's" in result.stdout
     state = rack.lab.ssh("node03", f"ls {guide}.gpuprov.bak && apt-get update 2>&1")
     assert state.returncode == 0 and "E:" not in state.stdout and "W:" not in state.stdout, \
         state.stdout + state.stderr
