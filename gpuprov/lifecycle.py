@@ -4,26 +4,46 @@ repair is recorded, and a rollback goes back to the lock of its last good state.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass
+from enum import StrEnum
 
 from gpuprov.errors import InputError
 from gpuprov.hardware_history import Offender, quarantined
 from gpuprov.ledger import Ledger, RunRecord
 from gpuprov.model import Action, HostOutcome, NodeResult, Verdict
-from gpuprov.settings import offender_rule
+from gpuprov.settings import acceptance_periods, offender_rule
 
-NEEDS_VALIDATION = "needs-validation"
-EXPIRED = "expired"
-QUARANTINED = "quarantined"
-# rejected for what gpuprov could not see (a tool absent, evidence not collected), with no
-# hardware finding: fix the setup the failing checks name, then validate again (issue 53)
-NEEDS_SETUP = "needs-setup"
-# accepted only because the checks that would have rejected it were observed (config
-# observe): its own state everywhere, never certified (issue 67)
-ACCEPTED_OBSERVED = "accepted-observed"
-# its latest provisioning run never finished (killed, the controller lost): it may have
-# changed the node halfway, so no earlier acceptance holds
-INTERRUPTED = "interrupted"
+
+class NodeState(StrEnum):
+    """A node's state, one vocabulary for `nodes`, `certify`, `validate --stale`, Slurm and
+    the metrics (issue 68)."""
+    NEVER_VALIDATED = "never-validated"
+    ACCEPTED = "accepted"
+    # accepted only because the checks that would have rejected it were observed (config
+    # observe): its own state everywhere, never certified (issue 67)
+    ACCEPTED_OBSERVED = "accepted-observed"
+    REJECTED = "rejected"
+    UNREACHABLE = "unreachable"
+    # rejected for what gpuprov could not see (a tool absent, evidence not collected), with
+    # no hardware finding: fix the setup the failing checks name, then validate again
+    NEEDS_SETUP = "needs-setup"
+    # a provisioning run changed it, or a repair was recorded, since its verdict
+    NEEDS_VALIDATION = "needs-validation"
+    EXPIRED = "expired"
+    # a repeat offender whose repair is not recorded
+    QUARANTINED = "quarantined"
+    # its latest provisioning run never finished (killed, the controller lost): it may
+    # have changed the node halfway, so no earlier acceptance holds
+    INTERRUPTED = "interrupted"
+
+
+NEEDS_VALIDATION = NodeState.NEEDS_VALIDATION
+EXPIRED = NodeState.EXPIRED
+QUARANTINED = NodeState.QUARANTINED
+NEEDS_SETUP = NodeState.NEEDS_SETUP
+ACCEPTED_OBSERVED = NodeState.ACCEPTED_OBSERVED
+INTERRUPTED = NodeState.INTERRUPTED
 
 
 def rejected_for_setup(verdict: NodeResult) -> bool:
@@ -45,7 +65,7 @@ def node_state(verdict: NodeResult | None,
                provisioning: tuple[RunRecord, HostOutcome] | None,
                now: float | None = None, valid_for: float | None = None,
                repaired_at: float | None = None, held: bool = False,
-               interrupted_at: float | None = None) -> str:
+               interrupted_at: float | None = None) -> NodeState:
     """`quarantined` when `held` (a repeat offender, its repair not recorded); else the
     verdict (`needs-setup` for a rejection with setup findings only), unless a provisioning
     run changed the node after it (its evidence no longer describes the node: an upgrade, a
@@ -56,7 +76,7 @@ def node_state(verdict: NodeResult | None,
     if held:
         return QUARANTINED
     if verdict is None:
-        return "never-validated"
+        return NodeState.NEVER_VALIDATED
     if interrupted_at is not None and interrupted_at > verdict.judged_at:
         return INTERRUPTED
     if repaired_at is not None and repaired_at > verdict.judged_at:
@@ -72,11 +92,59 @@ def node_state(verdict: NodeResult | None,
         return NEEDS_SETUP
     if verdict.verdict == Verdict.ACCEPTED and verdict.observed:
         return ACCEPTED_OBSERVED
-    return str(verdict.verdict)
+    return NodeState(str(verdict.verdict))
 
 
 # the states `validate --stale` picks: no acceptance that still holds
-STALE = ("never-validated", EXPIRED, NEEDS_VALIDATION, INTERRUPTED)
+STALE = (NodeState.NEVER_VALIDATED, EXPIRED, NEEDS_VALIDATION, INTERRUPTED)
+
+
+@dataclass(frozen=True)
+class NodeStatus:
+    """A node's state with what it was computed from."""
+    node: str
+    state: NodeState
+    verdict: NodeResult | None                       # its latest final verdict
+    provisioning: tuple[RunRecord, HostOutcome] | None   # its latest provisioning outcome
+    valid_for: float | None                          # its profile's acceptance period
+    offenders: list[Offender] | None                 # why it is quarantined
+
+    @property
+    def expires_at(self) -> float | None:
+        return expires_at(self.verdict, self.valid_for)
+
+
+def node_statuses(ledger: Ledger, now: float, hosts: Iterable[str] = (),
+                  verdicts: dict[str, NodeResult] | None = None) -> dict[str, NodeStatus]:
+    """Every node the ledger knows, and `hosts` it does not (never validated), each with its
+    state: one reader, a handful of queries whatever the fleet's size. `verdicts`: the
+    current verdicts where the caller read them already (with the values it needs); by
+    default those a state needs (the failing checks' actions)."""
+    if verdicts is None:
+        verdicts = ledger.current_verdicts(failing_only=True)
+    provisioning = ledger.last_provisioning()
+    period = acceptance_periods()
+    held = quarantine(ledger, now)
+    repaired = ledger.last_repairs()
+    cut = ledger.interrupted_provisioning()
+    statuses = {}
+    for node in sorted({*hosts, *verdicts, *provisioning}):
+        result = verdicts.get(node)
+        valid_for = period(result.profile) if result else None
+        state = node_state(result, provisioning.get(node), now, valid_for,
+                           repaired.get(node), node in held,
+                           cut[node].started_at if node in cut else None)
+        statuses[node] = NodeStatus(node, state, result, provisioning.get(node), valid_for,
+                                    held.get(node))
+    return statuses
+
+
+def stale(statuses: Iterable[NodeStatus]) -> list[str]:
+    """The nodes `validate --stale` picks: no acceptance that still holds, the never
+    validated first, then the oldest verdict first."""
+    picked = [s for s in statuses if s.state in STALE]
+    return [s.node for s in sorted(picked, key=lambda s: (
+        s.verdict is not None, s.verdict.judged_at if s.verdict else 0, s.node))]
 
 
 def stale_nodes(hosts: list[str], verdicts: dict[str, NodeResult],
@@ -91,16 +159,16 @@ def stale_nodes(hosts: list[str], verdicts: dict[str, NodeResult],
     a re-check; nor is a quarantined one (`held`). `valid_for(profile)` is the period."""
     repaired, interrupted = repaired or {}, interrupted or {}
 
-    def state(host: str) -> str:
+    def status(host: str) -> NodeStatus:
         result = verdicts.get(host)
         cut = interrupted.get(host)
-        return node_state(result, provisioning.get(host), now,
-                          valid_for(result.profile) if result else None,
-                          repaired.get(host), host in held, cut.started_at if cut else None)
+        period = valid_for(result.profile) if result else None
+        return NodeStatus(host, node_state(result, provisioning.get(host), now, period,
+                                           repaired.get(host), host in held,
+                                           cut.started_at if cut else None),
+                          result, provisioning.get(host), period, None)
 
-    stale = [h for h in hosts if state(h) in STALE]
-    return sorted(stale, key=lambda h: (h in verdicts, verdicts[h].judged_at
-                                        if h in verdicts else 0, h))
+    return stale(status(h) for h in hosts)
 
 
 def quarantine(ledger: Ledger, now: float) -> dict[str, list[Offender]]:

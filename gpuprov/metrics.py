@@ -18,13 +18,10 @@ from prometheus_client import CollectorRegistry, Gauge, Info, generate_latest, w
 
 from gpuprov.errors import InputError
 from gpuprov.ledger import Ledger
-from gpuprov.lifecycle import ACCEPTED_OBSERVED, expires_at, quarantine
-from gpuprov.model import NodeResult, Outcome, Status, Verdict
-from gpuprov.settings import acceptance_periods
+from gpuprov.lifecycle import NodeState, node_statuses
+from gpuprov.model import NodeResult, Outcome, Status
 
 TEXTFILE = "gpuprov.prom"
-NEVER = "never"
-STATES = (*(str(v) for v in Verdict), ACCEPTED_OBSERVED, NEVER)
 GIGA = 1e9
 # the checks whose measured values become metrics (the others' are not decoded)
 FIGURES = ("gpu_burn", "ddp_smoke", "nccl_bandwidth")
@@ -32,11 +29,10 @@ FIGURES = ("gpu_burn", "ddp_smoke", "nccl_bandwidth")
 
 def fleet_registry(ledger: Ledger, hosts: Iterable[str] = ()) -> CollectorRegistry:
     """Every node the ledger knows, and `hosts` (an inventory's) that it does not, as
-    `never` validated."""
+    never validated: each with its state as `gpuprov nodes` names it (lifecycle.NodeState)."""
     registry = CollectorRegistry(auto_describe=True)
-    state = Gauge("gpuprov_node_state", "The node's latest final verdict (1 for its state, "
-                  "0 for the others); accepted-observed: accepted with observed findings; never: "
-                  "not validated yet", ["node", "state"],
+    state = Gauge("gpuprov_node_state", "The node's state as gpuprov nodes shows it (1 for "
+                  "its state, 0 for the others): " + ", ".join(NodeState), ["node", "state"],
                   registry=registry)
     validated = Gauge("gpuprov_node_last_validation_timestamp_seconds",
                       "When the node's latest final verdict was reached", ["node"],
@@ -72,28 +68,21 @@ def fleet_registry(ledger: Ledger, hosts: Iterable[str] = ()) -> CollectorRegist
     lock = Info("gpuprov_lock", "The versions lock the node's latest run was given", ["node"],
                 registry=registry)
 
-    period = acceptance_periods()
-    verdicts = ledger.current_verdicts(values_of=FIGURES)
-    provisioning = ledger.last_provisioning()
+    statuses = node_statuses(ledger, time.time(), hosts,
+                             ledger.current_verdicts(values_of=FIGURES))
     locks = ledger.last_locks()
-    nodes = sorted({*hosts, *verdicts, *provisioning})
-    quarantined = quarantine(ledger, time.time())
-    for node in nodes:
-        held.labels(node).set(1 if node in quarantined else 0)
-        result = verdicts.get(node)
-        current = NEVER if not result else (
-            ACCEPTED_OBSERVED if result.verdict == Verdict.ACCEPTED and result.observed
-            else str(result.verdict))
-        for name in STATES:
-            state.labels(node, name).set(1 if name == current else 0)
+    for node, status in statuses.items():
+        held.labels(node).set(1 if status.offenders else 0)
+        result = status.verdict
+        for name in NodeState:
+            state.labels(node, str(name)).set(1 if name == status.state else 0)
         if result:
             validated.labels(node).set(result.judged_at)
-            ends = expires_at(result, period(result.profile))
-            if ends is not None:
-                expiry.labels(node).set(ends)
+            if status.expires_at is not None:
+                expiry.labels(node).set(status.expires_at)
             _checks(result, (failing, observed), burn, ddp, nccl)
-        if node in provisioning:
-            run, host = provisioning[node]
+        if status.provisioning:
+            run, host = status.provisioning
             for name in Outcome:
                 outcome.labels(node, str(name)).set(1 if name == host.outcome else 0)
             provisioned.labels(node).set(run.finished_at or run.started_at)

@@ -16,9 +16,8 @@ from gpuprov import certificates, report
 from gpuprov.errors import InputError
 from gpuprov.evidence import Evidence
 from gpuprov.ledger import Certificate, Ledger
-from gpuprov.lifecycle import ACCEPTED_OBSERVED, node_state, quarantine
+from gpuprov.lifecycle import NodeState, node_statuses
 from gpuprov.profiles import load_profile
-from gpuprov.settings import acceptance_periods
 
 
 @click.command()
@@ -36,15 +35,12 @@ def certify(node: str, key: Path, out: Path | None) -> None:
     if not history:
         raise InputError(f"{node}: no finished validation of it in the ledger ({ledger.path})")
     result = history[-1]
-    now = time.time()
-    valid_for = acceptance_periods()(result.profile)
-    cut = ledger.interrupted_provisioning()
-    state = node_state(result, ledger.last_provisioning().get(node), now, valid_for,
-                       ledger.last_repairs().get(node), node in quarantine(ledger, now),
-                       cut[node].started_at if node in cut else None)
-    if state == ACCEPTED_OBSERVED:   # accepted only because these were observed
+    status = node_statuses(ledger, time.time(), [node], {node: result})[node]
+    valid_for = status.valid_for
+    state = str(status.state)
+    if status.state == NodeState.ACCEPTED_OBSERVED:   # accepted because these were observed
         state += f" (would reject: {', '.join(c.id for c in result.observed)})"
-    if state != "accepted":
+    if status.state != NodeState.ACCEPTED:
         click.echo(f"{node}: {state} (run {result.run_id}): only an accepted node is certified; "
                    "nothing written", err=True)
         sys.exit(1)

@@ -13,8 +13,8 @@ from gpuprov.console import text_table
 from gpuprov.errors import InputError
 from gpuprov.hardware_history import offenders, part_swaps, quarantine_reason
 from gpuprov.ledger import Ledger
-from gpuprov.lifecycle import expires_at, node_state, quarantine
-from gpuprov.settings import acceptance_periods, offender_rule
+from gpuprov.lifecycle import node_statuses, quarantine
+from gpuprov.settings import offender_rule
 
 
 def _when(timestamp: float | None) -> str:
@@ -64,33 +64,20 @@ def nodes(node: str | None, inventory_option: str | None, list_offenders: bool,
     if node:
         _history(ledger, node)
         return
-    provisioned = ledger.last_provisioning()
-    # the failing checks' actions tell needs-setup from rejected
-    verdicts = ledger.current_verdicts(failing_only=True)
     drifts = ledger.last_drift()
     unfinished = [r for r in ledger.runs() if r.status != "finished"]
-    known = sorted(set(provisioned) | set(verdicts) | set(drifts)
-                   | set(_inventory_hosts(inventory_option)))
-    if not known and not unfinished:
+    statuses = node_statuses(ledger, time.time(),
+                             {*drifts, *_inventory_hosts(inventory_option)})
+    if not statuses and not unfinished:
         click.echo(f"no runs recorded yet ({ledger.path})")
         return
     rows = []
-    now = time.time()
-    period = acceptance_periods()   # the configuration read once, not per node
-    held = quarantine(ledger, now)
-    repaired = ledger.last_repairs()
-    cut = ledger.interrupted_provisioning()
-    for host in known:
-        result = verdicts.get(host)
-        outcome = provisioned.get(host)
-        valid_for = period(result.profile) if result else None
-        rows.append((host, node_state(result, outcome, now, valid_for, repaired.get(host),
-                                      host in held,
-                                      cut[host].started_at if host in cut else None),
-                     _when(result.judged_at if result else None),
+    for host, status in statuses.items():
+        result, outcome = status.verdict, status.provisioning
+        rows.append((host, str(status.state), _when(result.judged_at if result else None),
                      result.run_id if result else "-", outcome[1].outcome if outcome else "-",
-                     _drift(drifts.get(host)), _when(expires_at(result, valid_for)),
-                     quarantine_reason(held[host]) if host in held
+                     _drift(drifts.get(host)), _when(status.expires_at),
+                     quarantine_reason(status.offenders) if status.offenders
                      else result.reason if result else "-"))
     click.echo(text_table(("NODE", "STATE", "SINCE", "RUN", "PROVISIONED", "DRIFT", "UNTIL",
                            "WHY"), rows))

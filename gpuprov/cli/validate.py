@@ -17,7 +17,7 @@ from gpuprov.errors import InputError
 from gpuprov.hardware_history import quarantine_reason
 from gpuprov.inventory import Inventory, pick_nodes
 from gpuprov.ledger import Ledger
-from gpuprov.lifecycle import quarantine, stale_nodes
+from gpuprov.lifecycle import node_statuses, stale
 from gpuprov.metrics import configured_textfile_dir
 from gpuprov.profiles import load_profile
 from gpuprov.slurm.cluster import Slurm, connect
@@ -141,11 +141,8 @@ def _idle_in_slurm(inventory: Inventory, hosts: list[str], say) -> list[str]:
 def _stale(hosts: list[str]) -> list[str]:
     """The hosts `--stale` re-validates, by the ledger's verdicts, provisioning runs and
     repairs; a quarantined one is named and left out."""
-    ledger = Ledger()
-    now = time.time()
-    held = quarantine(ledger, now)
-    for host in sorted(held.keys() & set(hosts)):
-        click.echo(f"{host}: not picked: {quarantine_reason(held[host])}")
-    return stale_nodes(hosts, ledger.current_verdicts(failing_only=True),
-                       ledger.last_provisioning(), now, site_settings.acceptance_periods(),
-                       ledger.last_repairs(), held, ledger.interrupted_provisioning())
+    statuses = node_statuses(Ledger(), time.time(), hosts)
+    for host in sorted(hosts):
+        if statuses[host].offenders:
+            click.echo(f"{host}: not picked: {quarantine_reason(statuses[host].offenders)}")
+    return stale(statuses[host] for host in hosts)

@@ -15,6 +15,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpuprov import metrics
+from gpuprov.lifecycle import NodeState
 from gpuprov.model import HostOutcome
 from tests.conftest import BIN, REPO, gpuprov
 
@@ -48,8 +49,8 @@ def test_the_metrics_say_what_the_ledger_holds(fleet, tmp_path, monkeypatch):
     states = {(dict(k)["node"], dict(k)["state"]): v for (name, k), v in found.items()
               if name == "gpuprov_node_state"}
     assert {key for key, v in states.items() if v == 1} == {
-        ("node07", "accepted"), ("node08", "rejected"), ("node09", "never")}
-    assert len(states) == 3 * 5                     # every state of every node, 0 or 1
+        ("node07", "accepted"), ("node08", "rejected"), ("node09", "never-validated")}
+    assert len(states) == 3 * len(NodeState)        # every state of every node, 0 or 1
     judged = {r.node: r for r in fleet.node_results("v1")}
     assert value(found, "gpuprov_node_last_validation_timestamp_seconds",
                  node="node08") == judged["node08"].judged_at
