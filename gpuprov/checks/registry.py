@@ -53,6 +53,12 @@ class Results:
              action: Action | None = None) -> CheckResult:
         return self.result(Status.FAIL, summary, values, gpu, action)
 
+    def unseen(self, summary: str, values: dict | None = None) -> CheckResult:
+        """A fail for what the evidence cannot show (a tool absent, a file not collected,
+        a probe that measured nothing): always the node's setup, never a part named
+        (DESIGN.md "Cause, then action")."""
+        return self.result(Status.FAIL, summary, values, None, Action.FIX_SETUP)
+
     def failed(self, problems: Problems, values: dict, action: Action | None = None
                ) -> CheckResult:
         """A fail listing the first three problems; it names the GPU when every problem

@@ -103,9 +103,9 @@ def dcgm_diag(ctx: Context, r: Results) -> CheckResult:
         # level's tests on every GPU (issue 65), what gpuprov could not see (fix-setup)
         values["not_run"] = said
         more = f" (+{len(said) - 4} more)" if len(said) > 4 else ""
-        return r.fail(f"dcgmi diag -r {level}: " + "; ".join(said[:4]) + more
-                      + " (the level runs each on every GPU: not run, it judged nothing)",
-                      values, action=Action.FIX_SETUP)
+        return r.unseen(f"dcgmi diag -r {level}: " + "; ".join(said[:4]) + more
+                        + " (the level runs each on every GPU: not run, it judged nothing)",
+                        values)
     short = _below_floors(ctx, figures)
     if short:    # DCGM passed its own bar, not the site's (a learned baseline's) floor
         result = r.failed(short, values, action=Action.RESEAT_OR_INSPECT)
@@ -117,8 +117,8 @@ def dcgm_diag(ctx: Context, r: Results) -> CheckResult:
                       action=Action.NONE)
     if diag.tests and len(diag.skipped) == len(diag.tests):
         # not one test ran: the diagnostic judged nothing, so it cannot pass (issue 52)
-        return r.fail(f"dcgmi diag -r {level or '?'}: every one of its {len(diag.tests)} "
-                      "test(s) skipped: nothing judged", values, action=Action.FIX_SETUP)
+        return r.unseen(f"dcgmi diag -r {level or '?'}: every one of its {len(diag.tests)} "
+                        "test(s) skipped: nothing judged", values)
     if diag.skipped:   # a test the level does not require (eud, nccl_tests…) not run
         names = ", ".join(t.name for t in diag.skipped)
         return r.warn(f"dcgmi diag -r {level or '?'}: {len(diag.skipped)} of "

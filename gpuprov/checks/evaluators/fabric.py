@@ -25,9 +25,8 @@ def fabric(ctx: Context, r: Results) -> CheckResult:
         return r.result(Status.SKIP, "all-reduce not run: a per-rail fabric run")
     gaps = _group_unmeasured(record)
     if gaps:
-        return r.fail("; ".join(gaps), {"run_id": record.run_id,
-                                        "members": [m.node for m in record.members]},
-                      action=Action.FIX_SETUP)
+        return r.unseen("; ".join(gaps), {"run_id": record.run_id,
+                                          "members": [m.node for m in record.members]})
     return _judged(r, record, node, findings(record).get(node))
 
 
@@ -55,8 +54,7 @@ def fabric_rails(ctx: Context, r: Results) -> CheckResult:
         return beside(replace(judged, values={**judged.values, "unmeasured": gaps}),
                       "unmeasured", gaps, shown=3)
     more = f" (+{len(gaps) - 3} more)" if len(gaps) > 3 else ""
-    return r.fail("; ".join(gaps[:3]) + more, {"run_id": record.run_id, "unmeasured": gaps},
-                  action=Action.FIX_SETUP)
+    return r.unseen("; ".join(gaps[:3]) + more, {"run_id": record.run_id, "unmeasured": gaps})
 
 
 def _number(value: float | None) -> bool:

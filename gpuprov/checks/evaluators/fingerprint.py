@@ -61,15 +61,14 @@ def numeric_fingerprint(ctx: Context, r: Results) -> CheckResult:
     # each group's hashes once; a GPU's own only where they differ or it failed ("off")
     values: dict = {"seconds": report.seconds, "groups": [], "off": {}}
     if not report.gpus:    # nothing fingerprinted is no evidence of any GPU
-        return r.fail("the fingerprint probe reported no GPU", values, action=Action.FIX_SETUP)
+        return r.unseen("the fingerprint probe reported no GPU", values)
     failed = [g for g in report.gpus.values() if g.error]
     ran = [g for g in report.gpus.values() if not g.error]
     cuda_gpus = (ctx.evidence.read(TORCH_ENV) or {}).get("device_count") or 0
     on_cpu = [g.index for g in ran if g.device == "cpu"]
     if on_cpu and cuda_gpus:   # hashes of the CPU's arithmetic say nothing of the GPUs
-        return r.fail(f"the fingerprint ran on the CPU for GPU(s) {', '.join(map(str, on_cpu))}"
-                      f" while torch saw {cuda_gpus} CUDA GPU(s): no GPU was checked", values,
-                      action=Action.FIX_SETUP)
+        return r.unseen(f"the fingerprint ran on the CPU for GPU(s) {', '.join(map(str, on_cpu))}"
+                        f" while torch saw {cuda_gpus} CUDA GPU(s): no GPU was checked", values)
     actions = []
     for g in failed:
         values["off"][g.index] = {"uuid": g.uuid, "error": g.error}

@@ -62,9 +62,9 @@ def pcie_acs(ctx: Context, r: Results) -> CheckResult:
     orphans = [d.bdf for d in endpoints if tree.parent_missing(d)]
     if orphans:
         values["parent_missing"] = orphans
-        return r.fail(f"lspci -vvv lacks the bridge right above {len(orphans)} GPU/NIC "
-                      f"function(s) ({', '.join(orphans[:3])}): the listing is partial, their "
-                      "path is not judged", values, action=Action.FIX_SETUP)
+        return r.unseen(f"lspci -vvv lacks the bridge right above {len(orphans)} GPU/NIC "
+                        f"function(s) ({', '.join(orphans[:3])}): the listing is partial, their "
+                        "path is not judged", values)
     if unreadable:
         named = ", ".join(sorted(unreadable)[:3])
         return r.fail(f"capabilities of {len(unreadable)} bridge(s) above the GPUs/NICs "
@@ -103,10 +103,9 @@ def iommu(ctx: Context, r: Results) -> CheckResult:
     ungrouped = [d.bdf for d in devices if d.bdf not in state.group_types]
     if state.group_types and ungrouped and len(ungrouped) < len(devices):
         values["ungrouped"] = ungrouped
-        return r.fail(f"iommu.txt lists no IOMMU group for {len(ungrouped)} of the "
-                      f"{len(devices)} GPU/NIC function(s) ({', '.join(ungrouped[:3])}) while "
-                      "the others have one: the listing is partial", values,
-                      action=Action.FIX_SETUP)
+        return r.unseen(f"iommu.txt lists no IOMMU group for {len(ungrouped)} of the "
+                        f"{len(devices)} GPU/NIC function(s) ({', '.join(ungrouped[:3])}) while "
+                        "the others have one: the listing is partial", values)
     problems = []
     for device in devices:
         kind = state.group_types.get(device.bdf)

@@ -56,13 +56,13 @@ def gpu_inventory(ctx: Context, r: Results) -> CheckResult:
     twins = _shared_identities(gpus)
     if twins:
         values["shared_identities"] = twins
-        return r.fail(f"{twins[0]}: one node, one set of parts (the evidence is not one "
-                      "node's, or nvidia-smi misread its GPUs)", values, action=Action.FIX_SETUP)
+        return r.unseen(f"{twins[0]}: one node, one set of parts (the evidence is not one "
+                        "node's, or nvidia-smi misread its GPUs)", values)
     changed = _changed_across_soak(gpus, after)
     if changed:
         values["changed_across_soak"] = changed
-        return r.fail(f"{changed[0]}: the evidence before and after the soak is not one "
-                      "node's", values, action=Action.FIX_SETUP)
+        return r.unseen(f"{changed[0]}: the evidence before and after the soak is not one "
+                        "node's", values)
     gone = _gone_after_soak(gpus, after)
     if gone:
         values["gone_after_soak"] = [g.bus_id for g in gone]
@@ -340,9 +340,8 @@ def fabric_manager(ctx: Context, r: Results) -> CheckResult:
         if fault:   # its own log blames a switch: the fabric's hardware, not its setup
             return r.fail(f"nvidia-fabricmanager is {unit.get('ActiveState')}; its log: "
                           f"{fault[:160]}", values)
-        return r.fail(wait.setup if wait else
-                      f"nvidia-fabricmanager is {unit.get('ActiveState')}: start it", values,
-                      action=Action.FIX_SETUP)
+        return r.unseen(wait.setup if wait else
+                        f"nvidia-fabricmanager is {unit.get('ActiveState')}: start it", values)
     bad = [g.index for g in smi.gpus
            if g.fabric_state is not None and (g.fabric_state, g.fabric_status) !=
            ("Completed", "Success")]

@@ -55,9 +55,9 @@ def nvswitch(ctx: Context, r: Results) -> CheckResult:
                        "judged by fabric manager's log and the SXids")
     elif unread:
         # a state nvidia-smi could not read is not seen, never a GPU's fault (fix-setup)
-        return r.fail(f"fabric state not reported for {len(unread)} of the {len(smi.gpus)} "
-                      f"GPUs ({unread[0].label()}): nvidia-smi printed N/A, so their fabric "
-                      "registration cannot be judged", values, action=Action.FIX_SETUP)
+        return r.unseen(f"fabric state not reported for {len(unread)} of the {len(smi.gpus)} "
+                        f"GPUs ({unread[0].label()}): nvidia-smi printed N/A, so their fabric "
+                        "registration cannot be judged", values)
     unregistered = [g for g in smi.gpus if g.fabric_state is not None and
                     (g.fabric_state, g.fabric_status) != ("Completed", "Success")]
     values["unregistered"] = [g.index for g in unregistered]
@@ -66,7 +66,7 @@ def nvswitch(ctx: Context, r: Results) -> CheckResult:
         # the GPUs wait for fabric manager (or NVLink5's subnet manager): the node's setup,
         # never a part (fabric_manager names the unit)
         values["fabric_manager_state"] = wait.unit_state
-        return r.fail(wait.setup, values, action=Action.FIX_SETUP)
+        return r.unseen(wait.setup, values)
     if unregistered:
         g = unregistered[0]
         return r.fail(f"{len(unregistered)} GPU(s) not registered with the NVSwitch fabric; "
@@ -105,9 +105,9 @@ def nvlink5_bridges(ctx: Context, r: Results) -> CheckResult:
     if not bridges:
         # nothing listed: as likely a vpd the collector could not read (not root) as a
         # tray not seen, so the node's setup first, never a part named
-        return r.fail(f"no PCI function's VPD carries SW_MNG (profile expects {expected} "
-                      "NVLink5 switch bridges): read the vpd files as root; if still none, "
-                      "inspect the switch trays", values, action=Action.FIX_SETUP)
+        return r.unseen(f"no PCI function's VPD carries SW_MNG (profile expects {expected} "
+                        "NVLink5 switch bridges): read the vpd files as root; if still none, "
+                        "inspect the switch trays", values)
     if len(bridges) < expected:
         return r.fail(f"{len(bridges)} NVLink5 switch bridge(s) with SW_MNG "
                       f"({', '.join(bridges)}), profile expects {expected}", values)

@@ -124,9 +124,8 @@ def ddp_smoke(ctx: Context, r: Results) -> CheckResult:
     env = ctx.evidence.read(TORCH_ENV) or {}
     cuda_gpus = env.get("device_count") or 0
     if result["backend"] != "nccl" and cuda_gpus:
-        return r.fail(f"DDP ran on {result['backend']} while torch saw {cuda_gpus} CUDA "
-                      "GPU(s): the GPUs' collectives were not tested", values,
-                      action=Action.FIX_SETUP)
+        return r.unseen(f"DDP ran on {result['backend']} while torch saw {cuda_gpus} CUDA "
+                        "GPU(s): the GPUs' collectives were not tested", values)
     expected = ctx.profile.gpu_count if result["backend"] == "nccl" else result["world_size"]
     if result["world_size"] != expected:
         return r.fail(f"DDP ran {result['world_size']} ranks, expected {expected}", values)
@@ -134,15 +133,15 @@ def ddp_smoke(ctx: Context, r: Results) -> CheckResult:
     floor = ctx.profile["ddp"]["busbw_min_gbps"]
     if result["backend"] == "nccl" and result["world_size"] > 1:
         if not _finite(busbw):
-            return r.fail(f"all-reduce bus bandwidth not measured ({busbw!r}) on "
-                          f"{result['world_size']} ranks", values, action=Action.FIX_SETUP)
+            return r.unseen(f"all-reduce bus bandwidth not measured ({busbw!r}) on "
+                            f"{result['world_size']} ranks", values)
         if busbw < floor:
             return r.fail(f"all-reduce bus bandwidth {busbw:.1f} GB/s below the floor {floor}",
                           values, action=Action.RESEAT_OR_INSPECT)
     if busbw is not None and not _finite(busbw):   # wherever the probe reports a figure
-        return r.fail(f"all-reduce bus bandwidth not a number ({busbw!r}) on "
-                      f"{result['world_size']} rank(s) ({result['backend']}): a failed "
-                      "measurement", values, action=Action.FIX_SETUP)
+        return r.unseen(f"all-reduce bus bandwidth not a number ({busbw!r}) on "
+                        f"{result['world_size']} rank(s) ({result['backend']}): a failed "
+                        "measurement", values)
     bw = f", all-reduce {busbw:.2f} GB/s" if busbw is not None else ""
     return r.passed(f"{result['world_size']} ranks ({result['backend']}) agree, loss "
                     f"{losses[0]:.4f} -> {losses[-1]:.4f}{bw}", values)
@@ -178,9 +177,8 @@ def nccl_bandwidth(ctx: Context, r: Results) -> CheckResult:
     if run.ranks != ctx.profile.gpu_count:
         # one rank per GPU (`-g <GPUs>`): fewer measured fewer GPUs' links; none listed is
         # a log without its device list (cut short, or not the whole output)
-        return r.fail(f"all_reduce_perf ran {run.ranks} rank(s), the profile has "
-                      f"{ctx.profile.gpu_count} GPUs: not every GPU was measured", values,
-                      action=Action.FIX_SETUP)
+        return r.unseen(f"all_reduce_perf ran {run.ranks} rank(s), the profile has "
+                        f"{ctx.profile.gpu_count} GPUs: not every GPU was measured", values)
     at = f"at {peak.bytes / 2**20:g} MiB"
     if run.peak_busbw_gbps < floor:
         return r.fail(f"all_reduce_perf peak bus bandwidth {run.peak_busbw_gbps:g} GB/s {at} "
