@@ -15,15 +15,14 @@ def _has_nvlink(profile) -> bool:
 
 
 @check("nvlink_topology", stage="snapshot", needs=(TOPO,), action=Action.RESEAT_OR_INSPECT,
-       rule="`topo -m` shows the profile's GPU count and its link for every GPU pair")
+       rule="`topo -m` shows the profile's link for every GPU pair (a GPU missing from the "
+            "matrix is a coverage gap: fix-setup)")
 def nvlink_topology(ctx: Context, r: Results) -> CheckResult:
     topo = ctx.evidence.read(TOPO)
     gpus = topo.gpus
     values: dict = {"gpus": len(gpus), "pairs": {f"{a}-{b}": code for a, b, code in
                                                   topo.gpu_pairs()}}
-    if len(gpus) != ctx.profile.gpu_count:
-        return r.fail(f"topology shows {len(gpus)} GPUs, profile expects "
-                      f"{ctx.profile.gpu_count}", values)
+    # a GPU missing from the matrix is coverage's (checks/coverage.py): the setup's, named
     bad = []
     for a, b, code in topo.gpu_pairs():
         ia, ib = int(a[3:]), int(b[3:])
@@ -77,9 +76,6 @@ def nvlink_status(ctx: Context, r: Results) -> CheckResult:
                 problems.append((g.index, f"{ctx.gpu_label(g.index)}: link(s) "
                                           f"{', '.join(map(str, slow))} below "
                                           f"{spec['link_speed_gbps']} GB/s"))
-    seen = {g.index for g in status.gpus}
-    absent = [i for i in range(ctx.profile.gpu_count) if i not in seen]
-    problems += [(i, f"GPU {i}: not listed") for i in absent]
     if problems:
         return r.failed(problems, values)
     return r.passed(f"{len(status.gpus)} GPUs x {spec['links_per_gpu']} links active", values)

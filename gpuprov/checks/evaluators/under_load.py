@@ -58,9 +58,6 @@ def _loaded(ctx: Context) -> tuple[dict[int, list[Sample]], Problems]:
         elif soak and (span := _span(loaded[index])) < LOADED_SHARE_MIN * soak:
             problems.append((index, f"{label} sampled under load for {span:.0f} s of a "
                                     f"{soak} s soak: the telemetry is cut short"))
-    if len(gpus) != ctx.profile.gpu_count:
-        problems.append((None, f"telemetry of {len(gpus)} GPUs, profile expects "
-                               f"{ctx.profile.gpu_count}"))
     return {i: s for i, s in loaded.items() if s}, problems
 
 
