@@ -266,8 +266,6 @@ for p in ports:
 sys.exit(0 if ports else 2)
 """
 
-# `grep -sH . /sys/class/infiniband/*/board_id` of the described adapters: each one's PSID
-# (its kind's `nics.psid`), grep's exit status 2 where none has one
 # The ports' sysfs attributes in the kernel's own forms (Linux drivers/infiniband/core/
 # sysfs.c: state_show "%d: %s" with ib_port_state_to_str's names, phys_state_show "%u: %s"
 # with ib_port_phys_state_str's, rate_show "%d Gb/sec (%dX %s)" with the width and the
@@ -310,33 +308,34 @@ _IBSTAT_OR_SYSFS_SCRIPT = ("#!/bin/bash\n# gpuprov lab: the validator's ibstat c
                            .replace("/sys/class/infiniband", IB_SYSFS_ROOT) + "\n")
 
 
-_IB_BOARD_ID_SCRIPT = f"""#!/usr/bin/python3
-# gpuprov lab: the board_id (PSID) of the node's described NIC ports (see kernel_view.py)
+def _rdma_listing(what: str, selected: str, line: str, none_status: int) -> str:
+    """A grep-over-sysfs stand-in: one `line` (a Python f-string over port `p`) for each of
+    the node's RDMA ports that `selected` (an expression over `p`) picks, and grep's exit
+    status: 0 where it printed a line, `none_status` where it printed none."""
+    return f"""#!/usr/bin/python3
+# gpuprov lab: {what} (see gpuprov/lab/kernel_view.py)
 import sys
 import yaml
 {_RDMA_PORTS}
 with open("{NODE_LAB_DIR}/hardware.yml") as fh:
     hw = yaml.safe_load(fh)
-ports = [p for p in rdma_ports(hw) if p.get("psid")]
+ports = [p for p in rdma_ports(hw) if {selected}]
 for p in ports:
-    print(f"/sys/class/infiniband/{{p['ca']}}/board_id:{{p['psid']}}")
-sys.exit(0 if ports else 2)
+    print(f"{line}")
+sys.exit(0 if ports else {none_status})
 """
 
+
+# `grep -sH . /sys/class/infiniband/*/board_id` of the described adapters: each one's PSID
+# (its kind's `nics.psid`), grep's exit status 2 where none has one
+_IB_BOARD_ID_SCRIPT = _rdma_listing(
+    "the board_id (PSID) of the node's described NIC ports", 'p.get("psid")',
+    "/sys/class/infiniband/{p['ca']}/board_id:{p['psid']}", 2)
 # `grep -ls SW_MNG /sys/class/infiniband/*/device/vpd` (parsers/nvlink5.py IB_BRIDGES): the
 # RDMA adapters that are NVLink5 bridges, as grep -l lists them; exit 1 where none matches
-_IB_BRIDGES_SCRIPT = f"""#!/usr/bin/python3
-# gpuprov lab: the NVLink5 bridges among the node's RDMA adapters (see kernel_view.py)
-import sys
-import yaml
-{_RDMA_PORTS}
-with open("{NODE_LAB_DIR}/hardware.yml") as fh:
-    hw = yaml.safe_load(fh)
-bridges = [p for p in rdma_ports(hw) if p.get("nvlink5_bridge")]
-for p in bridges:
-    print(f"/sys/class/infiniband/{{p['ca']}}/device/vpd")
-sys.exit(0 if bridges else 1)
-"""
+_IB_BRIDGES_SCRIPT = _rdma_listing(
+    "the NVLink5 bridges among the node's RDMA adapters", 'p.get("nvlink5_bridge")',
+    "/sys/class/infiniband/{p['ca']}/device/vpd", 1)
 
 # `grep -sH . /proc/driver/nvidia-nvswitch/devices/*/information` of the described switches
 # (parsers/nvswitch_info.py): their entries exist while the driver is loaded, each one line,

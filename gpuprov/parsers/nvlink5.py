@@ -21,17 +21,24 @@ from gpuprov.parsers.kind import EvidenceKind
 _VPD_PATH = re.compile(r"^\S*/(?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])/vpd$")
 
 
-def parse_nvlink5_bridges(text: str, source: str) -> list[str]:
-    """The PCI addresses of the SW_MNG bridge functions, in the listing's order."""
-    bridges = []
+def _vpd_listing(text: str, source: str, path: re.Pattern, group: str, what: str) -> list[str]:
+    """What each line of a `grep -l` listing of vpd files names (`group` of `path`), in the
+    listing's order; a line of another form is unreadable evidence."""
+    named = []
     for line in (raw.strip() for raw in text.splitlines()):
         if not line:
             continue
-        m = _VPD_PATH.match(line)
+        m = path.match(line)
         if m is None:
-            raise ParseError(source, f"not a vpd listing line: {line[:120]}")
-        bridges.append(m.group("bdf").lower())
-    return bridges
+            raise ParseError(source, f"not {what} line: {line[:120]}")
+        named.append(m.group(group))
+    return named
+
+
+def parse_nvlink5_bridges(text: str, source: str) -> list[str]:
+    """The PCI addresses of the SW_MNG bridge functions, in the listing's order."""
+    return [bdf.lower() for bdf in _vpd_listing(text, source, _VPD_PATH, "bdf",
+                                                "a vpd listing")]
 
 
 _IB_VPD_PATH = re.compile(r"^\S*/infiniband/(?P<ca>[^/\s]+)/device/vpd$")
@@ -39,15 +46,7 @@ _IB_VPD_PATH = re.compile(r"^\S*/infiniband/(?P<ca>[^/\s]+)/device/vpd$")
 
 def parse_ib_bridges(text: str, source: str) -> list[str]:
     """The RDMA adapters (CA names) whose PCI function's VPD carries SW_MNG."""
-    bridges = []
-    for line in (raw.strip() for raw in text.splitlines()):
-        if not line:
-            continue
-        m = _IB_VPD_PATH.match(line)
-        if m is None:
-            raise ParseError(source, f"not an InfiniBand vpd listing line: {line[:120]}")
-        bridges.append(m.group("ca"))
-    return bridges
+    return _vpd_listing(text, source, _IB_VPD_PATH, "ca", "an InfiniBand vpd listing")
 
 
 IB_BRIDGES = EvidenceKind(
