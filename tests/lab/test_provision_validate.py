@@ -375,8 +375,8 @@ def test_each_fault_is_rejected_with_its_check_naming_the_gpu(rack, round_):
         if kind == "dcgm-fail":       # the test and its section, with DCGM's own text
             assert "memory (Hardware) on GPU 4" in failing[check_id]["summary"]
             assert "A memory mismatch was detected on GPU 4" in failing[check_id]["summary"]
-        if kind == "hbm-errors":      # memtest, run at level 4 only
-            assert "memtest (Hardware) on GPU 1" in failing[check_id]["summary"]
+        if kind == "hbm-errors":      # memtest, run at level 4 only, shown under Stress
+            assert "memtest (Stress) on GPU 1" in failing[check_id]["summary"]
         if kind == "slow-d2d":        # nvbandwidth's GPU-to-GPU figure, against its peers
             assert "GPU to GPU" in failing[check_id]["summary"] and "below the node median" \
                 in failing[check_id]["summary"]
