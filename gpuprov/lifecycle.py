@@ -38,13 +38,6 @@ class NodeState(StrEnum):
     INTERRUPTED = "interrupted"
 
 
-NEEDS_VALIDATION = NodeState.NEEDS_VALIDATION
-EXPIRED = NodeState.EXPIRED
-QUARANTINED = NodeState.QUARANTINED
-NEEDS_SETUP = NodeState.NEEDS_SETUP
-ACCEPTED_OBSERVED = NodeState.ACCEPTED_OBSERVED
-INTERRUPTED = NodeState.INTERRUPTED
-
 
 def rejected_for_setup(verdict: NodeResult) -> bool:
     """A rejection whose failing checks found nothing in the hardware and at least one of
@@ -74,29 +67,30 @@ def node_state(verdict: NodeResult | None,
     re-validated). `interrupted`: a provisioning run that started at `interrupted_at`, after
     the verdict, never finished. `accepted-observed`: accepted with observed findings."""
     if held:
-        return QUARANTINED
+        return NodeState.QUARANTINED
     if verdict is None:
         return NodeState.NEVER_VALIDATED
     if interrupted_at is not None and interrupted_at > verdict.judged_at:
-        return INTERRUPTED
+        return NodeState.INTERRUPTED
     if repaired_at is not None and repaired_at > verdict.judged_at:
-        return NEEDS_VALIDATION
+        return NodeState.NEEDS_VALIDATION
     if provisioning:
         run, outcome = provisioning
         if outcome.changed and (run.finished_at or 0) > verdict.judged_at:
-            return NEEDS_VALIDATION
+            return NodeState.NEEDS_VALIDATION
     ends = expires_at(verdict, valid_for)
     if ends is not None and now is not None and now >= ends:
-        return EXPIRED
+        return NodeState.EXPIRED
     if rejected_for_setup(verdict):
-        return NEEDS_SETUP
+        return NodeState.NEEDS_SETUP
     if verdict.verdict == Verdict.ACCEPTED and verdict.observed:
-        return ACCEPTED_OBSERVED
+        return NodeState.ACCEPTED_OBSERVED
     return NodeState(str(verdict.verdict))
 
 
 # the states `validate --stale` picks: no acceptance that still holds
-STALE = (NodeState.NEVER_VALIDATED, EXPIRED, NEEDS_VALIDATION, INTERRUPTED)
+STALE = (NodeState.NEVER_VALIDATED, NodeState.EXPIRED, NodeState.NEEDS_VALIDATION,
+         NodeState.INTERRUPTED)
 
 
 @dataclass(frozen=True)
@@ -123,19 +117,27 @@ def node_statuses(ledger: Ledger, now: float, hosts: Iterable[str] = (),
     if verdicts is None:
         verdicts = ledger.current_verdicts(failing_only=True)
     provisioning = ledger.last_provisioning()
-    period = acceptance_periods()
-    held = quarantine(ledger, now)
-    repaired = ledger.last_repairs()
-    cut = ledger.interrupted_provisioning()
-    statuses = {}
-    for node in sorted({*hosts, *verdicts, *provisioning}):
-        result = verdicts.get(node)
-        valid_for = period(result.profile) if result else None
-        state = node_state(result, provisioning.get(node), now, valid_for,
-                           repaired.get(node), node in held,
-                           cut[node].started_at if node in cut else None)
-        statuses[node] = NodeStatus(node, state, result, provisioning.get(node), valid_for,
-                                    held.get(node))
+    repaired = ledger.last_repairs()     # read once: quarantine's rule needs them too
+    held = quarantine(ledger, now, repaired)
+    statuses = _statuses(sorted({*hosts, *verdicts, *provisioning}), verdicts, provisioning,
+                         now, acceptance_periods(), repaired, held,
+                         ledger.interrupted_provisioning())
+    return {s.node: s for s in statuses}
+
+
+def _statuses(hosts: Iterable[str], verdicts: dict[str, NodeResult],
+              provisioning: dict[str, tuple[RunRecord, HostOutcome]], now: float,
+              valid_for: Callable[[str], float | None], repaired: dict[str, float],
+              held: Collection[str] | dict[str, list[Offender]],
+              interrupted: dict[str, RunRecord]) -> list[NodeStatus]:
+    statuses = []
+    for host in hosts:
+        result, cut = verdicts.get(host), interrupted.get(host)
+        period = valid_for(result.profile) if result else None
+        state = node_state(result, provisioning.get(host), now, period, repaired.get(host),
+                           host in held, cut.started_at if cut else None)
+        why = held.get(host) if isinstance(held, dict) else None
+        statuses.append(NodeStatus(host, state, result, provisioning.get(host), period, why))
     return statuses
 
 
@@ -157,26 +159,18 @@ def stale_nodes(hosts: list[str], verdicts: dict[str, NodeResult],
     change provisioned, a repair recorded since), the never validated first, then the oldest
     verdict first. A rejected or unreachable node is not stale: it waits for a repair, not
     a re-check; nor is a quarantined one (`held`). `valid_for(profile)` is the period."""
-    repaired, interrupted = repaired or {}, interrupted or {}
-
-    def status(host: str) -> NodeStatus:
-        result = verdicts.get(host)
-        cut = interrupted.get(host)
-        period = valid_for(result.profile) if result else None
-        return NodeStatus(host, node_state(result, provisioning.get(host), now, period,
-                                           repaired.get(host), host in held,
-                                           cut.started_at if cut else None),
-                          result, provisioning.get(host), period, None)
-
-    return stale(status(h) for h in hosts)
+    return stale(_statuses(hosts, verdicts, provisioning, now, valid_for, repaired or {},
+                           held, interrupted or {}))
 
 
-def quarantine(ledger: Ledger, now: float) -> dict[str, list[Offender]]:
-    """The quarantined nodes by the ledger's rejections and repairs and the configuration's
-    `offenders` rule, each with the offenders that put it there."""
+def quarantine(ledger: Ledger, now: float,
+               repaired: dict[str, float] | None = None) -> dict[str, list[Offender]]:
+    """The quarantined nodes by the ledger's rejections and repairs (`repaired`, where the
+    caller read them already) and the configuration's `offenders` rule, each with the
+    offenders that put it there."""
     rejections, within = offender_rule()
     return quarantined(ledger.rejected_since(now - within), rejections, within, now,
-                       ledger.last_repairs())
+                       ledger.last_repairs() if repaired is None else repaired)
 
 
 def rollback_target(ledger: Ledger, host: str) -> tuple[RunRecord, dict]:

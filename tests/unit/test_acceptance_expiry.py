@@ -10,7 +10,7 @@ import pytest
 
 from gpuprov import settings
 from gpuprov.errors import InputError
-from gpuprov.lifecycle import EXPIRED, expires_at, node_state
+from gpuprov.lifecycle import NodeState, expires_at, node_state
 from tests.conftest import gpuprov
 
 
@@ -44,7 +44,7 @@ def test_only_an_acceptance_expires_and_a_provisioning_change_says_more(recorded
     verdicts = recorded_ledger.current_verdicts(checks=False)
     accepted, rejected = verdicts["node07"], verdicts["node08"]
     later = accepted.judged_at + 3600
-    assert node_state(accepted, None, later, 60) == EXPIRED
+    assert node_state(accepted, None, later, 60) == NodeState.EXPIRED
     assert node_state(accepted, None, later, 7200) == "accepted"
     assert node_state(accepted, None, later, None) == "accepted"       # never expires
     assert node_state(rejected, None, later, 60) == "rejected"

@@ -8,7 +8,7 @@ import pytest
 from gpuprov import security
 from gpuprov.checks.run import judge
 from gpuprov.evidence import Evidence
-from gpuprov.lifecycle import EXPIRED, expires_at, node_state
+from gpuprov.lifecycle import NodeState, expires_at, node_state
 from gpuprov.model import NodeResult, Verdict
 from gpuprov.profiles import load_profile
 from tests.evidence_builder import capture, healthy_h100, nvbandwidth, replace, telemetry
@@ -109,7 +109,7 @@ def test_an_acceptance_expires_at_its_exact_moment():
     ends = expires_at(accepted, 3600.0)
     assert ends == 4600.0
     assert node_state(accepted, None, now=ends - 0.001, valid_for=3600.0) == "accepted"
-    assert node_state(accepted, None, now=ends, valid_for=3600.0) == EXPIRED
+    assert node_state(accepted, None, now=ends, valid_for=3600.0) == NodeState.EXPIRED
 
 
 def test_a_driver_one_patch_below_its_security_floor_is_refused():
