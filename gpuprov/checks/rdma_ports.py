@@ -17,15 +17,18 @@ for the node's setup rather than guess.
 from __future__ import annotations
 
 from gpuprov.checks.context import Context
+from gpuprov.parsers.ibstat import NICS
 from gpuprov.parsers.nvlink5 import IB_BRIDGES
 
 
 class BridgesUnknown(Exception):
-    """The profile has NVLink5 bridges, and the listing of them was not collected."""
+    """The profile has NVLink5 bridges, and their listing was not collected, or names none
+    while ibstat lists more adapters than the profile's NICs (a vpd grep that could not read,
+    not root, lists nothing)."""
 
-    def __init__(self) -> None:
-        super().__init__(f"{IB_BRIDGES.file} not collected: the NVLink5 switch bridges cannot "
-                         "be told from the compute NICs")
+    def __init__(self, why: str = "not collected") -> None:
+        super().__init__(f"{IB_BRIDGES.file} {why}: the NVLink5 switch bridges cannot be told "
+                         "from the compute NICs")
 
 
 def bridge_adapters(ctx: Context) -> frozenset[str]:
@@ -36,4 +39,7 @@ def bridge_adapters(ctx: Context) -> frozenset[str]:
     listed = ctx.evidence.read(IB_BRIDGES)
     if listed is None:
         raise BridgesUnknown()
+    adapters = {p.ca for p in ctx.evidence.read(NICS) or []}
+    if not listed and len(adapters) > int((ctx.profile.data.get("nics") or {}).get("count", 0)):
+        raise BridgesUnknown(f"names no bridge while ibstat lists {len(adapters)} adapters")
     return frozenset(listed)

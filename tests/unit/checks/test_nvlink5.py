@@ -186,6 +186,12 @@ def test_nvlink5_bridge_adapters_are_not_judged_as_compute_nics(node, tmp_path):
     down = checks()["nics"]
     assert (down.status, down.action) == ("fail", "reseat-or-inspect"), down.summary
     assert down.summary == "NIC mlx5_3 port 1: Down/Polling"
+    # a listing that names no bridge while ibstat has 12 adapters (a vpd grep that could not
+    # read lists nothing): the setup's, never the bridges judged as compute NICs
+    replace(node, IB_BRIDGES.file, "")
+    empty = checks()["nics"]
+    assert (empty.status, empty.action) == ("fail", "fix-setup"), empty.summary
+    assert "ib-bridges.txt names no bridge while ibstat lists 12 adapters" in empty.summary
     # the bridges' listing not collected: nothing guessed, the setup's
     replace(node, IB_BRIDGES.file, None)
     unknown = checks()
