@@ -73,6 +73,7 @@ def parse_nvbandwidth(text: str, source: str) -> NvbandwidthRun:
     current: Matrix | None = None     # the matrix being read
     last: Matrix | None = None        # the one its SUM line belongs to
     header = False                    # the current matrix's column indices read
+    columns = 0                       # how many there are: every row has one cell each
 
     def close() -> None:
         nonlocal current, last
@@ -107,11 +108,12 @@ def parse_nvbandwidth(text: str, source: str) -> NvbandwidthRun:
         elif current is None or not line:
             close()
         elif not header:
-            header = True     # `0  1  2 …`: the columns
+            header, columns = True, len(line.split())     # `0  1  2 …`: the columns
         else:
             index, *cells = line.split()
             try:
-                if int(index) != len(current.cells):
+                # a row cut short (output truncated) or run on is no row of this matrix
+                if int(index) != len(current.cells) or len(cells) != columns:
                     raise ValueError(index)
                 current.cells.append([_cell(c) for c in cells])
             except ValueError as exc:

@@ -157,3 +157,22 @@ def test_a_fault_is_its_kind_code_and_device_and_its_lines_by_time_and_uptime():
     stamped = {**FELL, "time": "2026-11-21T10:00:00"}
     again = _kernel("v2", [{**stamped, "time": "2026-11-22T10:00:00"}], verdict=None)
     assert escalate(again, [_kernel("v1", [stamped])]).checks[0].action == "rma"
+
+
+def test_gpus_known_only_by_index_are_each_their_own_gpu():
+    """Without a serial or a bus id (nvidia-smi could not say), a GPU is its index: GPU 5's
+    fault after GPU 4's is a first occurrence, not the same fault again."""
+    def on(run_id: str, index: int, verdict: Verdict | None) -> NodeResult:
+        check = CheckResult("ecc", Status.FAIL, f"uncorrectable ECC on GPU {index}",
+                            GpuRef(index, None, None), {}, Action.RESET_GPU)
+        return NodeResult(run_id, "node07", Verdict.REJECTED, verdict, "h100-sxm-8", "",
+                          "/ev", 1.0, 2.0, [check], [])
+    first = on("v2", 5, None)
+    assert escalate(first, [on("v1", 4, Verdict.REJECTED)]) is first
+    assert escalate(first, [on("v1", 5, Verdict.REJECTED)]).checks[0].action == "rma"
+
+
+def test_a_recurring_xid_is_named_with_its_code():
+    after_reboot = {**XID, "uptime_s": 31.0}
+    now = escalate(_kernel("v2", [after_reboot], verdict=None), [_kernel("v1", [XID])])
+    assert "(the same fault, xid 79 on 0000:1b:00.0, in run v1," in now.checks[0].summary

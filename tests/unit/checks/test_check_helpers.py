@@ -91,6 +91,9 @@ def test_non_fatal_sxids_name_the_first_and_fabric_manager_lists_twenty(tmp_path
     replace(node, "fabricmanager.log", errors)
     [result] = judge(Evidence(node), H100, None, only=("nvswitch",)).checks
     assert len(result.values["fabric_manager_log"]["errors"]) == 20
+    replace(node, "fabricmanager.log", errors.replace("failed to train", "non-fatal error on"))
+    [result] = judge(Evidence(node), H100, None, only=("nvswitch",)).checks
+    assert len(result.values["fabric_manager_log"]["nonfatal"]) == 20
     replace(node, "fabricmanager.log", fabric_manager_log())
     [result] = judge(Evidence(node), H100, None, only=("nvswitch",)).checks
     assert result.status == Status.WARN

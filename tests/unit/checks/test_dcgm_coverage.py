@@ -95,3 +95,24 @@ def test_the_lab_s_dcgmi_runs_what_the_level_table_requires():
         optional = {t for lvl, tests in LEVELS["optional"].items() if lvl <= level
                     for t in tests}
         assert required <= ran and ran - required <= optional, level
+
+
+def test_a_required_test_skipped_in_an_older_table_is_rejected_not_warned(tmp_path):
+    """The older tables name no GPU (DCGM 3.0.4's `dcgmi diag -r 3`, where "tests show as
+    skipped": NVIDIA/DCGM#55), so a required test's `Skip` row is read by its status alone:
+    it did not run, fix-setup, not the warning an optional plugin's skip gets."""
+    rows = [("Deployment", [("Denylist", "Pass"), ("NVML Library", "Pass"),
+                            ("CUDA Main Library", "Pass"), ("Persistence Mode", "Pass")]),
+            ("Integration", [("PCIe", "Pass")]),
+            ("Hardware", [("GPU Memory", "Skip")])]
+    line = "+---------------------------+------------------------------------------------+"
+    table = ["Successfully ran diagnostic for group.", line,
+             "| Diagnostic                | Result                                         |",
+             line.replace("-", "=")]
+    for section, tests in rows:
+        table.append(f"+-----  {section}  ".ljust(28, "-") + line[28:])
+        table += [f"| {name:<25} | {status:<46} |" for name, status in tests]
+    table.append(line)
+    result = _dcgm(_node(tmp_path, 2, "\n".join(table) + "\n"))
+    assert (result.status, result.action) == ("fail", "fix-setup"), result.summary
+    assert result.summary.startswith("dcgmi diag -r 2: memory skipped"), result.summary

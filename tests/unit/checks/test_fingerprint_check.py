@@ -72,6 +72,11 @@ def test_a_gpu_off_its_siblings_in_one_low_bit_is_named(tmp_path):
     assert ("computes differently from its siblings' hashes: bf16 0123456789abcdef "
             "(473c500b1beb6baf)") in result.summary
     assert list(result.values["off"]) == [5]
+    # each mode off is named, in the modes' order, one after the other
+    node = replace(node, "fingerprint.json", fingerprint(
+        H100_Q.read_text(), off={5: {"fp16": "fedcba9876543210", "bf16": "0123456789abcdef"}}))
+    assert ("hashes: bf16 0123456789abcdef (473c500b1beb6baf), fp16 fedcba9876543210 ("
+            in _check(node).summary)
 
 
 def _with_golden(hashes: dict, tmp_path, **key) -> object:

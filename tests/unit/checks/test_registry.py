@@ -9,10 +9,10 @@ import pytest
 
 from gpuprov import docs_tables
 from gpuprov.checks.catalog import all_checks, check_ids, stage_checks
-from gpuprov.checks.registry import check
+from gpuprov.checks.registry import beside, check
 from gpuprov.checks.run import judge
 from gpuprov.evidence import KINDS, STAGES, Evidence
-from gpuprov.model import Action
+from gpuprov.model import Action, CheckResult, Status
 from gpuprov.profiles import load_profile
 from gpuprov.resources import data_file
 from tests.evidence_builder import healthy_h100, replace
@@ -125,3 +125,13 @@ def test_a_stage_the_run_skipped_is_named_in_its_checks_results(tmp_path):
                                            f"run: {why})")
     assert (results["dcgm_diag"].status, results["dcgm_diag"].summary) == (
         "skip", f"dcgm not run: {why}")
+
+
+@pytest.mark.parametrize("gaps, said", [
+    (["GPU 3 missing from gpu-burn.log"], "also not covered: GPU 3 missing from gpu-burn.log"),
+    (["GPU 3 missing", "GPU 4 missing"], "also not covered: GPU 3 missing (+1 more)"),
+])
+def test_beside_counts_only_the_gaps_it_leaves_unshown(gaps, said):
+    finding = CheckResult("gpu_burn", Status.FAIL, "GPU 0 533715488 compute errors", None, {},
+                          Action.RESEAT_OR_INSPECT)
+    assert beside(finding, "not covered", gaps).summary == f"{finding.summary}; {said}"

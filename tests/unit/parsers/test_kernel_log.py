@@ -67,6 +67,8 @@ NOT_A_LOG = ("not a kernel log: no line in a dmesg, dmesg -T, ISO, journalctl, s
     ("\x7fELF\x02\x01\x01\x00\x00\x00garbage", "binary data, not a kernel log"),
     ("<?xml version='1.0'?>\n<nvidia_smi_log>\n", NOT_A_LOG),
     ("GPU 0: NVIDIA H100 (UUID: GPU-1)\n\t Link 0: 26.562 GB/s\n", NOT_A_LOG),
+    # a matcher's needle ("probe") in a line its pattern does not read is no kernel message
+    ("starting the storage probe of /dev/sda\n", NOT_A_LOG),
 ])
 def test_what_is_not_a_kernel_log_is_an_error_naming_the_file(text, message):
     with pytest.raises(ParseError) as err:
@@ -82,3 +84,14 @@ def test_a_healthy_log_in_each_time_form_has_no_events():
                  "2026-11-23T10:00:00.000000+00:00 node01 kernel: Linux version 6.1.0\n",
                  "Nov 23 10:00:00 node01 kernel: NVRM: loading NVIDIA UNIX x86_64 Kernel Module\n"):
         assert parse_kernel_log(text, "k").events == []
+
+
+def test_two_gpus_core_dumps_side_by_side_are_two_events():
+    """A spans_lines message continues only on the GPU that began it: GPU6's dump beside
+    GPU7's (`NVRM: GPUn` and no address, open-gpu-kernel-modules#1230) is two events."""
+    dump = ("NVRM: GPU{} kflcnCoreDumpDestructive_IMPL: ICD: s0:0xffffffff60141030   "
+            "s1:0xffffffff60141030   s2:0x0000000000000000   s3:0x000000000000025d")
+    text = "".join(f"[  812.{i}00000] {dump.format(gpu)}\n" for i, gpu in enumerate((6, 6, 7)))
+    events = parse_kernel_log(text, "dmesg.txt").events
+    assert [(e.kind, e.gpu_instance) for e in events] == [("gsp-core-dump", 6),
+                                                          ("gsp-core-dump", 7)]

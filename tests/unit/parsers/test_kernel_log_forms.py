@@ -25,6 +25,11 @@ XID = "NVRM: Xid (PCI:0000:5d:00): 119, pid=1, name=nvidia-smi, Timeout after 6s
     # plain dmesg and /dev/kmsg: seconds since boot only
     (f"[  123.456789] {XID}", None, 123.456789),
     (f"4,1234,123456789,-;{XID}", None, 123.456789),
+    # journalctl -o short-full names the zone: UTC and GMT (and +0000) are the instant,
+    # any other zone cannot be placed without the host's zone database
+    (f"Fri 2025-11-21 10:05:00 GMT node07 kernel: {XID}", datetime(2025, 11, 21, 10, 5), None),
+    (f"Fri 2025-11-21 10:05:00 UTC node07 kernel: {XID}", datetime(2025, 11, 21, 10, 5), None),
+    (f"Fri 2025-11-21 11:05:00 CET node07 kernel: {XID}", None, None),
 ])
 def test_each_time_form_is_read_to_the_instant(line, when, uptime):
     [event] = parse_kernel_log(line + "\n", "k").events

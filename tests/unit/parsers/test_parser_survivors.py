@@ -16,7 +16,7 @@ from gpuprov.parsers.gdrcopy import parse_gdrcopy_sanity
 from gpuprov.parsers.grep_listing import UNNAMED, attribute
 from gpuprov.parsers.ibstat import parse_board_ids
 from gpuprov.parsers.kernel_log import parse_kernel_log
-from gpuprov.parsers.nvbandwidth import Matrix
+from gpuprov.parsers.nvbandwidth import Matrix, parse_nvbandwidth
 from gpuprov.parsers.nvlink5 import parse_nvlink5_bridges
 from gpuprov.parsers.nvswitch_info import parse_nvswitch_info
 from gpuprov.parsers.perftest import parse_ib_write_bw, parse_ib_write_lat
@@ -66,6 +66,17 @@ def test_a_gpu_matrix_row_cut_short_leaves_that_column_out():
     matrix = Matrix("device_to_device_memcpy_write_ce", "GPU", "GPU",
                     cells=[[None, 10.0, 20.0], [30.0, None], [40.0, 50.0, None]])
     assert matrix.per_gpu() == {0: 25.0, 1: 30.0, 2: 40.0}
+
+
+def test_a_matrix_row_cut_short_in_a_report_is_refused_naming_its_line():
+    """nvbandwidth issue 15's host-to-device matrix with its row's last cell gone (a report
+    cut short): refused (read, the CPU rows' zip would raise, not judge)."""
+    real = capture("nvbandwidth/rtx4090-x8-v0.2-h2d-d2h-issue15.txt")
+    row = "0     25.50     24.26     23.90     26.30     26.28     26.38     26.09     26.31"
+    assert row in real
+    with pytest.raises(ParseError, match=r"^nvbandwidth\.txt: line \d+: not a bandwidth row: "
+                                         r"0 +25\.50 .* 26\.09$"):
+        parse_nvbandwidth(real.replace(row, row.removesuffix("     26.31")), "nvbandwidth.txt")
 
 
 def test_two_gdrcopy_summaries_in_one_file_are_refused_naming_it():
