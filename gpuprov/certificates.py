@@ -47,20 +47,13 @@ def _iso(stamp: float) -> str:
 
 
 def _parts(result: NodeResult) -> tuple[list, list, list]:
-    """The GPUs, NIC ports and NVSwitches the validation identified."""
-    gpus = [{"index": g.get("index"), "serial": g.get("serial"), "uuid": g.get("uuid"),
-             "vbios": g.get("vbios")} for g in result.values_of("gpu_inventory").get("gpus")
-            or []]
-    judged = result.values_of("firmware").get("judged") or {}
-    nics = []
-    for port, found in sorted((result.values_of("nics").get("ports") or {}).items()):
-        psid = ((judged.get("nics") or {}).get(port) or {}).get("psid")
-        nics.append({"port": port, "guid": found.get("guid"), "psid": psid,
-                     "firmware": found.get("firmware")})
-    switches = []
-    for bus, serial in sorted((result.values_of("nvswitch").get("serials") or {}).items()):
-        firmware = ((judged.get("nvswitches") or {}).get(bus) or {}).get("firmware")
-        switches.append({"bus_id": bus, "serial": serial, "firmware": firmware})
+    """The GPUs, NIC ports and NVSwitches the validation identified (its parts record)."""
+    gpus = [{"index": g.index, "serial": g.serial, "uuid": g.uuid, "vbios": g.vbios}
+            for g in result.gpus]
+    nics = [{"port": p.port, "guid": p.guid, "psid": p.psid, "firmware": p.firmware}
+            for p in result.nics]
+    switches = [{"bus_id": s.bus_id, "serial": s.serial, "firmware": s.firmware}
+                for s in result.nvswitches]
     return gpus, nics, switches
 
 

@@ -41,8 +41,7 @@ def builtin_group(result: NodeResult, by: str) -> str | None:
     if by == "driver":
         return result.values_of("driver_version").get("driver")
     if by == "vbios":
-        vbios = sorted({g.get("vbios") for g in result.values_of("gpu_inventory").get("gpus")
-                        or [] if g.get("vbios")})
+        vbios = sorted({g.vbios for g in result.gpus if g.vbios})
         return ", ".join(vbios) or None
     raise ValueError(by)
 

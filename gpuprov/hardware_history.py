@@ -50,13 +50,13 @@ def _gpu_ids(result: NodeResult) -> dict[str, str]:
 
 
 def _nic_ids(result: NodeResult) -> dict[str, str]:
-    ports = result.values_of("nics").get("ports") or {}
-    return {port: found["guid"] for port, found in ports.items()
-            if isinstance(found, dict) and found.get("guid")}
+    """The compute NIC ports, by port: their adapter's GUID."""
+    return {p.port: p.guid for p in result.nics if p.guid}
 
 
 def _nvswitch_ids(result: NodeResult) -> dict[str, str]:
-    return dict(result.values_of("nvswitch").get("serials") or {})
+    """The NVSwitches, by PCI address: their serial."""
+    return {s.bus_id: s.serial for s in result.nvswitches if s.serial}
 
 
 # part -> what names its identity in a result: slot -> identity

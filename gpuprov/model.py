@@ -117,6 +117,9 @@ def verdict(results: Iterable[CheckResult]) -> Verdict:
     return Verdict.REJECTED if any(r.blocking for r in results) else Verdict.ACCEPTED
 
 
+# A node's parts, one typed record each, as gpuprov/checks/parts.py reads them from the
+# evidence when the node is judged: what certificates, part swaps, fleet grouping and the
+# RMA report read (never a check's values, whose keys follow its rule).
 @dataclass(frozen=True)
 class GpuRecord:
     """One GPU as the before-soak snapshot listed it (for RMA: its serial)."""
@@ -125,6 +128,24 @@ class GpuRecord:
     serial: str | None
     uuid: str | None
     name: str | None
+    vbios: str | None = None
+
+
+@dataclass(frozen=True)
+class NicPort:
+    """One compute RDMA port (the NVLink5 switch bridges are not among them)."""
+    port: str                   # ibstat's CA and port: `mlx5_0 port 1`
+    guid: str | None            # the adapter's Node GUID
+    psid: str | None            # the board's PSID (board_id), where collected
+    firmware: str | None
+
+
+@dataclass(frozen=True)
+class NvSwitchPart:
+    """One NVSwitch on the host's PCI bus."""
+    bus_id: str                 # 0000:05:00.0
+    serial: str | None          # its PCIe Device Serial Number (lspci -vvv)
+    firmware: str | None        # as the driver's procfs reports it, where collected
 
 
 @dataclass(frozen=True)
@@ -143,6 +164,8 @@ class NodeResult:
     # each evidence file's SHA-256 when it was judged (Evidence.manifest); None: not
     # recorded (a validation judged before schema 13)
     evidence_manifest: dict[str, str] | None = None
+    nics: list[NicPort] = field(default_factory=list)
+    nvswitches: list[NvSwitchPart] = field(default_factory=list)
 
     def values_of(self, check_id: str) -> dict:
         """What one check measured ({} where the result has no such check)."""

@@ -42,6 +42,8 @@ def as_json(run: RunRecord, results: list[NodeResult]) -> dict:
             "reason": r.reason, "evidence_dir": r.evidence_dir,
             "started_at": _iso(r.started_at), "judged_at": _iso(r.judged_at),
             "gpus": [vars(g) for g in r.gpus],
+            "nics": [vars(p) for p in r.nics],
+            "nvswitches": [vars(s) for s in r.nvswitches],
             "checks": [c.as_dict() for c in r.checks],
         } for r in results],
     }
@@ -234,10 +236,19 @@ def as_markdown(run: RunRecord, result: NodeResult, system: str, bundle: tuple[P
                      f"{_cell(measured(c))} |")
     if not bad:
         lines.append("| - | - | - | none failed | - |")
-    lines += ["", "## All GPUs", "", "| index | bus id | serial | UUID | name |",
-              "|---|---|---|---|---|"]
-    lines += [f"| {g.index} | {g.bus_id} | {g.serial} | {g.uuid} | {g.name} |"
-              for g in result.gpus] or ["| - | - | - | - | no GPU listed |"]
+    lines += ["", "## All GPUs", "", "| index | bus id | serial | UUID | name | VBIOS |",
+              "|---|---|---|---|---|---|"]
+    lines += [f"| {g.index} | {g.bus_id} | {g.serial} | {g.uuid} | {g.name} | "
+              f"{g.vbios or '-'} |"
+              for g in result.gpus] or ["| - | - | - | - | no GPU listed | - |"]
+    if result.nics:
+        lines += ["", "## NIC ports", "", "| port | GUID | PSID | firmware |", "|---|---|---|---|"]
+        lines += [f"| {p.port} | {p.guid or '-'} | {p.psid or '-'} | {p.firmware or '-'} |"
+                  for p in result.nics]
+    if result.nvswitches:
+        lines += ["", "## NVSwitches", "", "| bus id | serial | firmware |", "|---|---|---|"]
+        lines += [f"| {s.bus_id} | {s.serial or '-'} | {s.firmware or '-'} |"
+                  for s in result.nvswitches]
     lines += _under_load(result)
     path, digest = bundle
     files = sorted(p.name for p in Path(result.evidence_dir).iterdir()) if Path(

@@ -39,7 +39,7 @@ from gpuprov.ledger.records import (
 )
 from gpuprov.ledger.repairs import RepairsRepository
 from gpuprov.ledger.runs import RunsRepository
-from gpuprov.ledger.schema import MIGRATIONS
+from gpuprov.ledger.schema import BACKFILLS, MIGRATIONS
 from gpuprov.ledger.slurm import SlurmRepository
 from gpuprov.ledger.store import open_store
 from gpuprov.ledger.verdicts import VerdictsRepository
@@ -64,7 +64,7 @@ class Ledger(RunsRepository, VerdictsRepository, ProvisioningRepository, DriftRe
         self.store = open_store(str(location or default_location()), read_only)
         self.path = self.store.location       # what messages name (never a password)
         if not read_only:
-            self.store.migrate(MIGRATIONS)
+            self.store.migrate(MIGRATIONS, BACKFILLS)
             return
         # a reader never migrates: a ledger of another schema is the operator's to move
         version = self.store.schema_version

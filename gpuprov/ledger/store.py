@@ -27,6 +27,8 @@ from typing import Any
 from gpuprov.errors import InputError
 
 MIGRATION_LOCK = 7_206_114_950   # a constant advisory-lock key: one migrating controller
+# a migration's number -> what carries its rows over, run with the open transaction
+Backfills = dict[int, Callable[[Any], None]]
 
 
 class Store:
@@ -38,7 +40,8 @@ class Store:
 
     def connect(self): ...
     def transaction(self): ...
-    def migrate(self, migrations: list[str]) -> None: ...
+    def migrate(self, migrations: list[str], backfills: Backfills | None = None) -> None:
+        """Apply the migrations not yet applied, each with its backfill (by its number)."""
     @property
     def schema_version(self) -> int: ...
     def hold(self, hosts: list[str], busy: Callable[[str], None]) -> dict: ...
@@ -98,12 +101,14 @@ class SqliteStore(Store):
                 raise
             db.execute("COMMIT")
 
-    def migrate(self, migrations: list[str]) -> None:
+    def migrate(self, migrations: list[str], backfills: Backfills | None = None) -> None:
         with self.transaction() as db:
             version = db.execute("PRAGMA user_version").fetchone()[0]
             for number, script in enumerate(migrations[version:], start=version + 1):
                 for statement in filter(str.strip, script.split(";")):
                     db.execute(statement)
+                if number in (backfills or {}):
+                    backfills[number](db)
                 db.execute(f"PRAGMA user_version = {number}")
 
     @property
@@ -212,7 +217,7 @@ class PostgresStore(Store):
         with self._open() as conn, conn.transaction():
             yield _Postgres(conn)
 
-    def migrate(self, migrations: list[str]) -> None:
+    def migrate(self, migrations: list[str], backfills: Backfills | None = None) -> None:
         with self.transaction() as db:
             db.execute(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK})")
             db.execute("CREATE TABLE IF NOT EXISTS gpuprov_schema (version INTEGER NOT NULL)")
@@ -220,10 +225,12 @@ class PostgresStore(Store):
             if row is None:
                 db.execute("INSERT INTO gpuprov_schema (version) VALUES (0)")
             version = row["version"] if row else 0
-            for script in migrations[version:]:
+            for number, script in enumerate(migrations[version:], start=version + 1):
                 for statement in filter(str.strip, script.split(";")):
                     # the ledger's timestamps are seconds with microseconds: 8-byte floats
                     db.execute(re.sub(r"\bREAL\b", "DOUBLE PRECISION", statement))
+                if number in (backfills or {}):
+                    backfills[number](db)
             db.execute("UPDATE gpuprov_schema SET version = ?", (len(migrations),))
 
     @property

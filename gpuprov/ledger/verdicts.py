@@ -10,7 +10,20 @@ from collections.abc import Collection
 
 from gpuprov.ledger.base import LedgerBase
 from gpuprov.ledger.store import SqliteStore
-from gpuprov.model import Action, CheckResult, GpuRecord, GpuRef, NodeResult, Status, Verdict
+from gpuprov.model import (
+    Action,
+    CheckResult,
+    GpuRecord,
+    GpuRef,
+    NicPort,
+    NodeResult,
+    NvSwitchPart,
+    Status,
+    Verdict,
+)
+
+# a validation's parts (model.py), one table each, ordered as they are read back
+PART_TABLES = {"node_gpus": "gpu_index", "node_nics": "port", "node_nvswitches": "bus_id"}
 
 
 class VerdictsRepository(LedgerBase):
@@ -23,7 +36,7 @@ class VerdictsRepository(LedgerBase):
         """A node of a running run judged again (the fabric stage added evidence): its
         rows replaced in one transaction, the verdict still left to the run's end."""
         with self._transaction() as db:
-            for table in ("check_results", "node_gpus", "node_results"):
+            for table in (*PART_TABLES, "check_results", "node_results"):
                 db.execute(f"DELETE FROM {table} WHERE run_id = ? AND node = ?",
                            (run_id, result.node))
             _insert_node(db, run_id, result)
@@ -69,9 +82,10 @@ class VerdictsRepository(LedgerBase):
         key = (row["run_id"], row["node"])
         checks = db.execute("SELECT * FROM check_results WHERE run_id = ? AND node = ?"
                             f" ORDER BY {self._order}", key).fetchall()
-        gpus = db.execute("SELECT * FROM node_gpus WHERE run_id = ? AND node = ?"
-                          " ORDER BY gpu_index", key).fetchall()
-        return _assemble(row, checks, gpus)
+        found = {table: db.execute(f"SELECT * FROM {table} WHERE run_id = ? AND node = ?"
+                                   f" ORDER BY {order}", key).fetchall()
+                 for table, order in PART_TABLES.items()}
+        return _assemble(row, checks, found)
 
     def current_verdicts(self, checks: bool = True, values_of: Collection[str] | None = None,
                          failing_only: bool = False) -> dict[str, NodeResult]:
@@ -87,23 +101,25 @@ class VerdictsRepository(LedgerBase):
         with self._connect() as db:
             rows = db.execute(latest).fetchall()
             if not checks and not failing_only:
-                return {row["node"]: _assemble(row, [], []) for row in rows}
+                return {row["node"]: _assemble(row, [], {}) for row in rows}
             # and the observed ones: an acceptance with them is a state of its own
             failing = " AND c.status IN ('fail', 'missing', 'observed')" if failing_only else ""
             check_rows = db.execute(
                 f"SELECT c.* FROM check_results c JOIN ({latest}) x ON x.run_id = c.run_id"
                 f" AND x.node = c.node{failing} ORDER BY c.{self._order}").fetchall()
-            gpu_rows = [] if failing_only else db.execute(
-                f"SELECT g.* FROM node_gpus g JOIN ({latest}) x ON x.run_id = g.run_id"
-                " AND x.node = g.node ORDER BY g.gpu_index").fetchall()
+            part_rows = {} if failing_only else {table: db.execute(
+                f"SELECT p.* FROM {table} p JOIN ({latest}) x ON x.run_id = p.run_id"
+                f" AND x.node = p.node ORDER BY p.{order}").fetchall()
+                for table, order in PART_TABLES.items()}
             if failing_only:
                 values_of = ()
-        by_node: dict[tuple, tuple[list, list]] = {(r["run_id"], r["node"]): ([], [])
-                                                  for r in rows}
+        by_node: dict[tuple, tuple[list, dict]] = {
+            (r["run_id"], r["node"]): ([], {t: [] for t in part_rows}) for r in rows}
         for c in check_rows:
             by_node[(c["run_id"], c["node"])][0].append(c)
-        for g in gpu_rows:
-            by_node[(g["run_id"], g["node"])][1].append(g)
+        for table, found in part_rows.items():
+            for p in found:
+                by_node[(p["run_id"], p["node"])][1][table].append(p)
         return {row["node"]: _assemble(row, *by_node[(row["run_id"], row["node"])],
                                        values_of=values_of) for row in rows}
 
@@ -126,14 +142,23 @@ def _insert_node(db, run_id: str, result: NodeResult) -> None:
           json.dumps(c.values, sort_keys=True, default=str), str(c.action), seq)
          for seq, c in enumerate(result.checks)])
     db.executemany(
-        "INSERT INTO node_gpus (run_id, node, gpu_index, bus_id, serial, uuid, name)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?)",
-        [(run_id, result.node, g.index, g.bus_id, g.serial, g.uuid, g.name)
+        "INSERT INTO node_gpus (run_id, node, gpu_index, bus_id, serial, uuid, name, vbios)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        [(run_id, result.node, g.index, g.bus_id, g.serial, g.uuid, g.name, g.vbios)
          for g in result.gpus])
+    db.executemany(
+        "INSERT INTO node_nics (run_id, node, port, guid, psid, firmware)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        [(run_id, result.node, p.port, p.guid, p.psid, p.firmware) for p in result.nics])
+    db.executemany(
+        "INSERT INTO node_nvswitches (run_id, node, bus_id, serial, firmware)"
+        " VALUES (?, ?, ?, ?, ?)",
+        [(run_id, result.node, s.bus_id, s.serial, s.firmware) for s in result.nvswitches])
 
 
-def _assemble(row, checks: list, gpus: list, values_of: Collection[str] | None = None
-              ) -> NodeResult:
+def _assemble(row, checks: list, found: dict[str, list],
+              values_of: Collection[str] | None = None) -> NodeResult:
+    """A NodeResult from its rows: `found`, each part table's rows (none where absent)."""
     return NodeResult(
         row["run_id"], row["node"], Verdict(row["judged"]),
         Verdict(row["verdict"]) if row["verdict"] else None, row["profile"], row["reason"],
@@ -144,6 +169,10 @@ def _assemble(row, checks: list, gpus: list, values_of: Collection[str] | None =
                      json.loads(c["measured"])
                      if values_of is None or c["check_id"] in values_of else {},
                      Action(c["action"])) for c in checks],
-        [GpuRecord(g["gpu_index"], g["bus_id"], g["serial"], g["uuid"], g["name"])
-         for g in gpus],
-        json.loads(row["evidence_manifest"]) if row["evidence_manifest"] else None)
+        [GpuRecord(g["gpu_index"], g["bus_id"], g["serial"], g["uuid"], g["name"], g["vbios"])
+         for g in found.get("node_gpus", [])],
+        json.loads(row["evidence_manifest"]) if row["evidence_manifest"] else None,
+        [NicPort(p["port"], p["guid"], p["psid"], p["firmware"])
+         for p in found.get("node_nics", [])],
+        [NvSwitchPart(s["bus_id"], s["serial"], s["firmware"])
+         for s in found.get("node_nvswitches", [])])

@@ -16,12 +16,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpuprov.checks import parts
 from gpuprov.checks.catalog import stage_checks
+from gpuprov.checks.context import Context
 from gpuprov.checks.run import Judgement, judge
 from gpuprov.evidence import ABORTED, Evidence
-from gpuprov.model import GpuRecord, NodeResult, Verdict
-from gpuprov.parsers.errors import ParseError
-from gpuprov.parsers.smi_gpu import SMI_BEFORE
+from gpuprov.model import NodeResult, Verdict
 from gpuprov.remote.connect import node_host
 from gpuprov.validation import collect
 from gpuprov.validation.stages import STAGES
@@ -102,20 +102,16 @@ def _result(job: NodeJob, started: float, verdict: Verdict, why: str,
     checks = judgement.checks if judgement else []
     if evidence is None and job.evidence_dir.is_dir():
         evidence = Evidence(job.evidence_dir)
+    if evidence is None:
+        return NodeResult(job.settings.run_id, job.settings.node, verdict, None,
+                          job.settings.profile.name, why, str(job.evidence_dir), started,
+                          time.time(), checks, [])
+    # the parts the evidence names, read once here and stored with the verdict
+    ctx = Context(evidence, job.settings.profile, job.settings.lock)
     return NodeResult(job.settings.run_id, job.settings.node, verdict, None,
                       job.settings.profile.name, why, str(job.evidence_dir), started,
-                      time.time(), checks, _gpus(evidence),
-                      evidence.manifest() if evidence is not None else None)
-
-
-def _gpus(evidence: Evidence | None) -> list[GpuRecord]:
-    """The GPUs (with serials) the before-soak snapshot saw."""
-    try:
-        smi = evidence.read(SMI_BEFORE) if evidence else None
-    except ParseError:  # a malformed report is already a failed check; no serials then
-        return []
-    return [GpuRecord(g.index, g.bus_id, g.serial, g.uuid, g.name)
-            for g in (smi.gpus if smi else [])]
+                      time.time(), checks, parts.gpus(ctx), evidence.manifest(),
+                      parts.nics(ctx), parts.nvswitches(ctx))
 
 
 def validate_all(jobs: list[NodeJob], progress: Progress, parallel: int,
