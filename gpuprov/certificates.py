@@ -211,8 +211,3 @@ def public_key_line(key: Path) -> str:
     return done.stdout.strip()
 
 
-def atomic_write(path: Path, content: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w") as out:
-        out.write(content)
-    os.replace(tmp, path)

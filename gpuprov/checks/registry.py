@@ -16,7 +16,8 @@ a function to one).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+import statistics
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Generic, TypeVar
 
@@ -92,9 +93,17 @@ def beside(result: CheckResult, label: str, gaps: list[str], shown: int = 1) -> 
 
 
 def shortfall_pct(value: float, median: float) -> float:
-    """How far a GPU's figure falls below its node's median, in percent of the median (the
-    spread rules of gpu-burn, the clocks under load and nvbandwidth)."""
+    """How far a GPU's figure falls below its node's median, in percent of the median."""
     return 100 * (median - value) / median if median else 0.0
+
+
+def below_node_median(figures: Mapping[int, float], allowed_pct: float
+                      ) -> tuple[float, dict[int, float]]:
+    """The spread rule of gpu-burn, the clocks under load and nvbandwidth: the node median
+    of the GPUs' figures, and each GPU `allowed_pct` % or more below it, with how far."""
+    median = statistics.median(figures.values())
+    return median, {i: pct for i, value in figures.items()
+                    if (pct := shortfall_pct(value, median)) >= allowed_pct}
 
 
 Evaluator = Callable[[Context, Results], CheckResult]

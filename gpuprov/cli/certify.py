@@ -15,6 +15,7 @@ import click
 from gpuprov import certificates, report
 from gpuprov.errors import InputError
 from gpuprov.evidence import Evidence
+from gpuprov.files import write_atomic
 from gpuprov.ledger import Certificate, Ledger
 from gpuprov.lifecycle import NodeState, node_statuses
 from gpuprov.profiles import load_profile
@@ -62,7 +63,7 @@ def certify(node: str, key: Path, out: Path | None) -> None:
     problems = certificates.schema_problems(certificate)
     if problems:   # gpuprov's own fault: never signed
         raise RuntimeError(f"certificate does not hold its schema: {problems[0]}")
-    certificates.atomic_write(out, certificates.text(certificate))
+    write_atomic(out, certificates.text(certificate))
     out.chmod(0o644)
     signature = certificates.sign(out, key)
     ledger.record_certificate(Certificate(

@@ -12,6 +12,7 @@ from gpuprov import fleet, fleet_page
 from gpuprov.cli import options
 from gpuprov.config import resolve_inventory
 from gpuprov.errors import InputError
+from gpuprov.files import write_atomic
 from gpuprov.inventory import Inventory
 from gpuprov.ledger import Ledger
 from gpuprov.settings import duration, offender_rule
@@ -103,9 +104,7 @@ def fleet_command(since: str | None, by: tuple[str, ...], inventory_option: str 
     figures = fleet.figures(results, repairs, now, now - window if window else None, by,
                             _group_of(inventory), offender_rule())
     if html_file is not None:
-        tmp = html_file.with_name(f".{html_file.name}.tmp")
-        tmp.write_text(fleet_page.render(figures))
-        tmp.replace(html_file)
+        write_atomic(html_file, fleet_page.render(figures))
     if as_json:
         click.echo(json.dumps(figures.as_dict(), indent=2))
     else:

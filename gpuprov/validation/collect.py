@@ -27,6 +27,7 @@ from testinfra.host import Host
 
 from gpuprov import __version__, evidence
 from gpuprov.evidence import EvidenceKind
+from gpuprov.files import write_atomic
 from gpuprov.lock import Lock
 from gpuprov.parsers.dcgm import DCGM_DIAG
 from gpuprov.parsers.dcgm_health import DCGM_HEALTH
@@ -158,9 +159,7 @@ class Collector:
         """An evidence file, atomically; a failure record of it from before is dropped (a
         stage that wrote its own file after its command failed: DDP's no-result JSON)."""
         name = str(name)
-        tmp = self.directory / f".{name}.tmp"
-        tmp.write_text(text)
-        tmp.replace(self.directory / name)
+        write_atomic(self.directory / name, text)
         if not name.endswith(".error"):
             (self.directory / evidence.error_file(name)).unlink(missing_ok=True)
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from testinfra.host import Host
 
 from gpuprov.checks.localize import pair_rounds
+from gpuprov.files import write_atomic
 from gpuprov.parsers.errors import ParseError
 from gpuprov.parsers.fabric import (
     BANDWIDTH,
@@ -396,6 +397,4 @@ def write_member_records(record: FabricRecord, node_dirs: dict[str, Path]) -> No
     """Each member's copy (with `node` set) into its own evidence directory."""
     for node, directory in node_dirs.items():
         directory.mkdir(parents=True, exist_ok=True)
-        tmp = directory / f".{FABRIC.file}.tmp"
-        tmp.write_text(replace(record, node=node).as_json())
-        tmp.replace(directory / FABRIC.file)
+        write_atomic(directory / FABRIC.file, replace(record, node=node).as_json())

@@ -13,7 +13,7 @@ from __future__ import annotations
 import statistics
 
 from gpuprov.checks.context import Context
-from gpuprov.checks.registry import Problems, Results, check, shortfall_pct
+from gpuprov.checks.registry import Problems, Results, below_node_median, check
 from gpuprov.model import Action, CheckResult
 from gpuprov.parsers.gpu_burn import GPU_BURN
 from gpuprov.parsers.telemetry import TELEMETRY, Sample
@@ -170,13 +170,11 @@ def load_clocks(ctx: Context, r: Results) -> CheckResult:
              for i in loaded if i not in clocks]
     values: dict = {"gpus": {i: {"median_sm_mhz": c} for i, c in clocks.items()}}
     if clocks:
-        median = statistics.median(clocks.values())
+        median, below = below_node_median(clocks, allowed)
         values["node_median_sm_mhz"] = median
-        for index, clock in clocks.items():
-            shortfall = shortfall_pct(clock, median)
-            if shortfall >= allowed:
-                problems.append((index, f"{ctx.gpu_label(index)} SM clock {clock:.0f} MHz "
-                                        f"under load, {shortfall:.0f}% below the node median "
-                                        f"{median:.0f} MHz"))
+        for index, shortfall in below.items():
+            problems.append((index, f"{ctx.gpu_label(index)} SM clock {clocks[index]:.0f} MHz "
+                                    f"under load, {shortfall:.0f}% below the node median "
+                                    f"{median:.0f} MHz"))
     return r.judged(problems, gaps, values, f"{len(clocks)} GPUs' SM clocks within "
                                             f"{allowed}% of the node median under load")

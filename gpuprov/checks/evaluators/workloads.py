@@ -4,11 +4,10 @@ nvbandwidth's copies, GDRCopy's tests."""
 from __future__ import annotations
 
 import math
-import statistics
 
 from gpuprov import packaging_facts
 from gpuprov.checks.context import Context
-from gpuprov.checks.registry import Problems, Results, check, shortfall_pct
+from gpuprov.checks.registry import Problems, Results, below_node_median, check
 from gpuprov.model import Action, CheckResult
 from gpuprov.parsers.gdrcopy import GDRCOPY_SANITY
 from gpuprov.parsers.gpu_burn import GPU_BURN, GPU_BURN_BUILD
@@ -67,9 +66,9 @@ def gpu_burn(ctx: Context, r: Results) -> CheckResult:
     if run.finished and run.tested_count != ctx.profile.gpu_count:
         gaps.append((None, f"gpu-burn says it tested {run.tested_count} GPUs, profile "
                            f"expects {ctx.profile.gpu_count}"))
-    rates = [g.gflops for g in gpus if g.gflops]
+    rates = {g.index: g.gflops for g in gpus if g.gflops}
     if rates:
-        median = statistics.median(rates)
+        median, below = below_node_median(rates, spec["max_spread_pct"])
         values["median_gflops"] = median
         for g in gpus:
             if not g.gflops:
@@ -78,10 +77,10 @@ def gpu_burn(ctx: Context, r: Results) -> CheckResult:
             if g.gflops < spec["gflops_min"]:
                 fails.append((g.index, f"{label} {g.gflops:.0f} Gflop/s, floor "
                                        f"{spec['gflops_min']}"))
-            shortfall = shortfall_pct(g.gflops, median)
-            if shortfall >= spec["max_spread_pct"]:
-                fails.append((g.index, f"{label} {g.gflops:.0f} Gflop/s is {shortfall:.0f}% "
-                                       f"below the node median {median:.0f}"))
+            if g.index in below:
+                fails.append((g.index, f"{label} {g.gflops:.0f} Gflop/s is "
+                                       f"{below[g.index]:.0f}% below the node median "
+                                       f"{median:.0f}"))
     return r.judged(fails, gaps, values, f"{len(gpus)} GPUs OK for {run.seconds}s, median "
                                          f"{values.get('median_gflops', 0):.0f} Gflop/s",
                     action=action)
@@ -215,16 +214,15 @@ def nvbandwidth(ctx: Context, r: Results) -> CheckResult:
             problems.append((None, f"nvbandwidth gave no {test} result" + (
                 f": {run.errors[0]}" if run.errors else " (waived)" if run.waived else "")))
             continue
-        median = statistics.median(figures.values())
+        median, below = below_node_median(figures, spec["spread_pct"])
         for index, gbps in sorted(figures.items()):
             values["gpus"].setdefault(index, {})[floor_key.removesuffix("_min_gbps")] = gbps
             label = ctx.gpu_label(index)
             floor = spec.get(floor_key)
             if floor is not None and gbps < floor:
                 problems.append((index, f"{label} {words} {gbps:.1f} GB/s, floor {floor}"))
-            shortfall = shortfall_pct(gbps, median)
-            if shortfall >= spec["spread_pct"]:
-                problems.append((index, f"{label} {words} {gbps:.1f} GB/s, {shortfall:.0f}% "
+            if index in below:
+                problems.append((index, f"{label} {words} {gbps:.1f} GB/s, {below[index]:.0f}% "
                                         f"below the node median {median:.1f}"))
     if problems:
         return r.failed(problems, values)
