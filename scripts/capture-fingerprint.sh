@@ -4,7 +4,7 @@
 # nvidia-smi lists (is it bit-exact run after run?); once more with the lab's `sdc` hook
 # aimed at the first GPU (does a low-bit error in its products change its hashes on a real
 # GPU, as in the lab?); and the hashes of the first GPU's products in other byte forms, to
-# compare with shared/fixtures/numeric-fingerprint/. Nothing is installed.
+# compare with tests/fixtures/fingerprint/measured-elsewhere/. Nothing is installed.
 #
 #   PYTHON=/path/to/env/bin/python scripts/capture-fingerprint.sh OUT_DIR [RUNS]
 set -u

@@ -15,7 +15,6 @@ a function to one).
 
 from __future__ import annotations
 
-import re
 import statistics
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -23,6 +22,7 @@ from typing import Generic, TypeVar
 
 from gpuprov.checks import coverage
 from gpuprov.checks.context import Context
+from gpuprov.checks.tool_failures import tool_failure_action
 from gpuprov.evidence import STAGES, EvidenceKind
 from gpuprov.model import HARDWARE_ACTIONS, Action, CheckResult, GpuRef, Status, gpu_at_fault
 from gpuprov.profiles import Profile
@@ -195,33 +195,6 @@ def _covered(ctx: Context, needs: tuple[Need, ...], result: CheckResult,
         return replace(result, values=values)
     # partial evidence: what gpuprov could not see, so a setup finding (collect it again)
     return results.failed(found, values, action=Action.FIX_SETUP)
-
-
-# nvidia-smi's own signs that the hardware is at fault (so a reboot, then service): its exit
-# statuses for external power cables not attached (8), a GPU interrupt issue (10), a
-# corrupted infoROM (14) and a GPU fallen off the bus or otherwise inaccessible (15)
-# (nvidia-smi(1) RETURN VALUE; shared/reference/validation-practice.md, NHC's mapping), and
-# its words for a lost GPU or one with no driver to answer for it (the real messages in
-# tests/unit/checks/test_tool_failures.py). Every other tool failure is the node's setup: a
-# tool absent (exit 127), broken, a driver/library mismatch after an upgrade.
-HARDWARE_STATUSES = frozenset({8, 10, 14, 15})
-HARDWARE_SIGNS = ("Unable to determine the device handle", "GPU is lost", "fallen off the bus",
-                  "requires reset", "No devices were found",
-                  "couldn't communicate with the NVIDIA driver")
-_STATUS = re.compile(r"\(exit status (\d+)\)")
-
-
-def tool_failure_action(failures: list[str]) -> Action:
-    """A tool failure's action: reboot where nvidia-smi says the GPU is lost or faulty,
-    else fix-setup."""
-    for failure in failures:
-        if not failure.startswith("nvidia-smi"):
-            continue
-        status = _STATUS.search(failure)
-        if ((status and int(status.group(1)) in HARDWARE_STATUSES)
-                or any(sign in failure for sign in HARDWARE_SIGNS)):
-            return Action.REBOOT
-    return Action.FIX_SETUP
 
 
 def _written_yet_absent(ctx: Context, need: Need) -> list[str]:

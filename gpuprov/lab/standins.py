@@ -1,7 +1,7 @@
 """The stand-in vendor packages: NVIDIA's CUDA repository and its container-toolkit repo.
 
 Package names, version strings and the dependencies that matter are the real ones
-(shared/reference/provisioning-pitfalls.md §6): branch-named driver packages that
+(data/packaging.yml, each with its source): branch-named driver packages that
 exclude each other, `cuda-drivers-<branch>` with the unbounded `>=` dependency that
 drags drivers along, fabric manager at exactly its driver's version, cuDNN 8 builds
 naming their CUDA, toolkit packages whose `>=` dependencies let unpinned libraries

@@ -2,7 +2,7 @@
 
 gpu-burn exits 0 when GPUs are FAULTY, prints `OK` after `Couldn't init a GPU test`,
 overflows error counts into negative numbers and can finish with no progress line at
-all (shared/reference/validation-practice.md §5). The parser keeps all of that visible;
+all (wilicc/gpu-burn issues #12, #14 and #124). The parser keeps all of that visible;
 the evaluator decides.
 """
 

@@ -1,7 +1,9 @@
 """The plain `nvidia-smi` table: its header line, and the GPU rows' ECC column.
 
 Two header forms exist: `Driver Version: X  CUDA Version: Y` and, on newer drivers,
-`KMD Version: X  CUDA UMD Version: Y` (shared/reference/compat-facts.md §2b).
+`KMD Version: X  CUDA UMD Version: Y` (610.43.02 on a B200: sgl-project/sglang#27487;
+nvidia-smi's documentation: "deprecated Driver Version and CUDA Version in favor of KMD
+Version and CUDA UMD Version").
 """
 
 from __future__ import annotations

@@ -99,8 +99,8 @@ def fabricmanager(argv: list[str], version: str, nvlsm_pid: str = "") -> int:
         return 1
     if hw.get("nvlink5_bridges") and not (nvlsm_pid and node.running(nvlsm_pid)):
         # NVLink5 without the subnet manager: no switch to configure, the fabric never
-        # trains (shared/reference/provisioning-pitfalls.md §6; the warning as fabric
-        # manager logs it where it finds no NVSwitch)
+        # trains (nvlsm ships beside fabric manager from Blackwell: data/packaging.yml
+        # nvlink5; the warning as fabric manager logs it where it finds no NVSwitch)
         _fm_log("request to query NVSwitch device information failed with error: "
                 "WARNING Nothing to do [NV_WARN_NOTHING_TO_DO]", "WARNING")
         sys.stderr.write("request to query NVSwitch device information failed: WARNING "

@@ -2,7 +2,7 @@
 says the GPU is lost or faulty, by its exit status or its words; every other tool's
 failure, or nvidia-smi's setup errors, is the node's setup."""
 
-from gpuprov.checks.registry import tool_failure_action
+from gpuprov.checks.tool_failures import tool_failure_action
 from gpuprov.model import Action
 
 
