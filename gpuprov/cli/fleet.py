@@ -11,6 +11,7 @@ import click
 from gpuprov import fleet, fleet_page
 from gpuprov.cli import options
 from gpuprov.config import resolve_inventory
+from gpuprov.console import text_table
 from gpuprov.errors import InputError
 from gpuprov.files import write_atomic
 from gpuprov.inventory import Inventory
@@ -51,29 +52,27 @@ def _print(data: dict) -> None:
     for i in data["intake"]:
         group = ", ".join(f"{k}={v}" for k, v in i["group"].items())
         click.echo(f"  {group}: {i['accepted']}/{i['nodes']} accepted ({i['yield_pct']:g} %)")
-    click.echo("\nREJECTIONS BY CHECK")
-    for check, count in data["rejections_by_check"].items():
-        click.echo(f"  {check:<24} {count}")
-    click.echo("\nREJECTIONS BY ACTION")
-    for action, count in data["rejections_by_action"].items():
-        click.echo(f"  {action:<24} {count}")
+    for title, counted in (("CHECK", data["rejections_by_check"]),
+                           ("ACTION", data["rejections_by_action"])):
+        click.echo("\n" + text_table((f"REJECTIONS BY {title}", "COUNT", ""),
+                                      [(name, count, "") for name, count in counted.items()],
+                                      right=("COUNT",)))
     offenders = data["repeat_offenders"]
     share = offenders["share_pct"]
     click.echo(f"\nREPEAT OFFENDERS ({offenders['rejections_at_least']}+ hardware rejections "
                f"within {offenders['within_days']:g} days since the latest repair): "
                f"{', '.join(offenders['nodes']) or 'none'}"
                + (f", {share:g} % of rejections" if share is not None else ""))
-    click.echo(f"\n{'NODE':<16} {'VALIDATIONS':>11} {'INCIDENTS':>9} {'MTBI_H':>8} "
-               f"{'TTR_H':>8}")
-    for n in data["nodes"]:
-        click.echo(f"{n['name']:<16} {n['validations']:>11} {n['incidents']:>9} "
-                   f"{_hours(n['mtbi_h']):>8} {_hours(n['ttr_h']):>8}")
+    counts = ("VALIDATIONS", "INCIDENTS", "MTBI_H", "TTR_H")
+    click.echo("\n" + text_table(
+        ("NODE", *counts, ""),
+        [(n["name"], n["validations"], n["incidents"], _hours(n["mtbi_h"]),
+          _hours(n["ttr_h"]), "") for n in data["nodes"]], right=counts))
     if data["gpus"]:
-        click.echo(f"\n{'GPU SERIAL':<16} {'NODE':<12} {'INCIDENTS':>9} {'MTBI_H':>8} "
-                   f"{'TTR_H':>8}")
-        for g in data["gpus"]:
-            click.echo(f"{g['name']:<16} {g['node']:<12} {g['incidents']:>9} "
-                       f"{_hours(g['mtbi_h']):>8} {_hours(g['ttr_h']):>8}")
+        click.echo("\n" + text_table(
+            ("GPU SERIAL", "NODE", *counts[1:], ""),
+            [(g["name"], g["node"], g["incidents"], _hours(g["mtbi_h"]), _hours(g["ttr_h"]), "")
+             for g in data["gpus"]], right=counts))
 
 
 @click.command()
