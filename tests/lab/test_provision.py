@@ -35,6 +35,7 @@ from gpuprov.lab import gdrcopy as lab_gdrcopy
 from gpuprov.lab import kernel_modules, kernel_view
 from gpuprov.lab import nodes as lab_nodes
 from gpuprov.lab.docker import container_name
+from gpuprov.lab.faults import FAULTS
 from gpuprov.lab.inventory import LAB_LOCK
 from gpuprov.lab.mirror import KEYRING_NAME
 from gpuprov.lab.paths import NODE_MIRROR_PATH
@@ -363,12 +364,11 @@ def test_drift_names_what_changed_by_hand_and_nothing_else(rack):
     assert again.returncode == 0, again.stdout      # put back: in sync again
 
 
-# two rounds of the lab's doctor faults, one per node: (node, fault, the blocker's check)
+# two rounds of the lab's doctor faults, one per node: (node, fault); the blocker's check is
+# the fault's own declaration (gpuprov/lab/faults: FaultKind.expect)
 DOCTOR_ROUNDS = [
-    [("node01", "secure-boot", "secure-boot"), ("node02", "no-headers", "kernel-headers"),
-     ("node03", "run-installer", "run-installer")],
-    [("node01", "dpkg-interrupted", "dpkg"), ("node02", "disk-full", "disk-space"),
-     ("node03", "gpu-busy", "gpu-busy")],
+    [("node01", "secure-boot"), ("node02", "no-headers"), ("node03", "run-installer")],
+    [("node01", "dpkg-interrupted"), ("node02", "disk-full"), ("node03", "gpu-busy")],
 ]
 
 
@@ -384,7 +384,7 @@ def test_doctor_blocks_on_each_fault_and_provision_refuses_without_changing_a_ho
     assert clean.returncode == 0, clean.stdout + clean.stderr
     assert blockers(clean) == {node: [] for node in NODES}
     for round_ in DOCTOR_ROUNDS:
-        for node, kind, _ in round_:
+        for node, kind in round_:
             assert gpuprov("lab", "fault", node, kind).returncode == 0, (node, kind)
         try:
             found = doctor("--json")
@@ -397,7 +397,10 @@ def test_doctor_blocks_on_each_fault_and_provision_refuses_without_changing_a_ho
                 assert gpuprov("lab", "fault", node, "--clear").returncode == 0
         assert found.returncode == text.returncode == 2, text.stdout
         assert json.loads(found.stdout)["seconds"] <= 5
-        for node, kind, check in round_:
+        for node, kind in round_:
+            expect = FAULTS[kind].expect
+            assert expect.by == "doctor", kind
+            check = expect.check
             [blocker] = blockers(found)[node]
             assert blocker["check"] == check and blocker["fix"], (kind, blocker)
             assert any(line.startswith(f"{node}: blocker: {check}: ") and "; fix: " in line

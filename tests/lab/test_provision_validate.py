@@ -28,6 +28,7 @@ import yaml
 from junitparser import JUnitXml
 from prometheus_client.parser import text_string_to_metric_families
 
+from gpuprov.lab.faults import FAULTS
 from gpuprov.ledger import Ledger
 from gpuprov.model import HARDWARE_ACTIONS
 from tests.conftest import BIN, REPO, gpuprov
@@ -282,68 +283,55 @@ def test_the_fabric_test_names_a_slow_node_and_fails_fast_on_a_dead_link(rack):
         clear(rack, *NODES)
 
 
-# (node, fault kind, GPU or None) per round, and the check each must fail. A node's second
-# fault in a round is seen by a check of its own; the nodes of a round are validated
-# together.
+# (node, fault kind, GPU or None) per round; the check each must fail, its action and its
+# words are the fault's own declaration (gpuprov/lab/faults: FaultKind.expect). A node's
+# second fault in a round is seen by a check of its own; the nodes of a round are
+# validated together.
 ROUNDS = [
-    [("node01", "missing-gpu", 3, "gpu_inventory"), ("node02", "nvlink-down", 2, "nvlink_status"),
-     ("node03", "pcie-degraded", 1, "pcie_link")],
-    [("node01", "ecc-uncorrectable", 5, "ecc"), ("node02", "row-remap-pending", 1, "ecc"),
-     ("node03", "burn-errors", 2, "gpu_burn")],
-    [("node01", "slow-gpu", 6, "gpu_burn"), ("node02", "driver-mismatch", None, "driver_version"),
-     ("node03", "ddp-broken", None, "ddp_smoke"),
+    [("node01", "missing-gpu", 3), ("node02", "nvlink-down", 2),
+     ("node03", "pcie-degraded", 1)],
+    [("node01", "ecc-uncorrectable", 5), ("node02", "row-remap-pending", 1),
+     ("node03", "burn-errors", 2)],
+    [("node01", "slow-gpu", 6), ("node02", "driver-mismatch", None),
+     ("node03", "ddp-broken", None),
      # an RDMA link that flaps during the soak (issue 40): its sysfs counters grow
-     ("node01", "ib-link-flap", None, "ib_counters")],
+     ("node01", "ib-link-flap", None)],
     # kernel faults, all logged before the run starts (same boot): each still rejects
-    [("node01", "fallen-off-bus", 2, "kernel_log"), ("node02", "gsp-timeout", 5, "kernel_log"),
-     ("node03", "aer", 1, "kernel_log"),
+    [("node01", "fallen-off-bus", 2), ("node02", "gsp-timeout", 5),
+     ("node03", "aer", 1),
      # and one whose symbol errors grow under the soak's load (issue 40)
-     ("node02", "ib-symbol-errors", None, "ib_counters")],
-    [("node01", "sxid", None, "kernel_log"), ("node02", "nic-degraded", None, "nics"),
-     ("node03", "xid", 2, "kernel_log"),
+     ("node02", "ib-symbol-errors", None)],
+    [("node01", "sxid", None), ("node02", "nic-degraded", None),
+     ("node03", "xid", 2),
      # firmware below the lab lock's minimum (issue 40), read from sysfs where ibstat is
      # absent (issue 55: the CA type from hca_type, so ConnectX minimums still apply)
-     ("node01", "firmware-old", None, "firmware"), ("node01", "ibstat-absent", None, "firmware")],
-    [("node01", "nic-down", None, "nics"), ("node02", "fabric-degraded", None, "nvswitch"),
-     ("node03", "reset-required", 0, "gpu_reset_required"),
+     ("node01", "firmware-old", None), ("node01", "ibstat-absent", None)],
+    [("node01", "nic-down", None), ("node02", "fabric-degraded", None),
+     ("node03", "reset-required", 0),
      # GPUDirect's host settings (issue 40): ACS back on above one GPU, peermem unloaded,
      # a GPU's DMA translated by the IOMMU
-     ("node01", "acs-enabled", 4, "pcie_acs"), ("node02", "peermem-missing", None,
-                                                  "gpudirect_rdma"),
-     ("node03", "iommu-translated", 2, "iommu"),
+     ("node01", "acs-enabled", 4), ("node02", "peermem-missing", None),
+     ("node03", "iommu-translated", 2),
      # the CPUs at powersave after provisioning set performance (issue 40)
-     ("node03", "cpu-powersave", None, "cpu_governor")],
+     ("node03", "cpu-powersave", None)],
     # DCGM (installed by the rack's lock): its level-2 memory test fails on one GPU; a
     # machine check whose log lines rotated away leaves only the kernel's taint
-    [("node02", "dcgm-fail", 4, "dcgm_diag"), ("node01", "machine-check", None, "kernel_taint"),
+    [("node02", "dcgm-fail", 4), ("node01", "machine-check", None),
      # a GPU lost under load: nvidia-smi after the soak fails as a real one does (issue 36)
-     ("node03", "gpu-lost-in-soak", 1, "gpu_inventory"),
+     ("node03", "gpu-lost-in-soak", 1),
      # a GPU whose NIC sits on the other socket (issue 40): named by topo -m
-     ("node01", "nic-far", 5, "gpu_nic_affinity")],
+     ("node01", "nic-far", 5)],
     # weak GPUs (issue 39), seen only under load by the soak's telemetry, by nvbandwidth's
     # GPU-to-GPU copies, and by DCGM's memtest (level 4: the round runs --dcgm-level 4)
-    [("node01", "thermal-outlier", 3, "load_thermal"), ("node02", "power-capped", 5, "load_power"),
-     ("node03", "clock-throttle", 2, "load_throttle"),   # node03: L40S, 4 GPUs
-     ("node01", "slow-d2d", 6, "nvbandwidth"), ("node02", "hbm-errors", 1, "dcgm_diag"),
+    [("node01", "thermal-outlier", 3), ("node02", "power-capped", 5),
+     ("node03", "clock-throttle", 2),   # node03: L40S, 4 GPUs
+     ("node01", "slow-d2d", 6), ("node02", "hbm-errors", 1),
      # silent data corruption (issue 56): one GPU's products wrong in one low bit, below
      # gpuprov; its numeric fingerprint differs from its siblings'
-     ("node01", "sdc", 4, "numeric_fingerprint"),
+     ("node01", "sdc", 4),
      # GDRCopy's gdrdrv gone (issue 40): its own tests fail at gdr_open
-     ("node03", "gdrdrv-unloaded", None, "gdrcopy")],
+     ("node03", "gdrdrv-unloaded", None)],
 ]
-# the action each of those rounds' faults must recommend
-ACTIONS = {"fallen-off-bus": "reboot", "gpu-lost-in-soak": "reboot", "gsp-timeout": "reset-gpu",
-           "aer": "reseat-or-inspect",
-           "sxid": "reboot", "reset-required": "reset-gpu", "xid": "reset-gpu",
-           "nic-down": "reseat-or-inspect", "nic-degraded": "reseat-or-inspect",
-           "fabric-degraded": "reboot", "dcgm-fail": "rma", "hbm-errors": "rma",
-           "slow-d2d": "reseat-or-inspect", "machine-check": "reseat-or-inspect",
-           "ib-symbol-errors": "reseat-or-inspect", "ib-link-flap": "reseat-or-inspect",
-           "acs-enabled": "none", "peermem-missing": "none", "firmware-old": "none",
-           "ibstat-absent": "none",
-           "iommu-translated": "none", "cpu-powersave": "none",
-           "nic-far": "reseat-or-inspect", "gdrdrv-unloaded": "none",
-           "sdc": "reseat-or-inspect"}
 # what DCGM's health watches (dcgmi health -c) report for the faults they watch
 DCGM_HEALTH_SEES = {"ecc-uncorrectable": "Memory system: Detected 1 volatile double-bit ECC "
                                          "error(s) in GPU 5.",
@@ -355,76 +343,39 @@ DCGM_HEALTH_SEES = {"ecc-uncorrectable": "Memory system: Detected 1 volatile dou
                                                 "nic-fabric-reset", "dcgm-taint", "weak-gpus"])
 def test_each_fault_is_rejected_with_its_check_naming_the_gpu(rack, round_):
     try:
-        for node, kind, gpu, _ in round_:
+        for node, kind, gpu in round_:
             fault(node, kind, gpu)
         level = ("--dcgm-level", "4") if any(k == "hbm-errors" for _, k, *_ in round_) else ()
         nodes = report_of(rack.validate(*dict.fromkeys(node for node, *_ in round_), "--json",
                                         *level))
     finally:
         clear(rack, *NODES)
-    for node, kind, gpu, check_id in round_:
+    for node, kind, gpu in round_:
         result = nodes[node]
         assert result["verdict"] == "rejected", (node, kind)
         failing = blocking(result)
-        assert check_id in failing, (node, kind, list(failing))
-        named = failing[check_id]["gpu"]
-        if kind in ACTIONS:
-            assert failing[check_id]["action"] == ACTIONS[kind], (node, kind, failing[check_id])
-        if kind in DCGM_HEALTH_SEES:  # DCGM's health watches saw it over the validation too
-            assert DCGM_HEALTH_SEES[kind] in failing["dcgm_health"]["summary"], (node, kind)
-        if kind == "dcgm-fail":       # the test and its section, with DCGM's own text
-            assert "memory (Hardware) on GPU 4" in failing[check_id]["summary"]
-            assert "A memory mismatch was detected on GPU 4" in failing[check_id]["summary"]
-        if kind == "hbm-errors":      # memtest, run at level 4 only, shown under Stress
-            assert "memtest (Stress) on GPU 1" in failing[check_id]["summary"]
-        if kind == "slow-d2d":        # nvbandwidth's GPU-to-GPU figure, against its peers
-            assert "GPU to GPU" in failing[check_id]["summary"] and "below the node median" \
-                in failing[check_id]["summary"]
-        if kind == "machine-check":   # the taint alone: nothing in the kernel log
-            assert "M: the processor reported a machine check" in failing[check_id]["summary"]
-            assert "kernel_log" not in failing, failing["kernel_log"]
-        if kind in ("nic-down", "nic-degraded"):   # the NIC port, named in the summary
-            assert "NIC mlx5_0 port 1" in failing[check_id]["summary"]
-        elif kind.startswith("ib-"):   # the port and the counters that grew in the soak
-            grown = {"ib-symbol-errors": "symbol_error +137",
-                     "ib-link-flap": "link_error_recovery +1, link_downed +1"}[kind]
-            assert f"NIC mlx5_0 port 1: {grown} during the soak" in failing[check_id][
-                "summary"], failing[check_id]
-        elif kind == "acs-enabled":   # the switch port and the GPU below it
-            assert "ACS redirect on at bridge 0000:" in failing[check_id]["summary"]
-            assert named and named["index"] == gpu, failing[check_id]
-        elif kind == "firmware-old":   # the port, the switch, each firmware and its minimum
-            assert "NIC mlx5_0 port 1 (MT_0000000838): firmware 28.35.1002 below the locked " \
-                "minimum 28.39.1002" in failing[check_id]["summary"], failing[check_id]
-            assert "NVSwitch 0000:05:00.0 (10de:22a3): firmware 96.10.3b.00.01 below the " \
-                "locked minimum 96.10.3f.00.01" in failing[check_id]["summary"], failing[check_id]
-        elif kind == "ibstat-absent":   # the ports as the sysfs fallback printed them
+        expect = FAULTS[kind].expect
+        if expect is None:   # seen by no check of its own: what its fallback read
+            assert kind == "ibstat-absent", kind   # the ports as the sysfs fallback printed
             listing = (Path(result["evidence_dir"]) / "ibstat.txt").read_text()
             assert "CA type: MT4129" in listing and "Number of ports" not in listing, listing
-        elif kind == "nic-far":       # the GPU, and its nearest NICs now across the socket
-            assert "no NIC within PXB (nearest mlx5_4 NODE, mlx5_6 NODE" in \
-                failing[check_id]["summary"], failing[check_id]
+            continue
+        check_id = expect.check
+        assert check_id in failing, (node, kind, list(failing))
+        named = failing[check_id]["gpu"]
+        if expect.action is not None:
+            assert failing[check_id]["action"] == expect.action, (node, kind, failing[check_id])
+        for words in expect.words(gpu):
+            assert words in failing[check_id]["summary"], (node, kind, words, failing[check_id])
+        if kind in DCGM_HEALTH_SEES:  # DCGM's health watches saw it over the validation too
+            assert DCGM_HEALTH_SEES[kind] in failing["dcgm_health"]["summary"], (node, kind)
+        if kind == "machine-check":   # the taint alone: nothing in the kernel log
+            assert "kernel_log" not in failing, failing["kernel_log"]
+        if kind in ("acs-enabled", "nic-far"):   # the GPU below the switch port, or far
             assert named and named["index"] == gpu, failing[check_id]
-        elif kind == "cpu-powersave":   # every CPU, with the governor it runs
-            assert failing[check_id]["summary"].startswith(
-                "CPUs 0-7: governor powersave, not performance"), failing[check_id]
-        elif kind == "gdrdrv-unloaded":   # every test of the suite, and the module
-            assert failing[check_id]["summary"].startswith(
-                "gdrcopy_sanity: 36 of 36 tests failed (attributes_sanity"), failing[check_id]
-            assert "gdrdrv not loaded" in failing[check_id]["summary"]
-        elif kind == "peermem-missing":
-            assert "nvidia_peermem not loaded" in failing[check_id]["summary"]
-        elif kind == "sxid":          # an NVSwitch, named in the summary
-            assert "NVSwitch" in failing[check_id]["summary"] and "SXid 12028" in failing[
-                check_id]["summary"]
         elif kind == "fallen-off-bus":   # gone from the driver: named by its PCI address
             assert named and named["bus_id"] and named["index"] is None
-            assert "fallen off the bus" in failing[check_id]["summary"]
         elif kind == "gpu-lost-in-soak":   # nvidia-smi's own words, the GPU named
-            summary = failing[check_id]["summary"]
-            assert "no nvidia-smi report after the soak" in summary, summary
-            assert "nvidia-smi failed (exit status 15): Unable to determine the device handle" \
-                in summary, summary
             assert named and named["index"] == gpu, failing[check_id]
             assert failing["gpu_burn"]["summary"].find("died during the soak") >= 0
             assert "fallen off the bus" in failing["kernel_log"]["summary"]

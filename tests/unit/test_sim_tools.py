@@ -77,7 +77,7 @@ def test_a_gpu_lost_under_load_dies_in_gpu_burn_and_nvidia_smi_then_fails_on_it(
     hw, save = sim_node
     kernel_log = tmp_path / "kern.log"
     monkeypatch.setattr(node, "KERNEL_LOG", str(kernel_log))
-    _, undo = faults._gpu_lost_in_soak(None, hw, hw["gpus"][3])
+    _, undo = faults.gpu._gpu_lost_in_soak(None, hw, hw["gpus"][3])
     save(hw)
     assert nvidia_smi.main(["-q", "-x"]) == 0       # healthy until loaded
     capsys.readouterr()
@@ -502,7 +502,7 @@ def test_a_flapping_link_s_counters_grow_over_the_lab_s_soak_as_sysfs_shows_them
     from gpuprov.parsers.ib_counters import parse_ib_counters
 
     hw, save = sim_node
-    faults._ib_link_flap(None, hw, None)
+    faults.network._ib_link_flap(None, hw, None)
     save(hw)
     script = tmp_path / "ib-counters"
     script.write_text(kernel_view._IB_COUNTERS_SCRIPT.replace(NODE_LAB_DIR, str(tmp_path)))
@@ -640,3 +640,23 @@ def test_fabric_manager_s_start_script_starts_the_subnet_manager_on_nvlink5_only
     assert start() == 0 and started == ["nvlsm.pid", "fm.pid.new"]
     assert capsys.readouterr().out == ('Detected NVL5+ system\nStarted "Nvidia NVLink Subnet '
                                        'Manager"\n')
+
+
+def test_every_fault_s_expectation_names_a_check_and_an_action_that_exist():
+    """The lab tests hold each fault to its declared expectation (gpuprov/lab/faults): a
+    check id or action mistyped there would only show in a lab run; here it shows at once."""
+    from gpuprov.checks.catalog import check_ids
+    from gpuprov.doctor.findings import DOCTOR
+    from gpuprov.lab.faults import FAULTS
+    from gpuprov.model import Action
+
+    checks = {"validate": set(check_ids()),
+              "doctor": {i for c in DOCTOR.checks for i in (c.id, *c.also)}}
+    declared = {name: f.expect for name, f in FAULTS.items() if f.expect is not None}
+    assert len(declared) >= 40
+    for name, expect in declared.items():
+        assert expect.check in checks[expect.by], (name, expect)
+        assert expect.action is None or expect.action in {str(a) for a in Action}, (name, expect)
+    # a GPU's words name the GPU the fault was put on
+    assert FAULTS["dcgm-fail"].expect.words(4) == ["memory (Hardware) on GPU 4",
+                                                   "A memory mismatch was detected on GPU 4"]
