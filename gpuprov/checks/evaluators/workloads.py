@@ -62,10 +62,14 @@ def gpu_burn(ctx: Context, r: Results) -> CheckResult:
                                    f"(limit {ctx.profile['max_temp_c']} C)"))
     # GPUs the log does not cover: what it could not show, never a finding (issue 67)
     gaps: list[tuple[int | None, str]] = []
-    # (a GPU missing from the log is coverage's, checks/coverage.py)
-    if run.finished and run.tested_count != ctx.profile.gpu_count:
-        gaps.append((None, f"gpu-burn says it tested {run.tested_count} GPUs, profile "
-                           f"expects {ctx.profile.gpu_count}"))
+    # (a GPU missing from the log is coverage's, checks/coverage.py: only it and
+    # gpu_inventory hold a file's GPUs to the profile's count); a log that says it tested
+    # fewer GPUs than its final list names cannot say which of them it tested (one that
+    # names fewer leaves GPUs out of the list: coverage names them)
+    listed = sum(1 for g in run.gpus.values() if g.verdict)
+    if run.finished and run.tested_count < listed:
+        gaps.append((None, f"gpu-burn says it tested {run.tested_count} GPUs, its final list "
+                           f"names {listed}"))
     rates = {g.index: g.gflops for g in gpus if g.gflops}
     if rates:
         median, below = below_node_median(rates, spec["max_spread_pct"])
@@ -109,7 +113,8 @@ def gpu_burn_build(ctx: Context, r: Results) -> CheckResult:
             "wherever torch sees CUDA GPUs (gloo only where it sees none); from two ranks "
             "on, an all-reduce bus bandwidth that is a number at the profile's floor (one "
             "rank has no peer to measure); under any backend, a bus bandwidth reported that "
-            "is not a number (NaN, infinity) is a failed measurement (fix-setup)")
+            "is not a number (NaN, infinity) is a failed measurement, and fewer ranks than "
+            "GPUs tested fewer GPUs (both fix-setup)")
 def ddp_smoke(ctx: Context, r: Results) -> CheckResult:
     result = ctx.evidence.read(DDP_JSON)
     values = dict(result)
@@ -125,7 +130,9 @@ def ddp_smoke(ctx: Context, r: Results) -> CheckResult:
                         "GPU(s): the GPUs' collectives were not tested", values)
     expected = ctx.profile.gpu_count if result["backend"] == "nccl" else result["world_size"]
     if result["world_size"] != expected:
-        return r.fail(f"DDP ran {result['world_size']} ranks, expected {expected}", values)
+        # ranks that never joined tested nothing of their GPUs: what the run could not
+        # show (a GPU gone is gpu_inventory's finding, not DDP's)
+        return r.unseen(f"DDP ran {result['world_size']} ranks, expected {expected}", values)
     busbw = result.get("allreduce_busbw_gbps")
     floor = ctx.profile["ddp"]["busbw_min_gbps"]
     if result["backend"] == "nccl" and result["world_size"] > 1:

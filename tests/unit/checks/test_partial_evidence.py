@@ -124,7 +124,7 @@ CASES = [
      f"{GPU7} missing from gpu-burn.log"),
     ("burn-tested-7", edit_text("gpu-burn.log", lambda t: t.replace("Tested 8 GPUs:",
                                                                     "Tested 7 GPUs:")),
-     "gpu_burn", "gpu-burn says it tested 7 GPUs, profile expects 8"),
+     "gpu_burn", "gpu-burn says it tested 7 GPUs, its final list names 8"),
     ("burn-no-progress-column", edit_text("gpu-burn.log", without_last_progress_column),
      "gpu_burn", f"{GPU7} missing from gpu-burn.log"),
     ("telemetry-one-loaded-sample", lambda n: replace(n, "gpu-telemetry.csv", telemetry(1)),
