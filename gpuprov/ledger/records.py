@@ -22,7 +22,7 @@ class DriftReport:
 class SlurmAction:
     host: str
     node: str             # its Slurm node name
-    action: str           # drain | resume | restore | keep | hold-back | refuse
+    action: str           # drain | resume | restore | keep | hold-back | refuse | publish
     reason: str
     result: str           # done | failed | shadow | none (nothing to do)
     detail: str = ""

@@ -112,6 +112,20 @@ class Slurm:
                         "--nodelist", ",".join(names), "--format", "%i|%u|%j|%N"])
         return [Job(*line.split("|", 3)) for line in out.splitlines() if line.strip()]
 
+    def extras(self) -> dict[str, str]:
+        """Each node's `Extra` (Slurm 22.05 and later): free text, "" where unset (sinfo
+        prints `(null)`); last in the format, so a `|` in it is kept."""
+        out = self.run(["sinfo", "--noheader", "--Node", "--Format", "NodeList:|,Extra:"])
+        found = {}
+        for line in out.splitlines():
+            if line.strip():
+                name, _, extra = line.partition("|")
+                found[name] = "" if extra == "(null)" else extra
+        return found
+
+    def set_extra(self, name: str, extra: str) -> None:
+        self.run(["scontrol", "update", f"NodeName={name}", f"Extra={extra}"])
+
     def drain(self, name: str, reason: str) -> None:
         self.run(["scontrol", "update", f"NodeName={name}", "State=DRAIN",
                   f"Reason={reason}"])

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from gpuprov.hardware_history import Offender, quarantine_reason
 from gpuprov.ledger import Ledger, SlurmAction
+from gpuprov.lifecycle import NodeStatus
 from gpuprov.model import HostOutcome, NodeResult
 from gpuprov.settings import SlurmSettings
 from gpuprov.slurm import policy
@@ -130,6 +131,37 @@ class SlurmGate:
             self._carry_out(Step(host, name, "drain",
                                  policy.holding_reason(policy.shorten(what), self.run_id)))
 
+    def publish(self, statuses: dict[str, NodeStatus]) -> None:
+        """Each judged node's state on its Slurm node, for schedulers and people: `Extra`
+        JSON with gpuprov_state (an acceptance with observed findings says so), gpuprov_run
+        and gpuprov_until (one `sinfo`, then one `scontrol update` per node)."""
+        names = {host: self.names[host] for host in statuses if host in self.names}
+        try:
+            current = self.slurm.extras() if names else {}
+        except SlurmError as exc:
+            for host, name in names.items():
+                self._record(Step(host, name, "publish", "Extra not read"), "failed", str(exc))
+            return
+        for host, name in names.items():
+            status = statuses[host]
+            run_id = status.verdict.run_id if status.verdict else self.run_id
+            extra = policy.extra_for(current.get(name, ""), str(status.state), run_id,
+                                     status.expires_at)
+            if extra is None:
+                self._record(Step(host, name, "keep", "Extra is another tool's, not JSON: "
+                                                      f"{policy.shorten(current[name])}"), "none")
+                continue
+            step = Step(host, name, "publish", extra)
+            if self.shadow:
+                self._record(step, "shadow")
+                continue
+            try:
+                self.slurm.set_extra(name, extra)
+            except SlurmError as exc:
+                self._record(step, "failed", str(exc))
+                continue
+            self._record(step, "done")
+
     def release_unjudged(self, judged: set[str]) -> None:
         """Nodes drained to run that got no verdict (the run stopped early): put back."""
         for host, name in self.names.items():
@@ -153,7 +185,7 @@ class SlurmGate:
                  "failed": f" FAILED: {detail}"}[result]
         verb = {"drain": "drained", "resume": "resumed", "restore": "put back in service",
                 "keep": "left as it is", "hold-back": "not drained (circuit breaker)",
-                "refuse": "not run"}[step.action]
+                "refuse": "not run", "publish": "Extra set"}[step.action]
         self.say(f"slurm: {step.host}: {verb}{words}: {step.reason}")
         self.ledger.record_slurm(self.run_id, SlurmAction(
             step.host, step.node, step.action, step.reason, result, detail))

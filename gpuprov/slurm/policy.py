@@ -16,7 +16,9 @@ Pure functions (gate.py carries them out), so every rule is tested without a clu
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 
 from gpuprov.errors import InputError
 from gpuprov.model import NodeResult, Verdict
@@ -30,7 +32,7 @@ SUMMARY_MAX = 160           # Slurm shows the reason in sinfo/scontrol: keep it 
 class Step:
     host: str               # the inventory host
     node: str               # its Slurm node name
-    action: str             # drain | resume | restore | keep | hold-back
+    action: str             # drain | resume | restore | keep | hold-back | publish
     reason: str             # the drain reason set, or why nothing is done
 
     @property
@@ -80,6 +82,28 @@ def to_hold(names: dict[str, str], cluster: dict[str, SlurmNode], purpose: str,
     """Drain every node in service before the run; the others are already out of it."""
     return [Step(host, name, "drain", holding_reason(purpose, run_id))
             for host, name in names.items() if cluster[name].in_service]
+
+
+# the keys gpuprov owns in a node's `Extra` JSON; any other key is left as it was
+EXTRA_PREFIX = "gpuprov_"
+
+
+def extra_for(current: str, state: str, run_id: str, until: float | None) -> str | None:
+    """The node's `Extra` with gpuprov's keys set to its state (nodes' vocabulary), the run
+    that judged it and when its acceptance ends (ISO 8601; null: never, or no acceptance),
+    other keys kept; None where the node's `Extra` is another tool's text that is not a JSON
+    object: never overwritten, as another tool's drain reason is not."""
+    try:
+        doc = json.loads(current) if current else {}
+    except ValueError:
+        return None
+    if not isinstance(doc, dict):
+        return None
+    ends = datetime.fromtimestamp(until, UTC).isoformat(timespec="seconds") if until else None
+    doc = {k: v for k, v in doc.items() if not k.startswith(EXTRA_PREFIX)}
+    doc |= {f"{EXTRA_PREFIX}state": state, f"{EXTRA_PREFIX}run": run_id,
+            f"{EXTRA_PREFIX}until": ends}
+    return json.dumps(doc, separators=(",", ":"), sort_keys=True)
 
 
 def after_verdicts(names: dict[str, str], before: dict[str, SlurmNode],

@@ -21,7 +21,7 @@ from gpuprov.escalation import escalate, escalate_offender
 from gpuprov.evidence import Evidence
 from gpuprov.inventory import Inventory
 from gpuprov.ledger import Ledger, RunRecord
-from gpuprov.lifecycle import quarantine
+from gpuprov.lifecycle import node_statuses, quarantine
 from gpuprov.lock import Lock
 from gpuprov.metrics import publish_after_run
 from gpuprov.model import CheckResult, NodeResult, Status, Verdict
@@ -163,6 +163,8 @@ def validate(request: ValidationRequest, say: Say, warn: Say) -> ValidationRun:
         judged = {r.node: r for r in ledger.node_results(plan.run_id)}
         tripped = gate.act_on(judged, quarantine(ledger, time.time()))
         gate.release_unjudged(set(judged))
+        statuses = node_statuses(ledger, time.time(), judged)
+        gate.publish({host: statuses[host] for host in judged})
     publish_after_run(ledger, request.metrics_dir, request.inventory.hosts(), warn)
     return ValidationRun(ledger.run(plan.run_id), ledger.node_results(plan.run_id),
                          request.hosts, tripped)

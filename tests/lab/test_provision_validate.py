@@ -672,6 +672,14 @@ def test_slurm_drains_the_rejected_resumes_the_accepted_and_keeps_another_reason
     history = slurm.rack.cli("nodes", "node02").stdout
     assert [run_id, "drain", "done"] in [row.split()[3:6] for row in history.splitlines()
                                           if row.split()[2:3] == ["slurm"]]
+    # each node's state, this run and its acceptance's end on the node itself (`Extra`)
+    extras = {name: json.loads(extra) for name, _, extra in (
+        line.partition("|") for line in slurm.head(
+            "sinfo --noheader --Node --Format 'NodeList:|,Extra:'").splitlines())}
+    assert {n: (extras[n]["gpuprov_state"], extras[n]["gpuprov_run"]) for n in NODES} == {
+        "node01": ("accepted", run_id), "node02": ("rejected", run_id),
+        "node03": ("accepted", run_id)}, extras
+    assert extras["node02"]["gpuprov_until"] is None
 
     again = slurm.validate("node02")                            # fixed: accepted, resumed
     assert again.returncode == 0, again.stdout[-2000:]

@@ -293,3 +293,53 @@ def test_slurmctld_gone_after_the_run_needs_steps_only_where_verdicts_change_slu
     assert [(s.node, s.action) for s in steps] == [
         ("node01", "resume"), ("node02", "drain"), ("node04", "resume")]
     assert steps[1].reason.startswith("gpuprov: ecc: GPU 5")
+
+
+# --- each judged node's state on its Slurm node (`Extra`) ----------------------------------
+
+def test_sinfo_extra_capture_reads_json_another_tool_s_text_and_unset():
+    extras = Replayed({"sinfo": captured("sinfo-extra.txt")}).extras()
+    assert extras["node01"].startswith('{"gpuprov_state":"accepted"')
+    assert extras["node02"] == "site tag with spaces | and a bar"   # a `|` of its own kept
+    assert extras["node03"] == ""                                   # sinfo prints (null)
+
+
+def test_extra_sets_gpuprov_s_keys_keeps_others_and_never_overwrites_another_tool_s_text():
+    ours = policy.extra_for("", "accepted-observed", "v2", None)
+    assert ours == '{"gpuprov_run":"v2","gpuprov_state":"accepted-observed","gpuprov_until":null}'
+    kept = policy.extra_for('{"gpuprov_state":"rejected","gpuprov_run":"v1","rack":"r07"}',
+                            "accepted", "v2", 1798526520.0)
+    assert kept == ('{"gpuprov_run":"v2","gpuprov_state":"accepted",'
+                    '"gpuprov_until":"2026-12-29T06:42:00+00:00","rack":"r07"}')
+    assert policy.extra_for("site tag with spaces | and a bar", "accepted", "v2", None) is None
+    assert policy.extra_for("[1, 2]", "accepted", "v2", None) is None
+
+
+def test_publish_sets_extra_per_node_records_it_and_leaves_another_tool_s_extra(tmp_path):
+    from gpuprov.lifecycle import NodeState, NodeStatus
+    from gpuprov.settings import SlurmSettings
+    from gpuprov.slurm.gate import SlurmGate
+
+    ledger = Ledger(tmp_path / "ledger.sqlite3")
+    ledger.start_run("v2", "validate", "inv", ["node01", "node02", "node03"], {}, {}, None)
+    said: list[str] = []
+    gate = SlurmGate(SlurmSettings(), ledger, "v2", NAMES, False, said.append)
+    gate.slurm = Replayed({"sinfo": captured("sinfo-extra.txt")})
+    statuses = {host: NodeStatus(host, state, result(host, verdict), None, None, None)
+                for host, state, verdict in (
+                    ("node01", NodeState.ACCEPTED_OBSERVED, Verdict.ACCEPTED),
+                    ("node02", NodeState.ACCEPTED, Verdict.ACCEPTED),
+                    ("node03", NodeState.REJECTED, Verdict.REJECTED))}
+    gate.publish(statuses)
+    updates = [argv for argv in gate.slurm.ran if argv[0] == "scontrol"]
+    assert updates == [
+        ["scontrol", "update", "NodeName=node01",
+         'Extra={"gpuprov_run":"v1","gpuprov_state":"accepted-observed","gpuprov_until":null,'
+         '"rack":"r07"}'],
+        ["scontrol", "update", "NodeName=node03",
+         'Extra={"gpuprov_run":"v1","gpuprov_state":"rejected","gpuprov_until":null}']]
+    actions = [(a.node, a.action, a.result) for a in ledger.slurm_actions("v2")]
+    assert actions == [("node01", "publish", "done"), ("node02", "keep", "none"),
+                       ("node03", "publish", "done")]
+    assert any(line.startswith("slurm: node02: left as it is: Extra is another tool's")
+               for line in said), said
