@@ -48,8 +48,8 @@ def nics(ctx: Context) -> list[NicPort]:
     told apart, every port: the node's checks fail for it, the record keeps what was seen)."""
     ports = _readable(lambda: ctx.evidence.read(NICS), None) or []
     try:
-        bridges = _readable(lambda: bridge_adapters(ctx), frozenset())
-    except BridgesUnknown:
+        bridges = bridge_adapters(ctx)
+    except (BridgesUnknown, ParseError):
         bridges = frozenset()
     ports = [p for p in ports if p.ca not in bridges]
     psids = attribute(_readable(lambda: ctx.evidence.read(BOARD_IDS), None) or {},
@@ -63,11 +63,10 @@ def nvswitches(ctx: Context) -> list[NvSwitchPart]:
     tree = _readable(lambda: ctx.evidence.read(LSPCI_VVV), None)
     if tree is None:
         return []
-    switches = sorted(f.bdf for f in tree.nvswitches())
     serials = {f.bdf: f.serial for f in tree.nvswitches()}
     versions = attribute(_readable(lambda: ctx.evidence.read(NVSWITCH_INFO), None) or {},
-                         switches)
-    return [NvSwitchPart(bdf, serials.get(bdf), versions.get(bdf)) for bdf in switches]
+                         sorted(serials))
+    return [NvSwitchPart(bdf, serials[bdf], versions.get(bdf)) for bdf in sorted(serials)]
 
 
 def from_values(values: Callable[[str], dict], gpus_listed: list[GpuRecord]
