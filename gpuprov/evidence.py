@@ -13,7 +13,6 @@ raises ParseError naming the file.
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import json
 import pkgutil
@@ -23,6 +22,7 @@ from typing import Any
 
 from gpuprov import parsers
 from gpuprov.errors import InputError
+from gpuprov.files import manifest
 from gpuprov.parsers.errors import ParseError
 from gpuprov.parsers.kind import REAL_TOOL, STAGES, EvidenceKind
 from gpuprov.parsers.smi_gpu import SMI_BEFORE
@@ -87,8 +87,7 @@ class Evidence:
         """Every file under the directory, by its path in it, and its SHA-256: what was
         judged, recorded with the verdict, so that what is certified later is shown to be
         it (issue 67)."""
-        return {str(f.relative_to(self.dir)): hashlib.sha256(f.read_bytes()).hexdigest()
-                for f in sorted(self.dir.rglob("*")) if f.is_file() and not f.is_symlink()}
+        return manifest(self.dir)
 
     def read(self, kind: EvidenceKind) -> Any:
         """The parsed file; None when it was not collected."""

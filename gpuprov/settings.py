@@ -10,6 +10,10 @@ no file means no settings. Sections:
       ssh_config: ~/.ssh/config # the SSH client configuration for it (default: ssh's own)
       drain_timeout_s: 600      # how long to wait for a drained node's jobs to end
       max_drain_share: 0.2      # circuit breaker: most of a partition one run may drain
+      shared_dir: /shared/gpuprov  # validate --via slurm: the same path on every node
+      collector: /opt/gpuprov/bin/gpuprov  # gpuprov on the nodes (the controller's version)
+      known_hosts: ~/.ssh/known_hosts      # the nodes' host keys (their results' signers)
+      poll_s: 5                 # how often a campaign asks Slurm for its jobs
     ansible:
       strategy: mitogen         # mitogen (default) or linear: Ansible's own, without Mitogen
     acceptance:
@@ -45,7 +49,8 @@ KNOWN = {"acceptance": {"valid_for", "profiles"},
          "metrics": {"textfile_dir"},
          "observe": {"checks", "profiles"},
          "offenders": {"rejections", "within"},
-         "slurm": {"ssh_host", "ssh_config", "drain_timeout_s", "max_drain_share"}}
+         "slurm": {"ssh_host", "ssh_config", "drain_timeout_s", "max_drain_share",
+                   "shared_dir", "collector", "known_hosts", "poll_s"}}
 
 
 def config_path() -> Path:
@@ -103,6 +108,13 @@ class SlurmSettings:
     ssh_config: str | None = None
     drain_timeout_s: float = 600
     max_drain_share: float = 0.2
+    # `validate --via slurm`: a directory at the same path on this machine and every node,
+    # writable by the jobs (None: no campaign); the collector's command on the nodes; the
+    # known_hosts whose host keys authenticate the nodes' results; how often Slurm is asked
+    shared_dir: str | None = None
+    collector: str = "gpuprov"
+    known_hosts: str = "~/.ssh/known_hosts"
+    poll_s: float = 5.0
 
 
 def slurm() -> SlurmSettings:
@@ -126,11 +138,16 @@ def slurm() -> SlurmSettings:
         return float(value)
 
     ssh_config = text("ssh_config")
+    shared_dir = text("shared_dir")
     return SlurmSettings(
         ssh_host=text("ssh_host"),
         ssh_config=os.path.expanduser(ssh_config) if ssh_config else None,
         drain_timeout_s=number("drain_timeout_s", 0, 7 * 86400),
         max_drain_share=number("max_drain_share", 0, 1),
+        shared_dir=os.path.expanduser(shared_dir) if shared_dir else None,
+        collector=text("collector") or defaults.collector,
+        known_hosts=os.path.expanduser(text("known_hosts") or defaults.known_hosts),
+        poll_s=number("poll_s", 0, 3600),
     )
 
 

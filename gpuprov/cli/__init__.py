@@ -24,6 +24,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                  "input."),
     "certify": ("gpuprov.cli.certify", "certify",
                 "Sign NODE's latest acceptance: exit 0 written, 1 not accepted, 2 bad input."),
+    "collect": ("gpuprov.cli.collect", "collect",
+                "Collect this node's evidence for a campaign and sign the result: exit 0..."),
     "doctor": ("gpuprov.cli.doctor", "doctor",
                "What would make provisioning fail, read from every host in one SSH round..."),
     "drift": ("gpuprov.cli.drift", "drift",

@@ -22,6 +22,7 @@ from gpuprov.metrics import configured_textfile_dir
 from gpuprov.profiles import load_profile
 from gpuprov.slurm.cluster import Slurm, connect
 from gpuprov.slurm.policy import check_known, idle_for_recheck, slurm_names
+from gpuprov.validation import campaign
 from gpuprov.validation.service import ValidationRequest
 from gpuprov.validation.service import validate as validate_nodes
 
@@ -71,14 +72,24 @@ from gpuprov.validation.service import validate as validate_nodes
 @click.option("--evidence-dir", "evidence_root", type=click.Path(path_type=Path), metavar="DIR",
               help="Where evidence goes: DIR/<run>/<node>/ (default: the state directory's "
                    "evidence/).")
+@click.option("--via", type=click.Choice(["ssh", "slurm"]), default="ssh", show_default=True,
+              help="ssh: this machine reaches every node; slurm: a campaign of Slurm jobs "
+                   "in a maintenance reservation, one per node (docs/slurm-campaign.md).")
+@click.option("--resume", "resume_run", metavar="RUN",
+              help="With --via slurm: take up campaign RUN after its controller stopped "
+                   "(no job submitted twice, no verdict lost).")
 def validate(nodes: tuple[str, ...], all_nodes: bool, stale: bool, max_nodes: int,
              inventory_option: str | None,
              profile_name: str | None, soak_seconds: int | None, burn_in: str | None,
              soak_after_identity_failure: bool, parallel: int, as_json: bool,
              junit_path: Path | None, dcgm_level: int | None, with_fabric: bool,
              fabric_floor: float | None, with_slurm: bool, shadow: bool,
-             evidence_root: Path | None) -> None:
+             evidence_root: Path | None, via: str, resume_run: str | None) -> None:
     """Validate NODEs: exit 0 all accepted, 1 any rejected or unreachable, 2 bad input."""
+    if resume_run and via != "slurm":
+        raise InputError("--resume: only with --via slurm")
+    if via == "slurm" and (shadow or with_fabric):
+        raise InputError(f"--via slurm: not with {'--shadow' if shadow else '--fabric'}")
     if junit_path and not junit_path.parent.resolve().is_dir():
         raise InputError(f"--junit {junit_path}: directory {junit_path.parent} does not exist")
     if burn_in and (soak_seconds or dcgm_level):
@@ -87,6 +98,16 @@ def validate(nodes: tuple[str, ...], all_nodes: bool, stale: bool, max_nodes: in
     preset = burn_in_presets.load(burn_in) if burn_in else None
     if preset:
         soak_seconds, dcgm_level = preset.soak_seconds, preset.dcgm_level
+    record = campaign.CampaignRecord.load(resume_run) if resume_run else None
+    if record:
+        if nodes or all_nodes or stale or profile_name or soak_seconds or burn_in or dcgm_level:
+            raise InputError(f"--resume {resume_run}: the campaign's nodes and options are "
+                             "its own; give none")
+        inventory_option = record.inventory
+        nodes = tuple(record.hosts)
+        profile_name = record.request["profile_name"]
+        soak_seconds, dcgm_level = record.request["soak_seconds"], record.request["dcgm_level"]
+        soak_after_identity_failure = record.request["soak_after_identity_failure"]
     inventory = Inventory(resolve_inventory(inventory_option))
     if stale:
         if nodes or all_nodes:
@@ -111,12 +132,16 @@ def validate(nodes: tuple[str, ...], all_nodes: bool, stale: bool, max_nodes: in
         inventory, hosts, profile=override, profile_name=profile_name,
         soak_seconds=soak_seconds, soak_after_identity_failure=soak_after_identity_failure,
         parallel=parallel, dcgm_level=dcgm_level, fabric=with_fabric,
-        fabric_floor=fabric_floor, slurm=site_settings.slurm() if with_slurm else None,
+        fabric_floor=fabric_floor,
+        slurm=site_settings.slurm() if with_slurm or via == "slurm" else None,
         shadow=shadow, evidence_root=evidence_root, metrics_dir=metrics_dir,
         json_progress=as_json, burn_in=preset.name if preset else None, stale=stale)
     out = sys.stderr if as_json else sys.stdout
-    done = validate_nodes(request, lambda line: print(line, file=out, flush=True),
-                          lambda line: click.echo(line, err=True))
+    say = lambda line: print(line, file=out, flush=True)  # noqa: E731
+    if via == "slurm":
+        done = campaign.run_campaign(request, say, resume_run)
+    else:
+        done = validate_nodes(request, say, lambda line: click.echo(line, err=True))
     if junit_path:
         junit_path.write_text(report.as_junit(done.run, done.results))
     if as_json:

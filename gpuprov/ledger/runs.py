@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import time
 
+from gpuprov.errors import InputError
 from gpuprov.ledger.base import LedgerBase
 from gpuprov.ledger.records import RunRecord, busy
 from gpuprov.model import HostOutcome
@@ -34,6 +35,34 @@ class RunsRepository(LedgerBase):
         except BaseException:
             self.store.release()
             raise
+
+    def adopt_run(self, run_id: str) -> RunRecord:
+        """Take over a run whose process is gone (`validate --via slurm --resume`): it
+        goes on under this process's claim; refused for a run that finished or still runs."""
+        with self._connect() as db:
+            row = db.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+        if row is None:
+            raise InputError(f"ledger {self.store.location}: no run {run_id}")
+        if row["status"] != "running":
+            raise InputError(f"run {run_id} has {row['status']}: nothing to resume")
+        hosts = json.loads(row["hosts"])
+        if self.store.alive(row):
+            raise busy(row, hosts[0])
+        claim = self.store.hold(hosts, self._busy)
+        try:
+            with self._transaction() as db:
+                for other in db.execute("SELECT * FROM runs WHERE status = 'running' AND"
+                                        " id != ?", (run_id,)):
+                    held = sorted(set(json.loads(other["hosts"])) & set(hosts))
+                    if held and self.store.alive(other):
+                        raise busy(other, held[0])
+                db.execute("UPDATE runs SET pid = ?, controller = ?, session = ? WHERE id = ?",
+                           (claim["pid"], claim.get("controller"), claim.get("session"),
+                            run_id))
+        except BaseException:
+            self.store.release()
+            raise
+        return self.run(run_id)
 
     def _busy(self, host: str) -> None:
         """Another session holds `host`: name the run that does (a run that has just taken

@@ -41,6 +41,14 @@ class VerdictsRepository(LedgerBase):
                            (run_id, result.node))
             _insert_node(db, run_id, result)
 
+    def finish_node(self, run_id: str, node: str) -> None:
+        """One node's verdict made final before its run ends: a campaign's node, judged
+        whole from its own authenticated result, released while others still run."""
+        self._still_holding(run_id)
+        with self._transaction() as db:
+            db.execute("UPDATE node_results SET verdict = judged WHERE run_id = ? AND node = ?",
+                       (run_id, node))
+
     def finish_validation(self, run_id: str) -> None:
         """Every judged node's verdict and the run's end, in one transaction."""
         self._still_holding(run_id)

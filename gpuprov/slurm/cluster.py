@@ -8,6 +8,7 @@ the remote command line is quoted, so a drain reason is passed as one argument.
 
 from __future__ import annotations
 
+import re
 import shlex
 import subprocess
 from dataclasses import dataclass
@@ -59,6 +60,29 @@ class Job:
         return f"{self.id} ({self.user}, {self.name}, on {self.nodes})"
 
 
+# a job that ended without running its script to the end: never a result to harvest
+FAILED_ENDS = ("TIMEOUT", "NODE_FAIL", "BOOT_FAIL", "CANCELLED", "OUT_OF_MEMORY", "FAILED",
+               "PREEMPTED", "DEADLINE", "REVOKED", "SPECIAL_EXIT")
+_VERSION = re.compile(r"(\d+)\.(\d+)(?:\.\d+)?")
+
+
+@dataclass(frozen=True)
+class JobState:
+    id: str
+    name: str
+    state: str                  # squeue's long state: PENDING, RUNNING, COMPLETED, TIMEOUT…
+    nodes: str
+    reason: str
+
+    @property
+    def ended(self) -> bool:
+        return self.state == "COMPLETED" or self.failed
+
+    @property
+    def failed(self) -> bool:
+        return self.state in FAILED_ENDS
+
+
 @dataclass(frozen=True)
 class Slurm:
     ssh_host: str | None = None
@@ -76,17 +100,19 @@ class Slurm:
             ssh += ["-F", self.ssh_config]
         return [*ssh, self.ssh_host, "--", shlex.join(argv)]
 
-    def run(self, argv: list[str]) -> str:
+    def run(self, argv: list[str], stdin: str | None = None) -> str:
         try:
             result = subprocess.run(self._argv(argv), capture_output=True, text=True,
-                                    timeout=COMMAND_TIMEOUT_S)
+                                    timeout=COMMAND_TIMEOUT_S, input=stdin)
         except FileNotFoundError as exc:
             raise SlurmError(f"{exc.filename}: not installed {self.where}") from exc
         except subprocess.TimeoutExpired as exc:
             raise SlurmError(f"`{argv[0]}` {self.where} gave no answer in "
                              f"{COMMAND_TIMEOUT_S}s") from exc
         if result.returncode != 0:
-            lines = result.stderr.strip().splitlines() or [f"exit status {result.returncode}"]
+            # scontrol prints some refusals on stdout ("Reservation R not found")
+            lines = (result.stderr.strip() or result.stdout.strip()).splitlines() or [
+                f"exit status {result.returncode}"]
             raise SlurmError(f"`{shlex.join(argv[:2])}` {self.where}: {lines[-1]}")
         return result.stdout
 
@@ -132,6 +158,74 @@ class Slurm:
 
     def resume(self, name: str) -> None:
         self.run(["scontrol", "update", f"NodeName={name}", "State=RESUME"])
+
+    # -- a validation campaign's objects: its maintenance reservation and its jobs --
+
+    def version(self) -> tuple[int, int]:
+        """(major, minor) from `scontrol --version`: `slurm-wlm 22.05.8` (Debian's),
+        `slurm 23.11.4`."""
+        out = self.run(["scontrol", "--version"]).strip()
+        match = _VERSION.search(out)
+        if match is None:
+            raise SlurmError(f"`scontrol --version` {self.where}: not a version: {out!r}")
+        return int(match.group(1)), int(match.group(2))
+
+    def user(self) -> str:
+        """The account Slurm's commands run as (the reservation's user, the jobs' owner)."""
+        return self.run(["id", "-un"]).strip()
+
+    def create_reservation(self, name: str, nodes: list[str], user: str,
+                           minutes: int) -> None:
+        """`Flags=MAINT,IGNORE_JOBS`: created while jobs still run on the nodes (they end as
+        they would; no new job but the reservation's lands), shown `maint` by sinfo; ends on
+        its own after `minutes` if the campaign never deletes it."""
+        self.run(["scontrol", "create", "reservation", f"ReservationName={name}",
+                  f"Nodes={','.join(nodes)}", "StartTime=now", f"Duration={minutes}",
+                  f"Users={user}", "Flags=MAINT,IGNORE_JOBS"])
+
+    def reservation_exists(self, name: str) -> bool:
+        try:
+            self.run(["scontrol", "show", "reservation", name])
+        except SlurmError as exc:
+            if "not found" in str(exc).lower():
+                return False
+            raise
+        return True
+
+    def set_reservation_nodes(self, name: str, nodes: list[str]) -> None:
+        """The reservation's whole node list rewritten: 22.05 refuses `Nodes=-NODE`
+        ("Invalid node name specified"), and a rewrite works on every version."""
+        self.run(["scontrol", "update", f"ReservationName={name}", f"Nodes={','.join(nodes)}"])
+
+    def delete_reservation(self, name: str) -> None:
+        self.run(["scontrol", "delete", f"ReservationName={name}"])
+
+    def submit(self, script: str, job_name: str, node: str, reservation: str,
+               minutes: int, output: str) -> str:
+        """One pinned, exclusive job in the reservation, never requeued (a node that fails
+        under it must not be tested again unseen); its job id."""
+        out = self.run(["sbatch", "--parsable", f"--job-name={job_name}", f"--nodelist={node}",
+                        "--nodes=1", "--exclusive", f"--reservation={reservation}",
+                        "--no-requeue", f"--time={minutes}", f"--output={output}"],
+                       stdin=script)
+        return out.strip().split(";")[0]
+
+    def jobs_named(self, prefix: str) -> dict[str, JobState]:
+        """Every job slurmctld still holds whose name starts with `prefix`, ended ones too
+        (until MinJobAge purges them), by job name (one `squeue`)."""
+        out = self.run(["squeue", "--noheader", "--states=all",
+                        "--format=%i|%j|%T|%N|%r"])
+        found: dict[str, JobState] = {}
+        for line in out.splitlines():
+            if line.startswith(tuple("0123456789")):
+                job_id, name, state, nodes, reason = line.split("|", 4)
+                if name.startswith(prefix):
+                    found[name] = JobState(job_id, name, state, nodes, reason)
+        return found
+
+    def cancel(self, job_ids: list[str]) -> None:
+        if job_ids:
+            self.run(["scancel", *job_ids])
 
 
 def connect(slurm: Slurm) -> dict[str, SlurmNode]:

@@ -58,7 +58,7 @@ class SlurmGate:
         refused: set[str] = set()
         for step in policy.to_hold(self.names, self.before, purpose, self.run_id):
             if self.shadow:
-                self._record(step, "shadow")
+                self.record(step, "shadow")
             elif self._carry_out(step):
                 self.held.add(step.node)
             else:
@@ -70,7 +70,7 @@ class SlurmGate:
             jobs = "; ".join(str(j) for j in busy[host]) or "jobs"
             waited = "not waited for (shadow)" if self.shadow else \
                 f"still running after {self.settings.drain_timeout_s:g}s"
-            self._record(Step(host, name, "refuse", f"{jobs}: {waited}"),
+            self.record(Step(host, name, "refuse", f"{jobs}: {waited}"),
                          "shadow" if self.shadow else "done")
             if name in self.held:
                 self._carry_out(Step(host, name, "restore", "its jobs did not end in time"))
@@ -101,7 +101,7 @@ class SlurmGate:
             now = self.slurm.nodes()
         except SlurmError as exc:
             for step in policy.unanswered(self.names, self.before, results, self.held):
-                self._record(step, "shadow" if self.shadow else "failed",
+                self.record(step, "shadow" if self.shadow else "failed",
                              f"slurmctld not reachable after the run: {exc}")
             return f"slurmctld not reachable after the run: {exc}"
         steps, tripped = policy.after_verdicts(
@@ -111,11 +111,11 @@ class SlurmGate:
             self.say(f"slurm: {tripped}")
         for step in steps:
             if self.shadow and step.changes:
-                self._record(step, "shadow")
+                self.record(step, "shadow")
             elif step.changes:
                 self._carry_out(step)
             else:
-                self._record(step, "none")
+                self.record(step, "none")
         return tripped
 
     def after_provisioning(self, outcomes: dict[str, HostOutcome]) -> None:
@@ -140,7 +140,7 @@ class SlurmGate:
             current = self.slurm.extras() if names else {}
         except SlurmError as exc:
             for host, name in names.items():
-                self._record(Step(host, name, "publish", "Extra not read"), "failed", str(exc))
+                self.record(Step(host, name, "publish", "Extra not read"), "failed", str(exc))
             return
         for host, name in names.items():
             status = statuses[host]
@@ -148,19 +148,19 @@ class SlurmGate:
             extra = policy.extra_for(current.get(name, ""), str(status.state), run_id,
                                      status.expires_at)
             if extra is None:
-                self._record(Step(host, name, "keep", "Extra is another tool's, not JSON: "
+                self.record(Step(host, name, "keep", "Extra is another tool's, not JSON: "
                                                       f"{policy.shorten(current[name])}"), "none")
                 continue
             step = Step(host, name, "publish", extra)
             if self.shadow:
-                self._record(step, "shadow")
+                self.record(step, "shadow")
                 continue
             try:
                 self.slurm.set_extra(name, extra)
             except SlurmError as exc:
-                self._record(step, "failed", str(exc))
+                self.record(step, "failed", str(exc))
                 continue
-            self._record(step, "done")
+            self.record(step, "done")
 
     def release_unjudged(self, judged: set[str]) -> None:
         """Nodes drained to run that got no verdict (the run stopped early): put back."""
@@ -175,12 +175,12 @@ class SlurmGate:
             else:
                 self.slurm.resume(step.node)
         except SlurmError as exc:
-            self._record(step, "failed", str(exc))
+            self.record(step, "failed", str(exc))
             return False
-        self._record(step, "done")
+        self.record(step, "done")
         return True
 
-    def _record(self, step: Step, result: str, detail: str = "") -> None:
+    def record(self, step: Step, result: str, detail: str = "") -> None:
         words = {"done": "", "shadow": " (shadow: not done)", "none": "",
                  "failed": f" FAILED: {detail}"}[result]
         verb = {"drain": "drained", "resume": "resumed", "restore": "put back in service",

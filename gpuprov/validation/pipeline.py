@@ -97,6 +97,11 @@ def rejudge(job: NodeJob, started: float) -> NodeResult:
     return _result(job, started, judgement.verdict, judgement.reason(), judgement, evidence)
 
 
+def unreachable(job: NodeJob, started: float, why: str) -> NodeResult:
+    """A node with no evidence to judge (its job failed, its result cannot be trusted)."""
+    return _result(job, started, Verdict.UNREACHABLE, why, None)
+
+
 def _result(job: NodeJob, started: float, verdict: Verdict, why: str,
             judgement: Judgement | None, evidence: Evidence | None = None) -> NodeResult:
     checks = judgement.checks if judgement else []

@@ -93,7 +93,7 @@ def node_profile(node: str, variables: dict, override: Profile | None) -> Profil
 
 
 @dataclass
-class _Plan:
+class RunPlan:
     run_id: str
     evidence_base: Path
     jobs: list[NodeJob]
@@ -103,12 +103,13 @@ class _Plan:
     places: dict
 
 
-def _plan(request: ValidationRequest) -> _Plan:
-    """Every node's settings, profile and lock: bad input stops here, before any change."""
+def plan_run(request: ValidationRequest, run_id: str | None = None) -> RunPlan:
+    """Every node's settings, profile and lock: bad input stops here, before any change.
+    `run_id`: a run taken up again (a campaign resumed), else a new one."""
     places = check_members(request.inventory, request.hosts) if request.fabric else {}
-    run_id = new_run_id("validate")
+    run_id = run_id or new_run_id("validate")
     evidence_base = (request.evidence_root or state_dir() / "evidence") / run_id
-    plan = _Plan(run_id, evidence_base, [], {}, {}, {}, places)
+    plan = RunPlan(run_id, evidence_base, [], {}, {}, {}, places)
     for host in request.hosts:
         variables = plan.variables[host] = request.inventory.variables(host)
         profile = plan.profiles[host] = node_profile(host, variables, request.profile)
@@ -128,7 +129,7 @@ def _plan(request: ValidationRequest) -> _Plan:
 def validate(request: ValidationRequest, say: Say, warn: Say) -> ValidationRun:
     """Run a validation (see the module docstring); `say` prints its progress lines, `warn`
     what went wrong after the run had already happened (a metrics file not written)."""
-    plan = _plan(request)
+    plan = plan_run(request)
     path = request.inventory.path
     ledger = Ledger()
     rule = offender_rule()     # a bad `offenders` setting: exit 2 before anything runs
@@ -153,7 +154,7 @@ def validate(request: ValidationRequest, say: Say, warn: Say) -> ValidationRun:
         jobs = [job for job in jobs if job.settings.node in cleared]
     with view_for([job.settings.node for job in jobs], request.json_progress) as view:
         validate_all(jobs, view, request.parallel, lambda result: ledger.record_node(
-            plan.run_id, _escalated(ledger, result, rule)))
+            plan.run_id, escalated(ledger, result, rule)))
     if request.fabric:
         floor = floor_for(request.hosts, plan.variables, plan.profiles, request.fabric_floor)
         _fabric_stage(ledger, plan, path, jobs, floor, rule, say)
@@ -170,7 +171,7 @@ def validate(request: ValidationRequest, say: Say, warn: Say) -> ValidationRun:
                          request.hosts, tripped)
 
 
-def _escalated(ledger: Ledger, result: NodeResult, rule: tuple[int, float]) -> NodeResult:
+def escalated(ledger: Ledger, result: NodeResult, rule: tuple[int, float]) -> NodeResult:
     """The result with its actions raised by the node's history: a fault repeated after
     its reset or reboot, a repeat offender (`rule`: the `offenders` setting)."""
     history = ledger.node_results(node=result.node)     # this run's own row skipped
@@ -178,7 +179,7 @@ def _escalated(ledger: Ledger, result: NodeResult, rule: tuple[int, float]) -> N
     return escalate_offender(result, history, *rule, ledger.last_repairs().get(result.node))
 
 
-def _fabric_stage(ledger: Ledger, plan: _Plan, inventory: Path, jobs: list[NodeJob],
+def _fabric_stage(ledger: Ledger, plan: RunPlan, inventory: Path, jobs: list[NodeJob],
                   floor: tuple[float | None, str], rule: tuple[int, float], say: Say) -> None:
     """The fabric test over the nodes accepted so far; each member judged again with it."""
     results = {r.node: r for r in ledger.node_results(plan.run_id)}
@@ -194,7 +195,7 @@ def _fabric_stage(ledger: Ledger, plan: _Plan, inventory: Path, jobs: list[NodeJ
                     say)
     for job in members:
         result = rejudge(job, results[job.settings.node].started_at)
-        ledger.rejudge_node(plan.run_id, _escalated(ledger, result, rule))
+        ledger.rejudge_node(plan.run_id, escalated(ledger, result, rule))
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,414 @@
+"""`gpuprov validate --via slurm`: validation as a Slurm workload (a campaign).
+
+1. Hold: one maintenance reservation over the nodes (`Flags=MAINT,IGNORE_JOBS`, named after
+   the run). Nothing is drained to be tested: running jobs end as they would, Slurm waits.
+2. Run: one pinned, exclusive, never-requeued job per node in it, running gpuprov's own
+   collector on the node (`gpuprov collect`, the local connection) into a directory shared
+   at the same path by this machine and the nodes.
+3. Harvest: a job that ended TIMEOUT, NODE_FAIL, CANCELLED… or left no result, and a result
+   that is unsigned, signed by another key, from another run or node, by another gpuprov or
+   whose evidence does not match its digest, is never an acceptance: the node is recorded
+   unreachable with the reason (results.py). Evidence that holds is copied here and judged
+   again with this controller's profile and lock; the node's own verdict is advisory, and a
+   disagreement is named in the reason.
+4. Act: each judged node's verdict is final in the ledger at once; an accepted node has its
+   state published (`Extra`) and leaves the reservation, schedulable; at the end the
+   rejected and unreachable are drained (the breaker applies), the others' `Extra` set, and
+   the reservation deleted.
+
+The campaign's own record (its reservation, jobs, selection) is kept under the state
+directory, not in the shared one the nodes can write. A controller killed mid-campaign is
+taken up with `--resume RUN`: jobs already submitted are found by name and not submitted
+again, nodes already judged are not judged again. The reservation's duration bounds what
+an abandoned campaign holds.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shlex
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+from gpuprov import __version__
+from gpuprov.config import state_dir
+from gpuprov.errors import InputError
+from gpuprov.evidence import Evidence
+from gpuprov.files import write_atomic
+from gpuprov.ledger import Ledger
+from gpuprov.lifecycle import node_statuses, quarantine
+from gpuprov.model import NodeResult, Verdict
+from gpuprov.settings import SlurmSettings, offender_rule
+from gpuprov.slurm import results
+from gpuprov.slurm.cluster import JobState, SlurmError
+from gpuprov.slurm.gate import SlurmGate
+from gpuprov.slurm.policy import Step
+from gpuprov.validation import node_request
+from gpuprov.validation.pipeline import NodeJob, rejudge, unreachable
+from gpuprov.validation.service import (
+    RunPlan,
+    ValidationRequest,
+    ValidationRun,
+    escalated,
+    plan_run,
+)
+
+Say = Callable[[str], None]
+OLDEST = (22, 5)              # node `Extra` (the published verdict) came with 22.05
+# minutes a job may take besides its soak, by DCGM level (level 4 runs for hours)
+ALLOWANCE_MIN = {1: 20, 2: 30, 3: 75, 4: 180}
+REQUESTS = "requests"
+
+
+@dataclass
+class CampaignRecord:
+    """What a resumed controller needs: the selection, the reservation, the jobs."""
+    run_id: str
+    reservation: str
+    inventory: str
+    hosts: list[str]
+    request: dict                 # profile_name, soak_seconds, dcgm_level, burn_in, …
+    minutes: int                  # each job's time limit
+    started_at: float
+    jobs: dict[str, str] = field(default_factory=dict)      # host -> Slurm job id
+    members: list[str] = field(default_factory=list)        # Slurm nodes still reserved
+
+    @staticmethod
+    def path(run_id: str) -> Path:
+        return state_dir() / "campaigns" / f"{run_id}.json"
+
+    def save(self) -> None:
+        path = self.path(self.run_id)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, json.dumps(asdict(self), indent=2, sort_keys=True) + "\n")
+
+    @classmethod
+    def load(cls, run_id: str) -> CampaignRecord:
+        path = cls.path(run_id)
+        if not path.is_file():
+            raise InputError(f"{path}: no campaign {run_id} was started on this controller")
+        return cls(**json.loads(path.read_text()))
+
+
+def job_minutes(soak_seconds: int, dcgm_level: int) -> int:
+    return math.ceil(soak_seconds / 60) + ALLOWANCE_MIN[dcgm_level]
+
+
+def job_script(collector: str, shared: Path) -> str:
+    """The job: gpuprov's collector on the node, its request and output by the node's
+    Slurm name (the job knows no other)."""
+    out = f'{shlex.quote(str(shared))}/"$SLURMD_NODENAME"'
+    request = f'{shlex.quote(str(shared / REQUESTS))}/"$SLURMD_NODENAME".json'
+    return ("#!/bin/sh\n"
+            "# gpuprov validate --via slurm: collect this node's evidence, sign the result\n"
+            f"exec {collector} collect --request {request} --out {out}\n")
+
+
+@dataclass
+class Campaign:
+    request: ValidationRequest
+    settings: SlurmSettings
+    plan: RunPlan
+    ledger: Ledger
+    gate: SlurmGate
+    record: CampaignRecord
+    keys: dict                          # host -> its host keys (paramiko)
+    say: Say
+    rule: tuple[int, float] = (3, 30 * 86400.0)
+    judged: dict[str, NodeResult] = field(default_factory=dict)
+    refused: set[str] = field(default_factory=set)     # jobs that never started in time
+
+    @property
+    def shared(self) -> Path:
+        return Path(str(self.settings.shared_dir)) / self.plan.run_id
+
+    @property
+    def names(self) -> dict[str, str]:
+        return self.gate.names
+
+    @property
+    def slurm(self):
+        return self.gate.slurm
+
+    def job_name(self, host: str) -> str:
+        return f"gpuprov-{self.plan.run_id}-{self.names[host]}"
+
+    # -- run --
+
+    def submit(self) -> None:
+        """A job for every node that has none yet (none recorded, none Slurm knows of by
+        its name) and no verdict: a resumed campaign submits no duplicate."""
+        known = self.slurm.jobs_named(f"gpuprov-{self.plan.run_id}-")
+        script = job_script(self.settings.collector, self.shared)
+        jobs = {j.settings.node: j for j in self.plan.jobs}
+        for host in self.record.hosts:
+            if host in self.judged:
+                continue
+            found = known.get(self.job_name(host))
+            if found:
+                self.record.jobs[host] = found.id
+                continue
+            name = self.names[host]
+            if host in self.record.jobs or (self.shared / name / "job.out").exists():
+                continue        # submitted, ended and purged: harvested from its result
+            (self.shared / name).mkdir(parents=True, exist_ok=True)
+            node_request.write(self.shared / REQUESTS / f"{name}.json", jobs[host].settings,
+                               name)
+            self.record.jobs[host] = self.slurm.submit(
+                script, self.job_name(host), name, self.record.reservation,
+                self.record.minutes, str(self.shared / name / "job.out"))
+            self.record.save()
+        self.say(f"slurm: {len(self.record.jobs)} job(s) in reservation "
+                 f"{self.record.reservation}, {self.record.minutes} min each at most")
+
+    def harvest(self) -> None:
+        """Until every node has a verdict, or its job never started within the wait."""
+        wait_until = self.record.started_at + self.settings.drain_timeout_s
+        prefix = f"gpuprov-{self.plan.run_id}-"
+        while True:
+            pending = [h for h in self.record.hosts
+                       if h not in self.judged and h not in self.refused]
+            if not pending:
+                return
+            try:
+                jobs = self.slurm.jobs_named(prefix)
+            except SlurmError as exc:
+                self.say(f"slurm: jobs not read ({exc}); asked again in "
+                         f"{self.settings.poll_s:g}s")
+                time.sleep(self.settings.poll_s)
+                continue
+            batch = {}
+            for host in pending:
+                result = self._ended(host, jobs.get(self.job_name(host)))
+                if result is not None:
+                    batch[host] = self._record(result)
+            self._release([r for r in batch.values() if r.judged == Verdict.ACCEPTED])
+            late = [h for h in pending if h not in batch and time.time() > wait_until
+                    and self.job_name(h) in jobs and jobs[self.job_name(h)].state == "PENDING"]
+            if late:
+                self._refuse(late, jobs)
+            if len(batch) < len(pending):
+                time.sleep(self.settings.poll_s)
+
+    def _ended(self, host: str, job: JobState | None) -> NodeResult | None:
+        """The node's result once its job has ended; None while it has not."""
+        job_id = self.record.jobs.get(host, "?")
+        work = next(j for j in self.plan.jobs if j.settings.node == host)
+        if job is not None and not job.ended:
+            return None
+        if job is not None and job.failed:
+            why = f"job {job.id} ended {job.state}"
+            if job.reason and job.reason != "None":
+                why += f" ({job.reason})"
+            return unreachable(work, self.record.started_at, f"{why}: no result taken")
+        if job is None and not (self.shared / self.names[host] / results.RESULT).is_file():
+            return unreachable(work, self.record.started_at,
+                               f"job {job_id} is gone from slurmctld and left no result")
+        return self._judge(host, work)
+
+    def _judge(self, host: str, work: NodeJob) -> NodeResult:
+        name = self.names[host]
+        out = self.shared / name
+        started = self.record.started_at
+        try:
+            results.read_claim(out)
+            _copy_evidence(out / results.EVIDENCE, work.evidence_dir)
+            claim = results.verify(out, self.plan.run_id, name, __version__, self.keys[host],
+                                   Evidence(work.evidence_dir).manifest())
+        except results.Refused as exc:
+            return unreachable(work, started, f"result refused: {exc}")
+        result = rejudge(work, started)
+        if claim.verdict != str(result.judged):
+            result = replace(result, reason=f"{result.reason}; the node judged itself "
+                                            f"{claim.verdict} (disagrees)")
+        return result
+
+    def _record(self, result: NodeResult) -> NodeResult:
+        result = escalated(self.ledger, result, self.rule)
+        self.ledger.record_node(self.plan.run_id, result)
+        self.ledger.finish_node(self.plan.run_id, result.node)
+        self.judged[result.node] = result
+        self.say(f"{result.node}: {result.judged}: {result.reason}")
+        return result
+
+    def _refuse(self, hosts: list[str], jobs: dict[str, JobState]) -> None:
+        """Jobs that never started within the wait (the node stayed busy): cancelled, the
+        node left unjudged and released, as `validate --slurm` refuses a busy node."""
+        ids = [jobs[self.job_name(h)].id for h in hosts if self.job_name(h) in jobs]
+        try:
+            self.slurm.cancel(ids)
+        except SlurmError as exc:
+            self.say(f"slurm: scancel {' '.join(ids)} failed: {exc}")
+        for host in hosts:
+            self.gate.record(Step(host, self.names[host], "refuse",
+                                  f"its job did not start within "
+                                  f"{self.settings.drain_timeout_s:g}s"), "done")
+            self.refused.add(host)
+        self._leave_reservation([self.names[h] for h in hosts])
+
+    # -- act --
+
+    def _release(self, accepted: list[NodeResult]) -> None:
+        """Accepted nodes: a drain gpuprov set resumed, their state published, then out of
+        the reservation: schedulable at once."""
+        if not accepted:
+            return
+        self._act(accepted)
+        self._leave_reservation([self.names[r.node] for r in accepted])
+
+    def _act(self, done: list[NodeResult]) -> None:
+        verdicts = {r.node: r for r in done}
+        self.gate.act_on(verdicts, quarantine(self.ledger, time.time()))
+        statuses = node_statuses(self.ledger, time.time(), verdicts)
+        self.gate.publish({host: statuses[host] for host in verdicts})
+
+    def _leave_reservation(self, names: list[str]) -> None:
+        left = [n for n in self.record.members if n not in names]
+        try:
+            if left:
+                self.slurm.set_reservation_nodes(self.record.reservation, left)
+            else:
+                self.slurm.delete_reservation(self.record.reservation)
+        except SlurmError as exc:
+            self.say(f"slurm: reservation {self.record.reservation}: {', '.join(names)} not "
+                     f"released: {exc}")
+            return
+        self.record.members = left
+        self.record.save()
+
+    def finish(self) -> None:
+        """The rejected and unreachable drained, the run ended, the reservation gone."""
+        rest = [r for r in self.judged.values() if r.judged != Verdict.ACCEPTED]
+        if rest:
+            self._act(rest)
+        self.ledger.finish_validation(self.plan.run_id)
+        if self.record.members:
+            try:
+                self.slurm.delete_reservation(self.record.reservation)
+            except SlurmError as exc:
+                self.say(f"slurm: reservation {self.record.reservation} not deleted: {exc}")
+                return
+            self.record.members = []
+            self.record.save()
+        self.say(f"slurm: reservation {self.record.reservation} deleted")
+
+
+def _copy_evidence(source: Path, target: Path) -> None:
+    """The node's evidence, regular files and directories only: a link could make the
+    controller read its own files as the node's."""
+    if not source.is_dir():
+        raise results.Refused(f"no {results.EVIDENCE}/ directory")
+    for path in source.rglob("*"):
+        if path.is_symlink() or not (path.is_file() or path.is_dir()):
+            raise results.Refused(f"{path.relative_to(source.parent)}: not a regular file")
+    if target.exists():
+        shutil.rmtree(target)
+    shutil.copytree(source, target)
+
+
+def _keys(settings: SlurmSettings, plan: RunPlan) -> dict:
+    """Each node's host keys from the controller's known_hosts: a node with none is bad
+    input (its result could not be authenticated), named before anything is held."""
+    known = Path(settings.known_hosts)
+    if not known.is_file():
+        raise InputError(f"slurm.known_hosts {known}: no such file (the nodes' host keys "
+                         "authenticate their results)")
+    keys, missing = {}, []
+    for host, variables in plan.variables.items():
+        address = str(variables.get("ansible_host") or host)
+        port = variables.get("ansible_port")
+        lookup = f"[{address}]:{port}" if port and int(port) != 22 else address
+        keys[host] = results.known_keys(known, lookup)
+        if not keys[host]:
+            missing.append(f"{host} ({lookup})")
+    if missing:
+        raise InputError(f"slurm.known_hosts {known}: no host key for {', '.join(missing)}")
+    return keys
+
+
+def _shared_root(settings: SlurmSettings) -> Path:
+    if not settings.shared_dir:
+        raise InputError("slurm.shared_dir is not set: a campaign needs a directory shared "
+                         "at the same path by this machine and every node")
+    root = Path(settings.shared_dir)
+    if not root.is_dir():
+        raise InputError(f"slurm.shared_dir {root}: no such directory on this machine")
+    return root
+
+
+def run_campaign(request: ValidationRequest, say: Say, resume: str | None = None
+                 ) -> ValidationRun:
+    settings = request.slurm
+    if request.fabric:
+        raise InputError("--via slurm: the fabric stage is not run as Slurm jobs yet; run "
+                         "`gpuprov fabric` over the accepted nodes")
+    _shared_root(settings)
+    record = CampaignRecord.load(resume) if resume else None
+    plan = plan_run(request, resume)
+    keys = _keys(settings, plan)
+    ledger = Ledger()
+    rule = offender_rule()
+    gate = SlurmGate.opened(settings, ledger, plan.run_id, plan.variables, False, say)
+    try:
+        version = gate.slurm.version()
+    except SlurmError as exc:
+        raise InputError(f"slurm: {exc}") from exc
+    if version < OLDEST:
+        raise InputError(f"slurm: {'.'.join(map(str, version))} has no node Extra; a campaign "
+                         f"needs {'.'.join(map(str, OLDEST))} or later")
+    gate.held = set()
+    soak = request.soak_seconds or max(int(p["gpu_burn"]["soak_seconds"])
+                                       for p in plan.profiles.values())
+    level = request.dcgm_level or max(int((p.data.get("dcgm") or {}).get("level", 2))
+                                      for p in plan.profiles.values())
+    if record is None:
+        record = _start(request, settings, plan, ledger, gate, job_minutes(soak, level), say)
+    else:
+        ledger.adopt_run(plan.run_id)
+        say(f"run {plan.run_id}: resumed; reservation {record.reservation}")
+    campaign = Campaign(request, settings, plan, ledger, gate, record, keys, say, rule)
+    campaign.judged = {r.node: r for r in ledger.node_results(plan.run_id)}
+    campaign.submit()
+    campaign.harvest()
+    campaign.finish()
+    return ValidationRun(ledger.run(plan.run_id), ledger.node_results(plan.run_id),
+                         request.hosts, None)
+
+
+def _start(request: ValidationRequest, settings: SlurmSettings, plan: RunPlan, ledger: Ledger,
+           gate: SlurmGate, minutes: int, say: Say) -> CampaignRecord:
+    """The reservation, then the run in the ledger (the reservation deleted if that is
+    refused): no right to reserve is one line and exit 2, nothing held or submitted."""
+    slurm = gate.slurm
+    names = [gate.names[h] for h in request.hosts]
+    reservation = f"gpuprov-{plan.run_id}"
+    hold_min = math.ceil(settings.drain_timeout_s / 60) + minutes + 10
+    try:
+        slurm.create_reservation(reservation, names, slurm.user(), hold_min)
+    except SlurmError as exc:
+        raise InputError(f"slurm: reservation {reservation} not created: {exc}") from exc
+    try:
+        (Path(str(settings.shared_dir)) / plan.run_id / REQUESTS).mkdir(parents=True)
+        ledger.start_run(plan.run_id, "validate", str(request.inventory.path.resolve()),
+                         request.hosts,
+                         {"profile": request.profile_name, "soak": request.soak_seconds,
+                          "burn_in": request.burn_in, "dcgm_level": request.dcgm_level,
+                          "via": "slurm", "reservation": reservation},
+                         plan.locks, str(plan.evidence_base))
+    except BaseException:
+        slurm.delete_reservation(reservation)
+        raise
+    record = CampaignRecord(
+        plan.run_id, reservation, str(request.inventory.path.resolve()), request.hosts,
+        {"profile_name": request.profile_name, "soak_seconds": request.soak_seconds,
+         "dcgm_level": request.dcgm_level, "burn_in": request.burn_in,
+         "soak_after_identity_failure": request.soak_after_identity_failure},
+        minutes, time.time(), {}, names)
+    record.save()
+    say(f"run {plan.run_id}: campaign over {len(names)} node(s): reservation {reservation} "
+        f"(MAINT, {hold_min} min at most); evidence in {plan.evidence_base}")
+    return record

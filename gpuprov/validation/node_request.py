@@ -1,0 +1,65 @@
+"""What a campaign job is asked to do on its node, as the controller planned it: one JSON
+file per node in the campaign's shared directory, read by `gpuprov collect` on the node.
+
+It holds the node's collection settings (the inventory's `gpuprov_validate_*` tool paths,
+what the lock installs), its profile and its lock, and the controller's gpuprov version,
+and nothing else of the inventory: no connection variables, no secrets.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import fields
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from gpuprov import __version__
+from gpuprov.errors import InputError
+
+if TYPE_CHECKING:
+    from gpuprov.validation.collect import NodeSettings
+
+FORMAT = 1
+_OBJECTS = ("profile", "lock")
+
+
+def write(path: Path, settings: NodeSettings, slurm_node: str) -> None:
+    from gpuprov.validation.collect import NodeSettings
+    plain = {f.name: getattr(settings, f.name) for f in fields(NodeSettings)
+             if f.name not in _OBJECTS}
+    lock = settings.lock.as_dict() if settings.lock else None
+    profile = settings.profile
+    path.write_text(json.dumps({
+        "format": FORMAT, "collector": __version__, "slurm_node": slurm_node,
+        "settings": plain, "lock": lock,
+        "profile": {"name": profile.name, "source": profile.source, "data": profile.data},
+    }, indent=2, sort_keys=True) + "\n")
+
+
+def header(path: Path) -> dict:
+    """The request, once it is one this gpuprov wrote: a request written by another
+    version is refused (its settings may not mean the same here)."""
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{path}: not a campaign request ({exc})") from exc
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT \
+            or doc.get("collector") != __version__:
+        found = doc.get("collector") if isinstance(doc, dict) else None
+        raise InputError(f"{path}: written by gpuprov {found!r}, this is "
+                         f"{__version__}: install the controller's version on the node")
+    return doc
+
+
+def read(path: Path) -> tuple[NodeSettings, str]:
+    """The node's settings and its Slurm node name (the collector's imports: testinfra)."""
+    from gpuprov.lock import Lock
+    from gpuprov.profiles import Profile
+    from gpuprov.validation.collect import NodeSettings
+    doc = header(path)
+    lock = doc["lock"]
+    settings = NodeSettings(
+        **doc["settings"], profile=Profile(**doc["profile"]),
+        lock=Lock.from_vars({f"gpuprov_{k}": v for k, v in lock.items()}, f"{path} lock")
+        if lock else None)
+    return settings, doc["slurm_node"]
