@@ -11,7 +11,9 @@ export DEBIAN_FRONTEND=noninteractive
 pkgs=(ca-certificates git python3 python3-venv python3-pip docker.io debootstrap
       debian-archive-keyring openssh-client gnupg apt-utils iproute2 procps netcat-openbsd
       # the fleet services the tests run for real: node_exporter, promtool, PostgreSQL
-      prometheus-node-exporter prometheus postgresql)
+      prometheus-node-exporter prometheus postgresql
+      # the emulated Slurm cluster of the campaign tests (gpuprov/lab/emulated_slurm.py)
+      slurmctld slurmd slurm-client munge)
 
 # gpuprov needs Python >= 3.11; Ubuntu 22.04's python3 is 3.10, so take its python3.11.
 PY=python3

@@ -44,9 +44,9 @@ class Site:
         return {**self.cluster.env, "GPUPROV_CONFIG": str(self.config),
                 "GPUPROV_STATE_DIR": str(self.state)}
 
-    def validate(self, *args: str, timeout: float = 900):
+    def validate(self, *args: str, timeout: float = 900, env: dict | None = None):
         return gpuprov("validate", "--via", "slurm", "-i", str(self.inventory), *args,
-                       env=self.env, timeout=timeout)
+                       env=env or self.env, timeout=timeout)
 
     def start_validate(self, *args: str) -> subprocess.Popen:
         from tests.conftest import BIN

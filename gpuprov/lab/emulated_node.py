@@ -10,6 +10,10 @@ its host key, and optionally a fault in what it hands back:
 - `old-run`: the result names another run;  `digest`: a file changed after signing;
 - `symlink`: the evidence holds a link to a file of the machine it is read on.
 
+A node planned with `collect: true` runs the real `gpuprov collect` instead, on this
+machine, signing with the node's key: the whole chain of a real job, on a machine that
+has no GPU (its evidence says so, and it is judged so).
+
 The node's request is checked as `gpuprov collect` checks it: a request for another node or
 by another gpuprov version is refused the same way.
 """
@@ -45,6 +49,10 @@ def main(argv: list[str]) -> int:
               file=sys.stderr)
         return 2
     plan = json.loads(Path(plan_path).read_text())[node]
+    if plan.get("collect"):
+        gpuprov = str(Path(sys.executable).parent / "gpuprov")
+        os.execv(gpuprov, [gpuprov, "collect", "--request", args["--request"], "--out",
+                           args["--out"], "--host-key", plan["key"]])
     out = Path(args["--out"])
     evidence = out / results.EVIDENCE
     shutil.copytree(plan["evidence"], evidence, dirs_exist_ok=True)

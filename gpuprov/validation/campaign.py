@@ -165,6 +165,12 @@ class Campaign:
         self.say(f"slurm: {len(self.record.jobs)} job(s) in reservation "
                  f"{self.record.reservation}, {self.record.minutes} min each at most")
 
+    def settle(self) -> None:
+        """Resumed: nodes judged accepted before the controller stopped, still reserved, are
+        released now (their drain, `Extra` and reservation steps are idempotent)."""
+        self._release([r for r in self.judged.values() if r.judged == Verdict.ACCEPTED
+                       and self.names[r.node] in self.record.members])
+
     def harvest(self) -> None:
         """Until every node has a verdict, or its job never started within the wait."""
         wait_until = self.record.started_at + self.settings.drain_timeout_s
@@ -349,10 +355,10 @@ def run_campaign(request: ValidationRequest, say: Say, resume: str | None = None
     _shared_root(settings)
     record = CampaignRecord.load(resume) if resume else None
     plan = plan_run(request, resume)
-    keys = _keys(settings, plan)
     ledger = Ledger()
     rule = offender_rule()
     gate = SlurmGate.opened(settings, ledger, plan.run_id, plan.variables, False, say)
+    keys = _keys(settings, plan)
     try:
         version = gate.slurm.version()
     except SlurmError as exc:
@@ -372,6 +378,7 @@ def run_campaign(request: ValidationRequest, say: Say, resume: str | None = None
         say(f"run {plan.run_id}: resumed; reservation {record.reservation}")
     campaign = Campaign(request, settings, plan, ledger, gate, record, keys, say, rule)
     campaign.judged = {r.node: r for r in ledger.node_results(plan.run_id)}
+    campaign.settle()
     campaign.submit()
     campaign.harvest()
     campaign.finish()

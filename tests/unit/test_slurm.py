@@ -79,7 +79,8 @@ def test_drain_reason_is_one_argument_on_the_remote_command_line():
                         "'Reason=gpuprov: ecc: 2 uncorrectable; rm -rf / (run v1)'")
 
 
-def test_a_missing_slurm_client_is_one_line_naming_it():
+def test_a_missing_slurm_client_is_one_line_naming_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))      # a machine with no Slurm client
     with pytest.raises(InputError, match=r"^slurm: slurmctld not reachable: "
                                          r"sinfo: not installed on this machine$"):
         connect(Slurm())

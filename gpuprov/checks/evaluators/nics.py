@@ -17,7 +17,8 @@ from gpuprov.parsers.ibstat import NICS
        rule="the profile's count of NIC ports with its link layer (InfiniBand or Ethernet "
             "for RoCE), each State Active and Physical state LinkUp at the profile's rate "
             "or more; one firmware version across them (else warn); an HGX B200's NVLink5 "
-            "switch bridges (SW_MNG) are not compute NICs, and unlisted they fail fix-setup")
+            "switch bridges (SW_MNG) are not compute NICs, and unlisted they fail fix-setup; "
+            "not one port visible fails fix-setup (the RDMA stack is not loaded)")
 def nics(ctx: Context, r: Results) -> CheckResult:
     want = ctx.profile["nics"]
     try:
@@ -43,6 +44,12 @@ def nics(ctx: Context, r: Results) -> CheckResult:
     if len(ports) < want["count"]:
         problems.insert(0, f"{len(ports)} {want['link_layer']} NIC port(s), profile expects "
                            f"{want['count']}")
+    if not ports:
+        # not one RDMA port: the RDMA stack (mlx5_core, ib_core) is not loaded, which gpuprov
+        # cannot see past; a part missing shows as fewer ports than the profile's
+        return r.fail(f"no {want['link_layer']} NIC port visible, profile expects "
+                      f"{want['count']}: is the RDMA driver installed and loaded (mlx5_core, "
+                      "ib_core)?", values, action=Action.FIX_SETUP)
     if problems:
         more = f" (+{len(problems) - 3} more)" if len(problems) > 3 else ""
         return r.fail("; ".join(problems[:3]) + more, values)

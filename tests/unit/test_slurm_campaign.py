@@ -1,0 +1,216 @@
+"""Issue 69: `gpuprov validate --via slurm` on an emulated cluster of real slurmds (Debian's
+slurm-wlm, one slurmd per node on loopback: gpuprov/lab/emulated_slurm.py), as the CLI,
+against real slurmctld behaviour: the reservation, the pinned jobs, job ends (NODE_FAIL
+from a killed slurmd, TIMEOUT from a time limit), drains, `Extra`.
+
+The 200-node campaign carries every fault at once, so one cluster and one campaign answer
+them all: hardware faults on 20 nodes, crafted results the harvester must refuse, slurmds
+killed mid-job, a job over its time limit, and a node busy with a user's job when the
+campaign starts.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+
+import pytest
+import yaml
+
+from gpuprov.ledger import Ledger
+from gpuprov.model import Verdict
+from tests import emulated_campaign
+from tests.conftest import gpuprov
+
+NODES = emulated_campaign.node_names(200)
+FAULTED = {n for i, n in enumerate(NODES, 1) if i % 10 == 0}          # 20 nodes
+CRAFTED = {  # node -> (its result's fault, what the controller says of it)
+    "emu0011": ("no-result", "result refused: no result.json"),
+    "emu0012": ("unsigned", "result refused: result.json is not signed (no result.json.sig)"),
+    "emu0013": ("foreign-key", "result refused: result.json is not signed by emu0013's host "
+                               "key (Could not verify signature.)"),
+    "emu0014": ("old-run", "result refused: result.json is from run v19700101-000000-000000"),
+    "emu0015": ("digest", "result refused: the evidence does not match result.json's digest"),
+    "emu0016": ("symlink", "result refused: evidence/dmesg.txt: not a regular file"),
+}
+LIAR = "emu0020"             # faulted, and its node claims acceptance
+KILLED = ("emu0031", "emu0032", "emu0033")
+TIMEOUT = "emu0041"
+BUSY = "emu0051"
+COLLECTS = "emu0061"         # runs the real `gpuprov collect` here, a machine with no GPU
+HARDWARE = {"restart-workload", "reset-gpu", "reboot", "reseat-or-inspect", "rma"}
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    site = emulated_campaign.build(tmp_path_factory.mktemp("campaign200"), len(NODES),
+                                   FAULTED, seconds=6)
+    yield site
+    site.cluster.down()
+
+
+def test_a_200_node_campaign_drains_exactly_the_faulted_and_accepts_nothing_it_cannot_trust(
+        site):
+    for node, (fault, _) in CRAFTED.items():
+        site.plan[node]["fault"] = fault
+        site.plan[node]["foreign_key"] = str(site.cluster.host_key("emu0001"))
+    site.plan[LIAR]["claims"] = "accepted"
+    site.plan[TIMEOUT]["seconds"] = 150
+    site.plan[COLLECTS]["collect"] = True
+    for node in KILLED:
+        site.plan[node]["seconds"] = 60     # still running when their node dies
+    site.replan()
+    user_job = site.slurm("sbatch", "--parsable", f"--nodelist={BUSY}", "--output=/dev/null",
+                          "--wrap", "sleep 15").strip()
+
+    campaign = site.start_validate("--all")
+    lines = []
+    for line in campaign.stdout:
+        lines.append(line)
+        if "job(s) in reservation" in line:
+            break
+    run = lines[0].split()[1].rstrip(":")
+    assert site.reasons()[NODES[0]][0] in ("allocated", "maint", "idle", "mixed")
+    time.sleep(2)                     # the jobs are running: the nodes die under them
+    for node in KILLED:
+        site.cluster.kill_node(node)
+    [job] = site.slurm("squeue", "--noheader", f"--name=gpuprov-{run}-{TIMEOUT}",
+                       "--format=%i").split()
+    site.slurm("scontrol", "update", f"JobId={job}", "TimeLimit=1")
+    lines += campaign.stdout.readlines()
+    assert campaign.wait(timeout=600) == 1, "".join(lines)
+    said = "".join(lines)
+
+    ledger = Ledger(site.state / "ledger.sqlite3")
+    verdicts = {r.node: r for r in ledger.node_results(run)}
+    assert sorted(verdicts) == NODES and all(r.verdict for r in verdicts.values())
+    reasons, extras = site.reasons(), site.extras()
+    accepted = [n for n, r in verdicts.items() if r.verdict == Verdict.ACCEPTED]
+    refused = {*CRAFTED, *KILLED, TIMEOUT}
+    assert sorted(accepted) == sorted(set(NODES) - FAULTED - refused - {COLLECTS})
+    # the real collector's result, signed and checked like any other: this machine has no
+    # GPU, which is a setup finding, never a hardware action
+    collected = verdicts[COLLECTS]
+    assert collected.verdict == Verdict.REJECTED
+    assert "gpu_inventory: nvidia-smi failed (exit status 127)" in collected.reason
+    assert collected.failing and not {c.action for c in collected.failing} & HARDWARE
+    assert reasons[COLLECTS][0] == "drained"
+    for node in FAULTED:
+        assert verdicts[node].verdict == Verdict.REJECTED
+        state, reason = reasons[node]
+        assert state == "drained"
+        assert reason.startswith("gpuprov: kernel_log: GPU has fallen off the bus")
+        assert reason.endswith(f"(run {run})")
+        assert extras[node]["gpuprov_state"] == "rejected"
+    assert "the node judged itself accepted (disagrees)" in verdicts[LIAR].reason
+    for node, (_, why) in CRAFTED.items():
+        assert (verdicts[node].verdict, verdicts[node].reason[:len(why)]) == (
+            Verdict.UNREACHABLE, why)
+        assert reasons[node][0] == "drained"
+        assert reasons[node][1].startswith(f"gpuprov: unreachable: {why}")
+    for node in KILLED:       # down for Slurm's own reason: left as it is, never accepted
+        assert verdicts[node].verdict == Verdict.UNREACHABLE
+        assert "ended NODE_FAIL" in verdicts[node].reason
+        assert reasons[node] == ("down*", "Not responding")
+    assert "ended TIMEOUT (TimeLimit)" in verdicts[TIMEOUT].reason
+    assert reasons[TIMEOUT][0] == "drained"
+    for node in accepted:
+        assert reasons[node] == ("idle", "none"), node
+        assert (extras[node]["gpuprov_state"], extras[node]["gpuprov_run"]) == (
+            "accepted", run)
+    # the busy node: tested once its user's job ended, never drained for it
+    jobs = [line.split("|") for line in site.slurm(
+        "squeue", "--noheader", "--states=all", "--format=%i|%j|%T|%S").splitlines()]
+    ours = [j for j in jobs if j[1].startswith(f"gpuprov-{run}-")]
+    assert len(ours) == len({j[1] for j in ours}) == len(NODES)   # one job per node
+    [user] = [j for j in jobs if j[0] == user_job]
+    [busy] = [j for j in ours if j[1].endswith(BUSY)]
+    assert user[2] == "COMPLETED" and busy[3] >= user[3]
+    assert BUSY in accepted
+    assert [a.action for a in ledger.slurm_actions(host=BUSY)] == ["publish"]
+    assert site.slurm("scontrol", "show", "reservation").strip() == \
+        "No reservations in the system"
+    assert f"slurm: reservation gpuprov-{run} deleted" in said
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    site = emulated_campaign.build(tmp_path_factory.mktemp("campaign6"), 6, seconds=4)
+    yield site
+    site.cluster.down()
+
+
+def test_a_controller_killed_mid_campaign_resumes_without_a_duplicate_job_or_a_lost_verdict(
+        small):
+    small.plan["emu0003"]["seconds"] = 0
+    small.replan()
+    campaign = small.start_validate("--all")
+    lines = []
+    for line in campaign.stdout:
+        lines.append(line)
+        if line.startswith("emu0003: accepted"):
+            campaign.send_signal(signal.SIGKILL)
+            break
+    campaign.wait(timeout=60)
+    run = lines[0].split()[1].rstrip(":")
+    assert small.slurm("scontrol", "show", "reservation", f"gpuprov-{run}")  # still held
+
+    resumed = small.validate("--resume", run)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert f"run {run}: resumed" in resumed.stdout
+    # judged once: before the controller was killed
+    assert not [line for line in resumed.stdout.splitlines() if line.startswith("emu0003: ")]
+    jobs = small.slurm("squeue", "--noheader", "--states=all", "--format=%j").split()
+    assert sorted(j for j in jobs if j.startswith(f"gpuprov-{run}-")) == [
+        f"gpuprov-{run}-{n}" for n in emulated_campaign.node_names(6)]
+    verdicts = Ledger(small.state / "ledger.sqlite3").node_results(run)
+    assert [(r.node, r.verdict) for r in verdicts] == [
+        (n, Verdict.ACCEPTED) for n in sorted(emulated_campaign.node_names(6))]
+    extras = small.extras()
+    assert {n: e["gpuprov_run"] for n, e in extras.items()} == dict.fromkeys(
+        emulated_campaign.node_names(6), run)
+    assert small.slurm("scontrol", "show", "reservation").strip() == \
+        "No reservations in the system"
+    again = small.validate("--resume", run)
+    assert (again.returncode, again.stderr.strip()) == (
+        2, f"gpuprov: error: run {run} has finished: nothing to resume")
+
+
+def test_bad_input_holds_and_submits_nothing(small, tmp_path):
+    before = small.slurm("squeue", "--noheader", "--states=all", "--format=%i").split()
+    inventory = tmp_path / "hosts.ini"
+    inventory.write_text(small.inventory.read_text() + "ghost01\n")
+    for link in ("group_vars",):
+        (tmp_path / link).symlink_to(small.inventory.parent / link)
+    unknown = gpuprov("validate", "--via", "slurm", "-i", str(inventory), "--all",
+                      env=small.env)
+    assert unknown.returncode == 2
+    assert unknown.stderr.strip() == ("gpuprov: error: slurm: not a node of the cluster: "
+                                      "ghost01 (set gpuprov_slurm_node where the names "
+                                      "differ)")
+    no_run = small.validate("--resume", "v20260101-000000-abcdef")
+    assert no_run.returncode == 2
+    assert "no campaign v20260101-000000-abcdef was started on this controller" in \
+        no_run.stderr
+    config = yaml.safe_load(small.config.read_text())
+    del config["slurm"]["shared_dir"]
+    unset = tmp_path / "config.yml"
+    unset.write_text(json.dumps(config))
+    no_shared = small.validate("--all", env={**small.env, "GPUPROV_CONFIG": str(unset)})
+    assert (no_shared.returncode, no_shared.stderr.strip()) == (2, (
+        "gpuprov: error: slurm.shared_dir is not set: a campaign needs a directory shared at the "
+        "same path by this machine and every node"))
+    empty = tmp_path / "known_hosts"
+    empty.write_text("")
+    config["slurm"] |= {"shared_dir": str(small.cluster.shared), "known_hosts": str(empty)}
+    unknown_keys = tmp_path / "keys.yml"
+    unknown_keys.write_text(json.dumps(config))
+    no_key = small.validate("--all", env={**small.env, "GPUPROV_CONFIG": str(unknown_keys)})
+    assert (no_key.returncode, no_key.stderr.strip()) == (2, (
+        f"gpuprov: error: slurm.known_hosts {empty}: no host key for emu0001 (emu0001), "
+        "emu0002 (emu0002), emu0003 (emu0003), emu0004 (emu0004), emu0005 (emu0005), "
+        "emu0006 (emu0006)"))
+    assert small.slurm("squeue", "--noheader", "--states=all", "--format=%i").split() == before
+    assert small.slurm("scontrol", "show", "reservation").strip() == \
+        "No reservations in the system"
