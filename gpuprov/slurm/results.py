@@ -81,13 +81,18 @@ def read_claim(out_dir: Path) -> Claim:
         raise Refused(f"{RESULT}: unreadable ({type(exc).__name__}: {exc})") from exc
 
 
-def known_keys(known_hosts: Path, address: str) -> list[paramiko.PKey]:
-    """The host keys known_hosts holds for `address` (a name or `[name]:port`)."""
+def known_hosts(path: Path) -> paramiko.HostKeys:
+    """The controller's known_hosts, read once (hashed entries included)."""
     import paramiko  # the controller's side only: a node's job signs without it
     try:
-        entries = paramiko.HostKeys(str(known_hosts)).lookup(address)
+        return paramiko.HostKeys(str(path))
     except OSError as exc:
-        raise Refused(f"known_hosts {known_hosts}: {exc.strerror}") from exc
+        raise Refused(f"known_hosts {path}: {exc.strerror}") from exc
+
+
+def known_keys(hosts: paramiko.HostKeys, address: str) -> list[paramiko.PKey]:
+    """The host keys known_hosts holds for `address` (a name or `[name]:port`)."""
+    entries = hosts.lookup(address)
     return list(entries.values()) if entries else []
 
 

@@ -31,6 +31,7 @@ import shlex
 import shutil
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -41,6 +42,7 @@ from gpuprov.evidence import Evidence
 from gpuprov.files import write_atomic
 from gpuprov.ledger import Ledger
 from gpuprov.lifecycle import node_statuses, quarantine
+from gpuprov.metrics import publish_after_run
 from gpuprov.model import NodeResult, Verdict
 from gpuprov.settings import SlurmSettings, offender_rule
 from gpuprov.slurm import results
@@ -62,6 +64,9 @@ OLDEST = (22, 5)              # node `Extra` (the published verdict) came with 2
 # minutes a job may take besides its soak, by DCGM level (level 4 runs for hours)
 ALLOWANCE_MIN = {1: 20, 2: 30, 3: 75, 4: 180}
 REQUESTS = "requests"
+SUBMITTERS = 8                # sbatch at once: slurmctld takes them in turn, the rest is fork
+SAVE_EVERY = 50               # the record saved as jobs are submitted (a resume finds the
+                              # rest by name in squeue)
 
 
 @dataclass
@@ -141,27 +146,49 @@ class Campaign:
 
     def submit(self) -> None:
         """A job for every node that has none yet (none recorded, none Slurm knows of by
-        its name) and no verdict: a resumed campaign submits no duplicate."""
+        its name) and no verdict: a resumed campaign submits no duplicate. sbatch runs
+        SUBMITTERS at a time; a node Slurm refuses a job for is not judged (`refuse`)."""
         known = self.slurm.jobs_named(f"gpuprov-{self.plan.run_id}-")
-        script = job_script(self.settings.collector, self.shared)
-        jobs = {j.settings.node: j for j in self.plan.jobs}
+        todo = []
         for host in self.record.hosts:
             if host in self.judged:
                 continue
             found = known.get(self.job_name(host))
             if found:
                 self.record.jobs[host] = found.id
-                continue
+            elif host not in self.record.jobs and \
+                    not (self.shared / self.names[host] / "job.out").exists():
+                todo.append(host)   # else submitted, ended and purged: its result harvested
+        script = job_script(self.settings.collector, self.shared)
+        jobs = {j.settings.node: j for j in self.plan.jobs}
+
+        def one(host: str) -> tuple[str, str | None, str]:
             name = self.names[host]
-            if host in self.record.jobs or (self.shared / name / "job.out").exists():
-                continue        # submitted, ended and purged: harvested from its result
             (self.shared / name).mkdir(parents=True, exist_ok=True)
             node_request.write(self.shared / REQUESTS / f"{name}.json", jobs[host].settings,
                                name)
-            self.record.jobs[host] = self.slurm.submit(
-                script, self.job_name(host), name, self.record.reservation,
-                self.record.minutes, str(self.shared / name / "job.out"))
-            self.record.save()
+            try:
+                return host, self.slurm.submit(
+                    script, self.job_name(host), name, self.record.reservation,
+                    self.record.minutes, str(self.shared / name / "job.out")), ""
+            except SlurmError as exc:
+                return host, None, str(exc)
+
+        refused = []
+        with ThreadPoolExecutor(max_workers=SUBMITTERS) as pool:
+            for count, (host, job_id, error) in enumerate(pool.map(one, todo), 1):
+                if job_id:
+                    self.record.jobs[host] = job_id
+                else:
+                    refused.append(host)
+                    self.gate.record(Step(host, self.names[host], "refuse",
+                                          f"sbatch refused its job: {error}"), "failed", error)
+                if count % SAVE_EVERY == 0:
+                    self.record.save()
+        self.record.save()
+        if refused:
+            self.refused.update(refused)
+            self._leave_reservation([self.names[h] for h in refused])
         self.say(f"slurm: {len(self.record.jobs)} job(s) in reservation "
                  f"{self.record.reservation}, {self.record.minutes} min each at most")
 
@@ -324,11 +351,15 @@ def _keys(settings: SlurmSettings, plan: RunPlan) -> dict:
         raise InputError(f"slurm.known_hosts {known}: no such file (the nodes' host keys "
                          "authenticate their results)")
     keys, missing = {}, []
+    try:
+        hosts = results.known_hosts(known)
+    except results.Refused as exc:
+        raise InputError(f"slurm.known_hosts: {exc}") from exc
     for host, variables in plan.variables.items():
         address = str(variables.get("ansible_host") or host)
         port = variables.get("ansible_port")
         lookup = f"[{address}]:{port}" if port and int(port) != 22 else address
-        keys[host] = results.known_keys(known, lookup)
+        keys[host] = results.known_keys(hosts, lookup)
         if not keys[host]:
             missing.append(f"{host} ({lookup})")
     if missing:
@@ -382,6 +413,7 @@ def run_campaign(request: ValidationRequest, say: Say, resume: str | None = None
     campaign.submit()
     campaign.harvest()
     campaign.finish()
+    publish_after_run(ledger, request.metrics_dir, request.inventory.hosts(), say)
     return ValidationRun(ledger.run(plan.run_id), ledger.node_results(plan.run_id),
                          request.hosts, None)
 
