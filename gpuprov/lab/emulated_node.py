@@ -32,6 +32,8 @@ from gpuprov.files import manifest
 from gpuprov.slurm import results
 from gpuprov.validation import node_request
 
+JOBS = "jobs.txt"
+
 
 def main(argv: list[str]) -> int:
     plan_path, command, *rest = argv
@@ -49,11 +51,13 @@ def main(argv: list[str]) -> int:
               file=sys.stderr)
         return 2
     plan = json.loads(Path(plan_path).read_text())[node]
+    out = Path(args["--out"])
+    with (out / JOBS).open("a") as fh:      # every job that ran on the node: duplicates show
+        fh.write(f"{os.environ.get('SLURM_JOB_ID', '?')}\n")
     if plan.get("collect"):
         gpuprov = str(Path(sys.executable).parent / "gpuprov")
         os.execv(gpuprov, [gpuprov, "collect", "--request", args["--request"], "--out",
                            args["--out"], "--host-key", plan["key"]])
-    out = Path(args["--out"])
     evidence = out / results.EVIDENCE
     shutil.copytree(plan["evidence"], evidence, dirs_exist_ok=True)
     meta = json.loads((evidence / "meta.json").read_text())

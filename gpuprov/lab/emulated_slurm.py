@@ -175,14 +175,18 @@ class EmulatedCluster:
         return result.stdout
 
     def kill_node(self, node: str) -> None:
-        """The node dies: its slurmd and everything its jobs run, at once (SIGKILL)."""
-        pid_file = self.root / "run" / f"{node}.pid"
-        _kill(int(pid_file.read_text()))
+        """The node dies: its slurmd and everything its jobs run (SIGKILL)."""
         jobs = self.run(["squeue", "--noheader", f"--nodelist={node}", "--format=%i"]).split()
-        for pid in _pids():
-            if _environ(pid).get("SLURMD_NODENAME") == node or \
-                    any(f"[{job}." in _cmdline(pid) for job in jobs):
+        _kill(int((self.root / "run" / f"{node}.pid").read_text()))
+        # a job step may fork while the first pass runs: passes until none is left
+        for _ in range(5):
+            found = [pid for pid in _pids() if _environ(pid).get("SLURMD_NODENAME") == node
+                     or any(f"[{job}." in _cmdline(pid) for job in jobs)]
+            if not found:
+                return
+            for pid in found:
                 _kill(pid)
+            time.sleep(0.2)
 
     def down(self) -> None:
         """Every daemon of the emulation stopped (its slurm.conf or munge socket on its

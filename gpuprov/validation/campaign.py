@@ -80,6 +80,7 @@ class CampaignRecord:
     minutes: int                  # each job's time limit
     started_at: float
     jobs: dict[str, str] = field(default_factory=dict)      # host -> Slurm job id
+    submitted: dict[str, float] = field(default_factory=dict)  # host -> when (epoch s)
     members: list[str] = field(default_factory=list)        # Slurm nodes still reserved
 
     @staticmethod
@@ -127,6 +128,9 @@ class Campaign:
     judged: dict[str, NodeResult] = field(default_factory=dict)
     refused: set[str] = field(default_factory=set)     # jobs that never started in time
 
+    def __post_init__(self) -> None:
+        self.work = {j.settings.node: j for j in self.plan.jobs}
+
     @property
     def shared(self) -> Path:
         return Path(str(self.settings.shared_dir)) / self.plan.run_id
@@ -156,17 +160,17 @@ class Campaign:
             found = known.get(self.job_name(host))
             if found:
                 self.record.jobs[host] = found.id
+                self.record.submitted.setdefault(host, time.time())
             elif host not in self.record.jobs and \
                     not (self.shared / self.names[host] / "job.out").exists():
                 todo.append(host)   # else submitted, ended and purged: its result harvested
         script = job_script(self.settings.collector, self.shared)
-        jobs = {j.settings.node: j for j in self.plan.jobs}
 
         def one(host: str) -> tuple[str, str | None, str]:
             name = self.names[host]
             (self.shared / name).mkdir(parents=True, exist_ok=True)
-            node_request.write(self.shared / REQUESTS / f"{name}.json", jobs[host].settings,
-                               name)
+            node_request.write(self.shared / REQUESTS / f"{name}.json",
+                               self.work[host].settings, name)
             try:
                 return host, self.slurm.submit(
                     script, self.job_name(host), name, self.record.reservation,
@@ -179,6 +183,7 @@ class Campaign:
             for count, (host, job_id, error) in enumerate(pool.map(one, todo), 1):
                 if job_id:
                     self.record.jobs[host] = job_id
+                    self.record.submitted[host] = time.time()
                 else:
                     refused.append(host)
                     self.gate.record(Step(host, self.names[host], "refuse",
@@ -200,7 +205,6 @@ class Campaign:
 
     def harvest(self) -> None:
         """Until every node has a verdict, or its job never started within the wait."""
-        wait_until = self.record.started_at + self.settings.drain_timeout_s
         prefix = f"gpuprov-{self.plan.run_id}-"
         while True:
             pending = [h for h in self.record.hosts
@@ -220,8 +224,11 @@ class Campaign:
                 if result is not None:
                     batch[host] = self._record(result)
             self._release([r for r in batch.values() if r.judged == Verdict.ACCEPTED])
-            late = [h for h in pending if h not in batch and time.time() > wait_until
-                    and self.job_name(h) in jobs and jobs[self.job_name(h)].state == "PENDING"]
+            # pending longer than the wait since its own submission: its node stayed busy
+            late = [h for h in pending if h not in batch and self.job_name(h) in jobs
+                    and jobs[self.job_name(h)].state == "PENDING"
+                    and time.time() - self.record.submitted.get(h, time.time())
+                    > self.settings.drain_timeout_s]
             if late:
                 self._refuse(late, jobs)
             if len(batch) < len(pending):
@@ -230,7 +237,7 @@ class Campaign:
     def _ended(self, host: str, job: JobState | None) -> NodeResult | None:
         """The node's result once its job has ended; None while it has not."""
         job_id = self.record.jobs.get(host, "?")
-        work = next(j for j in self.plan.jobs if j.settings.node == host)
+        work = self.work[host]
         if job is not None and not job.ended:
             return None
         if job is not None and job.failed:
@@ -446,7 +453,7 @@ def _start(request: ValidationRequest, settings: SlurmSettings, plan: RunPlan, l
         {"profile_name": request.profile_name, "soak_seconds": request.soak_seconds,
          "dcgm_level": request.dcgm_level, "burn_in": request.burn_in,
          "soak_after_identity_failure": request.soak_after_identity_failure},
-        minutes, time.time(), {}, names)
+        minutes, time.time(), members=names)
     record.save()
     say(f"run {plan.run_id}: campaign over {len(names)} node(s): reservation {reservation} "
         f"(MAINT, {hold_min} min at most); evidence in {plan.evidence_base}")

@@ -35,7 +35,7 @@ CRAFTED = {  # node -> (its result's fault, what the controller says of it)
     "emu0016": ("symlink", "result refused: evidence/dmesg.txt: not a regular file"),
 }
 LIAR = "emu0020"             # faulted, and its node claims acceptance
-KILLED = ("emu0031", "emu0032", "emu0033")
+KILLED = ("emu0197", "emu0198", "emu0199")   # submitted last: running when they die
 TIMEOUT = "emu0041"
 BUSY = "emu0051"
 COLLECTS = "emu0061"         # runs the real `gpuprov collect` here, a machine with no GPU
@@ -72,7 +72,7 @@ def test_a_200_node_campaign_drains_exactly_the_faulted_and_accepts_nothing_it_c
             break
     run = lines[0].split()[1].rstrip(":")
     assert site.reasons()[NODES[0]][0] in ("allocated", "maint", "idle", "mixed")
-    time.sleep(2)                     # the jobs are running: the nodes die under them
+    _wait_running(site, run, KILLED)  # the nodes die under their running jobs
     for node in KILLED:
         site.cluster.kill_node(node)
     [job] = site.slurm("squeue", "--noheader", f"--name=gpuprov-{run}-{TIMEOUT}",
@@ -88,7 +88,8 @@ def test_a_200_node_campaign_drains_exactly_the_faulted_and_accepts_nothing_it_c
     reasons, extras = site.reasons(), site.extras()
     accepted = [n for n, r in verdicts.items() if r.verdict == Verdict.ACCEPTED]
     refused = {*CRAFTED, *KILLED, TIMEOUT}
-    assert sorted(accepted) == sorted(set(NODES) - FAULTED - refused - {COLLECTS})
+    expected = set(NODES) - FAULTED - refused - {COLLECTS}
+    assert (set(accepted) - expected, expected - set(accepted)) == (set(), set()), said
     # the real collector's result, signed and checked like any other: this machine has no
     # GPU, which is a setup finding, never a hardware action
     collected = verdicts[COLLECTS]
@@ -124,6 +125,8 @@ def test_a_200_node_campaign_drains_exactly_the_faulted_and_accepts_nothing_it_c
         "squeue", "--noheader", "--states=all", "--format=%i|%j|%T|%S").splitlines()]
     ours = [j for j in jobs if j[1].startswith(f"gpuprov-{run}-")]
     assert len(ours) == len({j[1] for j in ours}) == len(NODES)   # one job per node
+    ran = {n: (site.cluster.shared / run / n / "jobs.txt").read_text().split() for n in NODES}
+    assert {n: len(ids) for n, ids in ran.items()} == dict.fromkeys(NODES, 1)
     [user] = [j for j in jobs if j[0] == user_job]
     [busy] = [j for j in ours if j[1].endswith(BUSY)]
     assert user[2] == "COMPLETED" and busy[3] >= user[3]
@@ -132,6 +135,17 @@ def test_a_200_node_campaign_drains_exactly_the_faulted_and_accepts_nothing_it_c
     assert site.slurm("scontrol", "show", "reservation").strip() == \
         "No reservations in the system"
     assert f"slurm: reservation gpuprov-{run} deleted" in said
+
+
+def _wait_running(site, run: str, nodes) -> None:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        states = dict(line.split("|") for line in site.slurm(
+            "squeue", "--noheader", "--format=%j|%T").splitlines())
+        if all(states.get(f"gpuprov-{run}-{n}") == "RUNNING" for n in nodes):
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"jobs of {', '.join(nodes)} not running after 120 s: {states}")
 
 
 @pytest.fixture(scope="module")
@@ -164,6 +178,9 @@ def test_a_controller_killed_mid_campaign_resumes_without_a_duplicate_job_or_a_l
     jobs = small.slurm("squeue", "--noheader", "--states=all", "--format=%j").split()
     assert sorted(j for j in jobs if j.startswith(f"gpuprov-{run}-")) == [
         f"gpuprov-{run}-{n}" for n in emulated_campaign.node_names(6)]
+    ran = {n: (small.cluster.shared / run / n / "jobs.txt").read_text().split()
+           for n in emulated_campaign.node_names(6)}
+    assert {n: len(ids) for n, ids in ran.items()} == dict.fromkeys(ran, 1)
     verdicts = Ledger(small.state / "ledger.sqlite3").node_results(run)
     assert [(r.node, r.verdict) for r in verdicts] == [
         (n, Verdict.ACCEPTED) for n in sorted(emulated_campaign.node_names(6))]
