@@ -224,13 +224,13 @@ class Campaign:
                 if result is not None:
                     batch[host] = self._record(result)
             self._release([r for r in batch.values() if r.judged == Verdict.ACCEPTED])
-            # pending longer than the wait since its own submission: its node stayed busy
+            # pending longer than the wait since its own submission
             late = [h for h in pending if h not in batch and self.job_name(h) in jobs
                     and jobs[self.job_name(h)].state == "PENDING"
                     and time.time() - self.record.submitted.get(h, time.time())
                     > self.settings.drain_timeout_s]
             if late:
-                self._refuse(late, jobs)
+                self._late(late, jobs)
             if len(batch) < len(pending):
                 time.sleep(self.settings.poll_s)
 
@@ -275,20 +275,44 @@ class Campaign:
         self.say(f"{result.node}: {result.judged}: {result.reason}")
         return result
 
-    def _refuse(self, hosts: list[str], jobs: dict[str, JobState]) -> None:
-        """Jobs that never started within the wait (the node stayed busy): cancelled, the
-        node left unjudged and released, as `validate --slurm` refuses a busy node."""
-        ids = [jobs[self.job_name(h)].id for h in hosts if self.job_name(h) in jobs]
+    def _late(self, hosts: list[str], jobs: dict[str, JobState]) -> None:
+        """Jobs pending past the wait. On a node that is down or drained the job can never
+        start: cancelled, the node unreachable. On a node still running another job: the
+        node stayed busy, so it is cancelled and the node left unjudged and released, as
+        `validate --slurm` refuses a busy node. Otherwise slurmctld has not scheduled it
+        yet (a thousand jobs take it several passes): it waits on."""
+        try:
+            states = self.slurm.nodes()
+            # node by node: a job over several nodes shows them as one host list
+            busy = {self.names[h] for h in hosts if any(
+                not j.name.startswith(f"gpuprov-{self.plan.run_id}-")
+                for j in self.slurm.jobs_on([self.names[h]]))}
+        except SlurmError as exc:
+            self.say(f"slurm: late jobs not looked into ({exc}); asked again")
+            return
+        dead = [h for h in hosts if not states[self.names[h]].in_service
+                or states[self.names[h]].state.endswith("*")]
+        held = [h for h in hosts if h not in dead and self.names[h] in busy]
+        ids = [jobs[self.job_name(h)].id for h in (*dead, *held)]
+        if not ids:
+            return
         try:
             self.slurm.cancel(ids)
         except SlurmError as exc:
             self.say(f"slurm: scancel {' '.join(ids)} failed: {exc}")
-        for host in hosts:
+            return
+        for host in dead:
+            node = states[self.names[host]]
+            why = f"job {jobs[self.job_name(host)].id} never started: node {node.state}" + (
+                f" ({node.reason})" if node.reason else "")
+            self._record(unreachable(self.work[host], self.record.started_at, why))
+        for host in held:
             self.gate.record(Step(host, self.names[host], "refuse",
-                                  f"its job did not start within "
+                                  f"busy: its job did not start within "
                                   f"{self.settings.drain_timeout_s:g}s"), "done")
             self.refused.add(host)
-        self._leave_reservation([self.names[h] for h in hosts])
+        if held:
+            self._leave_reservation([self.names[h] for h in held])
 
     # -- act --
 
