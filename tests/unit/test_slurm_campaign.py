@@ -63,6 +63,7 @@ def test_a_200_node_campaign_drains_exactly_the_faulted_and_accepts_nothing_it_c
     site.replan()
     user_job = site.slurm("sbatch", "--parsable", f"--nodelist={BUSY}", "--output=/dev/null",
                           "--wrap", "sleep 15").strip()
+    _wait_running(site, None, [user_job])     # the node is busy before the campaign starts
 
     campaign = site.start_validate("--all")
     lines = []
@@ -137,12 +138,14 @@ def test_a_200_node_campaign_drains_exactly_the_faulted_and_accepts_nothing_it_c
     assert f"slurm: reservation gpuprov-{run} deleted" in said
 
 
-def _wait_running(site, run: str, nodes) -> None:
+def _wait_running(site, run: str | None, nodes) -> None:
+    """Until the campaign's jobs on `nodes` run (run None: until the jobs of these ids do)."""
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         states = dict(line.split("|") for line in site.slurm(
-            "squeue", "--noheader", "--format=%j|%T").splitlines())
-        if all(states.get(f"gpuprov-{run}-{n}") == "RUNNING" for n in nodes):
+            "squeue", "--noheader", "--format=%j|%T" if run else "--format=%i|%T")
+            .splitlines())
+        if all(states.get(f"gpuprov-{run}-{n}" if run else n) == "RUNNING" for n in nodes):
             return
         time.sleep(0.5)
     raise AssertionError(f"jobs of {', '.join(nodes)} not running after 120 s: {states}")

@@ -19,7 +19,7 @@ def _nics(node):
 
 def test_no_port_at_all_is_the_rdma_stack_not_loaded(tmp_path):
     node = replace(healthy_h100(tmp_path / "node07"), "ibstat.txt",
-                   capture("ibstat/none-no-rdma-stack-debian12.txt"))
+                   capture("ibstat-empty/no-rdma-stack-debian12.txt"))
     check = _nics(node)
     assert (check.status, check.action) == (Status.FAIL, Action.FIX_SETUP)
     assert check.summary == ("no InfiniBand NIC port visible, profile expects 8: is the RDMA "
