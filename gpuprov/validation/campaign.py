@@ -256,7 +256,7 @@ class Campaign:
         started = self.record.started_at
         try:
             results.read_claim(out)
-            _copy_evidence(out / results.EVIDENCE, work.evidence_dir)
+            copy_evidence(out / results.EVIDENCE, work.evidence_dir)
             claim = results.verify(out, self.plan.run_id, name, __version__, self.keys[host],
                                    Evidence(work.evidence_dir).manifest())
         except results.Refused as exc:
@@ -361,17 +361,33 @@ class Campaign:
         self.say(f"slurm: reservation {self.record.reservation} deleted")
 
 
-def _copy_evidence(source: Path, target: Path) -> None:
-    """The node's evidence, regular files and directories only: a link could make the
-    controller read its own files as the node's."""
+def copy_evidence(source: Path, target: Path) -> None:
+    """The node's evidence copied here as it is, links copied as links, then the copy
+    checked: regular files and directories only. A link could make the controller read its
+    own files as the node's. The copy is checked, not the source the node can still change,
+    and a named pipe is refused by the copy itself. A refused copy is removed."""
     if not source.is_dir():
         raise results.Refused(f"no {results.EVIDENCE}/ directory")
-    for path in source.rglob("*"):
-        if path.is_symlink() or not (path.is_file() or path.is_dir()):
-            raise results.Refused(f"{path.relative_to(source.parent)}: not a regular file")
     if target.exists():
         shutil.rmtree(target)
-    shutil.copytree(source, target)
+    try:
+        shutil.copytree(source, target, symlinks=True)
+    except (shutil.Error, OSError) as exc:
+        shutil.rmtree(target, ignore_errors=True)
+        raise results.Refused(f"{results.EVIDENCE}/ not copied: {_first_error(exc)}") from exc
+    for path in sorted(target.rglob("*")):
+        if path.is_symlink() or not (path.is_file() or path.is_dir()):
+            shutil.rmtree(target)     # not kept here: the node's own stays where it wrote it
+            raise results.Refused(f"{results.EVIDENCE}/{path.relative_to(target)}: not a "
+                                  "regular file")
+
+
+def _first_error(exc: Exception) -> str:
+    """shutil.Error carries (source, target, why) per file; the first one, else the error."""
+    if isinstance(exc, shutil.Error) and exc.args and isinstance(exc.args[0], list):
+        src, _, why = exc.args[0][0]
+        return f"{Path(src).name}: {why}"
+    return str(exc)
 
 
 def _keys(settings: SlurmSettings, plan: RunPlan) -> dict:

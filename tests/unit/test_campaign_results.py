@@ -67,3 +67,26 @@ def test_a_result_that_is_not_json_is_named(tmp_path):
     (tmp_path / results.RESULT).write_text('{"format": 2}')
     with pytest.raises(results.Refused, match=r"^result.json: format 2, expected 1$"):
         results.read_claim(tmp_path)
+
+
+def test_the_evidence_copy_keeps_links_as_links_and_refuses_them_and_pipes(tmp_path):
+    import os
+
+    from gpuprov.validation.campaign import copy_evidence
+    source = tmp_path / "node" / "evidence"
+    source.mkdir(parents=True)
+    (source / "dmesg.txt").write_text("[    0.000000] Linux version 6.8.0\n")
+    copy_evidence(source, tmp_path / "copy")
+    assert (tmp_path / "copy" / "dmesg.txt").read_text().startswith("[    0.000000]")
+    secret = tmp_path / "controller-only"
+    secret.write_text("not the node's\n")
+    (source / "nvidia-smi-q.xml").symlink_to(secret)
+    with pytest.raises(results.Refused, match=r"^evidence/nvidia-smi-q.xml: not a regular "
+                                              r"file$"):
+        copy_evidence(source, tmp_path / "copy")
+    assert not (tmp_path / "copy").exists()        # nothing of it kept to be read later
+    (source / "nvidia-smi-q.xml").unlink()
+    os.mkfifo(source / "gpu-burn.log")
+    with pytest.raises(results.Refused, match=r"^evidence/ not copied: gpu-burn.log: "
+                                              r".*named pipe"):
+        copy_evidence(source, tmp_path / "copy")
