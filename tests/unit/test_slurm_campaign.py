@@ -72,7 +72,9 @@ def test_a_200_node_campaign_drains_exactly_the_faulted_and_accepts_nothing_it_c
         if "job(s) in reservation" in line:
             break
     run = lines[0].split()[1].rstrip(":")
-    assert site.reasons()[NODES[0]][0] in ("allocated", "maint", "idle", "mixed")
+    held = site.slurm("scontrol", "show", "reservation", f"gpuprov-{run}", "--oneliner")
+    assert "Flags=MAINT,IGNORE_JOBS" in held and "State=ACTIVE" in held
+    assert not [n for n, (_, why) in site.reasons().items() if why.startswith("gpuprov:")]
     _wait_running(site, run, KILLED)  # the nodes die under their running jobs
     for node in KILLED:
         site.cluster.kill_node(node)
