@@ -124,7 +124,7 @@ class Campaign:
     record: CampaignRecord
     keys: dict                          # host -> its host keys (paramiko)
     say: Say
-    rule: tuple[int, float] = (3, 30 * 86400.0)
+    rule: tuple[int, float]             # the `offenders` setting
     judged: dict[str, NodeResult] = field(default_factory=dict)
     refused: set[str] = field(default_factory=set)     # jobs that never started in time
 
@@ -444,7 +444,6 @@ def run_campaign(request: ValidationRequest, say: Say, resume: str | None = None
     if version < OLDEST:
         raise InputError(f"slurm: {'.'.join(map(str, version))} has no node Extra; a campaign "
                          f"needs {'.'.join(map(str, OLDEST))} or later")
-    gate.held = set()
     soak = request.soak_seconds or max(int(p["gpu_burn"]["soak_seconds"])
                                        for p in plan.profiles.values())
     level = request.dcgm_level or max(int((p.data.get("dcgm") or {}).get("level", 2))
