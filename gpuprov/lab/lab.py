@@ -64,8 +64,9 @@ class Lab:
         """One command at a time changes this lab."""
         return _flocked(self.paths.lock_file)
 
-    def _cache_locked(self):
-        """One lab at a time builds, checks or signs the shared image and mirror."""
+    def cache_locked(self):
+        """One lab at a time builds, checks or signs the shared image and mirror (and
+        starts or stops the gpg agent that signing leaves)."""
         return _flocked(self.paths.cache_lock_file)
 
     def recorded_nodes(self) -> dict[str, str]:
@@ -96,7 +97,7 @@ class Lab:
         docker.ensure_engine()
         with self._locked():
             recipe = image.ImageRecipe.load()
-            with self._cache_locked():
+            with self.cache_locked():
                 tag = image.ensure_image(self.paths, recipe, self.log)
                 mirror_dir = mirror.ensure_mirror(self.paths, recipe, self.log)
                 _stop_gpg_agent(self.paths)
@@ -200,7 +201,7 @@ class Lab:
                 path.unlink(missing_ok=True)
             shutil.rmtree(self.paths.inventory_dir, ignore_errors=True)
             shutil.rmtree(self.paths.ssh_dir / "cp", ignore_errors=True)
-        with self._cache_locked():
+        with self.cache_locked():
             _stop_gpg_agent(self.paths)
         return removed
 
