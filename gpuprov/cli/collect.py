@@ -26,14 +26,17 @@ from gpuprov.validation.pipeline import NodeJob, validate_node
 @click.command()
 @click.option("--request", "request_path", type=click.Path(path_type=Path), required=True,
               help="The campaign's request for this node (written by the controller).")
+@click.option("--request-sha256", "request_sha256", required=True, metavar="HEX",
+              help="The request's SHA-256 as the controller wrote it (the job script pins "
+                   "it): any other request is refused.")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), required=True,
               help="Where the evidence and the signed result go (shared with the controller).")
 @click.option("--host-key", default=results.HOST_KEY, show_default=True,
               help="The SSH host key that signs the result.")
-def collect(request_path: Path, out_dir: Path, host_key: str) -> None:
+def collect(request_path: Path, request_sha256: str, out_dir: Path, host_key: str) -> None:
     """Collect this node's evidence for a campaign and sign the result: exit 0 written, 1
     not written, 2 bad input."""
-    settings, slurm_node = node_request.read(request_path)
+    settings, slurm_node = node_request.read(request_path, request_sha256)
     here = os.environ.get("SLURMD_NODENAME", slurm_node)
     if here != slurm_node:
         raise InputError(f"{request_path}: asks for node {slurm_node}, this is {here}")

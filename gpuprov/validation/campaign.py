@@ -65,6 +65,7 @@ OLDEST = (22, 5)              # node `Extra` (the published verdict) came with 2
 ALLOWANCE_MIN = {1: 20, 2: 30, 3: 75, 4: 180}
 REQUESTS = "requests"
 SUBMITTERS = 8                # sbatch at once: slurmctld takes them in turn, the rest is fork
+JOB_ERROR_CHARS = 300        # of a job's error quoted in a reason
 SAVE_EVERY = 50               # the record saved as jobs are submitted (a resume finds the
                               # rest by name in squeue)
 
@@ -104,14 +105,15 @@ def job_minutes(soak_seconds: int, dcgm_level: int) -> int:
     return math.ceil(soak_seconds / 60) + ALLOWANCE_MIN[dcgm_level]
 
 
-def job_script(collector: str, shared: Path) -> str:
-    """The job: gpuprov's collector on the node, its request and output by the node's
-    Slurm name (the job knows no other)."""
-    out = f'{shlex.quote(str(shared))}/"$SLURMD_NODENAME"'
-    request = f'{shlex.quote(str(shared / REQUESTS))}/"$SLURMD_NODENAME".json'
+def job_script(collector: str, shared: Path, name: str, request_sha256: str) -> str:
+    """The job: gpuprov's collector on node `name`, its request pinned by its SHA-256 (the
+    script travels through slurmctld; the shared request file any node could rewrite)."""
+    out = shlex.quote(str(shared / name))
+    request = shlex.quote(str(shared / REQUESTS / f"{name}.json"))
     return ("#!/bin/sh\n"
             "# gpuprov validate --via slurm: collect this node's evidence, sign the result\n"
-            f"exec {collector} collect --request {request} --out {out}\n")
+            f"exec {collector} collect --request {request} --request-sha256 {request_sha256}"
+            f" --out {out}\n")
 
 
 @dataclass
@@ -164,13 +166,13 @@ class Campaign:
             elif host not in self.record.jobs and \
                     not (self.shared / self.names[host] / "job.out").exists():
                 todo.append(host)   # else submitted, ended and purged: its result harvested
-        script = job_script(self.settings.collector, self.shared)
 
         def one(host: str) -> tuple[str, str | None, str]:
             name = self.names[host]
             (self.shared / name).mkdir(parents=True, exist_ok=True)
-            node_request.write(self.shared / REQUESTS / f"{name}.json",
-                               self.work[host].settings, name)
+            pin = node_request.write(self.shared / REQUESTS / f"{name}.json",
+                                     self.work[host].settings, name)
+            script = job_script(self.settings.collector, self.shared, name, pin)
             try:
                 return host, self.slurm.submit(
                     script, self.job_name(host), name, self.record.reservation,
@@ -244,7 +246,9 @@ class Campaign:
             why = f"job {job.id} ended {job.state}"
             if job.reason and job.reason != "None":
                 why += f" ({job.reason})"
-            return unreachable(work, self.record.started_at, f"{why}: no result taken")
+            said = _job_error(self.shared / self.names[host] / "job.out")
+            return unreachable(work, self.record.started_at,
+                               f"{why}: no result taken" + (f": {said}" if said else ""))
         if job is None and not (self.shared / self.names[host] / results.RESULT).is_file():
             return unreachable(work, self.record.started_at,
                                f"job {job_id} is gone from slurmctld and left no result")
@@ -380,6 +384,20 @@ def copy_evidence(source: Path, target: Path) -> None:
             shutil.rmtree(target)     # not kept here: the node's own stays where it wrote it
             raise results.Refused(f"{results.EVIDENCE}/{path.relative_to(target)}: not a "
                                   "regular file")
+
+
+def _job_error(output: Path) -> str:
+    """The collector's own one-line error in its job's output, if it printed one: quoted in
+    the reason (the node wrote the file: printable characters only, and a bounded line)."""
+    try:
+        lines = output.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    said = [line for line in lines if line.startswith(("gpuprov: error: ", "gpuprov collect: "))]
+    if not said:
+        return ""
+    line = "".join(c if c.isprintable() else "?" for c in said[-1])
+    return line if len(line) <= JOB_ERROR_CHARS else line[:JOB_ERROR_CHARS - 1] + "…"
 
 
 def _first_error(exc: Exception) -> str:

@@ -4,10 +4,16 @@ file per node in the campaign's shared directory, read by `gpuprov collect` on t
 It holds the node's collection settings (the inventory's `gpuprov_validate_*` tool paths,
 what the lock installs), its profile and its lock, and the controller's gpuprov version,
 and nothing else of the inventory: no connection variables, no secrets.
+
+Every node can write the shared directory, so a request file proves nothing by itself: a
+node could rewrite another's (its tool paths are commands the collector runs). The
+controller pins each request's SHA-256 in that node's job script, which only slurmctld
+carries, and the collector refuses a request whose bytes differ.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import fields
 from pathlib import Path
@@ -23,25 +29,38 @@ FORMAT = 1
 _OBJECTS = ("profile", "lock")
 
 
-def write(path: Path, settings: NodeSettings, slurm_node: str) -> None:
+def write(path: Path, settings: NodeSettings, slurm_node: str) -> str:
+    """Written; its SHA-256 (the job script's pin)."""
     from gpuprov.validation.collect import NodeSettings
     plain = {f.name: getattr(settings, f.name) for f in fields(NodeSettings)
              if f.name not in _OBJECTS}
     lock = settings.lock.as_dict() if settings.lock else None
     profile = settings.profile
-    path.write_text(json.dumps({
+    data = (json.dumps({
         "format": FORMAT, "collector": __version__, "slurm_node": slurm_node,
         "settings": plain, "lock": lock,
         "profile": {"name": profile.name, "source": profile.source, "data": profile.data},
-    }, indent=2, sort_keys=True) + "\n")
+    }, indent=2, sort_keys=True) + "\n").encode()
+    path.write_bytes(data)
+    return hashlib.sha256(data).hexdigest()
 
 
-def header(path: Path) -> dict:
-    """The request, once it is one this gpuprov wrote: a request written by another
-    version is refused (its settings may not mean the same here)."""
+def header(path: Path, sha256: str) -> dict:
+    """The request, once its bytes are those the controller pinned (`sha256`) and it is
+    one this gpuprov wrote: a request written by another version is refused (its settings
+    may not mean the same here)."""
     try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"{path}: not a campaign request ({exc})") from exc
+    found = hashlib.sha256(data).hexdigest()
+    if found != sha256.lower():
+        raise InputError(f"{path}: not the request the controller wrote (sha256 "
+                         f"{found[:12]}…, the job pins {sha256[:12]}…): changed in the "
+                         "shared directory")
+    try:
+        doc = json.loads(data)
+    except ValueError as exc:
         raise InputError(f"{path}: not a campaign request ({exc})") from exc
     if not isinstance(doc, dict) or doc.get("format") != FORMAT \
             or doc.get("collector") != __version__:
@@ -51,12 +70,12 @@ def header(path: Path) -> dict:
     return doc
 
 
-def read(path: Path) -> tuple[NodeSettings, str]:
+def read(path: Path, sha256: str) -> tuple[NodeSettings, str]:
     """The node's settings and its Slurm node name (the collector's imports: testinfra)."""
     from gpuprov.lock import Lock
     from gpuprov.profiles import Profile
     from gpuprov.validation.collect import NodeSettings
-    doc = header(path)
+    doc = header(path, sha256)
     lock = doc["lock"]
     settings = NodeSettings(
         **doc["settings"], profile=Profile(**doc["profile"]),

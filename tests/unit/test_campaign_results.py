@@ -90,3 +90,26 @@ def test_the_evidence_copy_keeps_links_as_links_and_refuses_them_and_pipes(tmp_p
     with pytest.raises(results.Refused, match=r"^evidence/ not copied: gpu-burn.log: "
                                               r".*named pipe"):
         copy_evidence(source, tmp_path / "copy")
+
+
+def test_collect_refuses_a_request_other_than_the_one_its_job_pins(tmp_path):
+    """Any node can write the shared directory: a request rewritten there (its tool paths
+    are commands the collector runs) is refused before a byte of it is used."""
+    import hashlib
+
+    from tests.conftest import gpuprov
+    request = tmp_path / "node07.json"
+    request.write_text('{"format": 1}\n')
+    pinned = hashlib.sha256(request.read_bytes()).hexdigest()
+    request.write_text('{"format": 1, "settings": {"validate_nvidia_smi": "/tmp/fake"}}\n')
+    out = tmp_path / "out"
+    out.mkdir()
+    done = gpuprov("collect", "--request", str(request), "--request-sha256", pinned,
+                   "--out", str(out))
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        f"gpuprov: error: {request}: not the request the controller wrote (sha256 "
+        f"{hashlib.sha256(request.read_bytes()).hexdigest()[:12]}…, the job pins "
+        f"{pinned[:12]}…): "
+        "changed in the shared directory"]
+    assert list(out.iterdir()) == []

@@ -12,6 +12,7 @@ campaign starts.
 from __future__ import annotations
 
 import json
+import re
 import signal
 import time
 
@@ -34,6 +35,8 @@ CRAFTED = {  # node -> (its result's fault, what the controller says of it)
     "emu0015": ("digest", "result refused: the evidence does not match result.json's digest"),
     "emu0016": ("symlink", "result refused: evidence/dmesg.txt: not a regular file"),
 }
+REWRITTEN = "emu0017"        # its request rewritten in the shared directory (another node
+                             # can write there): the job refuses it, the reason quotes why
 LIAR = "emu0020"             # faulted, and its node claims acceptance
 KILLED = ("emu0197", "emu0198", "emu0199")   # submitted last: running when they die
 TIMEOUT = "emu0041"
@@ -55,6 +58,7 @@ def test_a_200_node_campaign_drains_exactly_the_faulted_and_accepts_nothing_it_c
     for node, (fault, _) in CRAFTED.items():
         site.plan[node]["fault"] = fault
         site.plan[node]["foreign_key"] = str(site.cluster.host_key("emu0001"))
+    site.plan[REWRITTEN]["fault"] = "request-rewritten"
     site.plan[LIAR]["claims"] = "accepted"
     site.plan[TIMEOUT]["seconds"] = 150
     site.plan[COLLECTS]["collect"] = True
@@ -90,7 +94,7 @@ def test_a_200_node_campaign_drains_exactly_the_faulted_and_accepts_nothing_it_c
     assert sorted(verdicts) == NODES and all(r.verdict for r in verdicts.values())
     reasons, extras = site.reasons(), site.extras()
     accepted = [n for n, r in verdicts.items() if r.verdict == Verdict.ACCEPTED]
-    refused = {*CRAFTED, *KILLED, TIMEOUT}
+    refused = {*CRAFTED, *KILLED, TIMEOUT, REWRITTEN}
     expected = set(NODES) - FAULTED - refused - {COLLECTS}
     assert (set(accepted) - expected, expected - set(accepted)) == (set(), set()), said
     # the real collector's result, signed and checked like any other: this machine has no
@@ -113,6 +117,14 @@ def test_a_200_node_campaign_drains_exactly_the_faulted_and_accepts_nothing_it_c
             Verdict.UNREACHABLE, why)
         assert reasons[node][0] == "drained"
         assert reasons[node][1].startswith(f"gpuprov: unreachable: {why}")
+    rewritten = verdicts[REWRITTEN]
+    assert rewritten.verdict == Verdict.UNREACHABLE
+    assert re.fullmatch(
+        rf"job \d+ ended FAILED \(NonZeroExitCode\): no result taken: gpuprov: error: "
+        rf"\S+/requests/{REWRITTEN}.json: not the request the controller wrote \(sha256 "
+        rf"[0-9a-f]{{12}}…, the job pins [0-9a-f]{{12}}…\): changed in the shared directory",
+        rewritten.reason), rewritten.reason
+    assert reasons[REWRITTEN][0] == "drained"
     for node in KILLED:       # down for Slurm's own reason: left as it is, never accepted
         assert verdicts[node].verdict == Verdict.UNREACHABLE
         assert "ended NODE_FAIL" in verdicts[node].reason
