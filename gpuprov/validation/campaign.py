@@ -50,6 +50,7 @@ from gpuprov.slurm.cluster import JobState, SlurmError
 from gpuprov.slurm.gate import SlurmGate
 from gpuprov.slurm.policy import Step
 from gpuprov.validation import node_request
+from gpuprov.validation.collect import DCGM_TIMEOUT_S
 from gpuprov.validation.pipeline import NodeJob, rejudge, unreachable
 from gpuprov.validation.service import (
     RunPlan,
@@ -61,8 +62,11 @@ from gpuprov.validation.service import (
 
 Say = Callable[[str], None]
 OLDEST = (22, 5)              # node `Extra` (the published verdict) came with 22.05
-# minutes a job may take besides its soak, by DCGM level (level 4 runs for hours)
-ALLOWANCE_MIN = {1: 20, 2: 30, 3: 75, 4: 180}
+# minutes a job may take besides its soak and `dcgmi diag` (whose hard timeout per level is
+# the collector's, from NVIDIA's run lengths): the node's other stages, each bounded by its
+# own timeout in collect.py (torch env 2, DDP 2, fingerprint 3, gdrcopy 5, nccl-tests 10,
+# nvbandwidth 10 minutes), with the soak's build and the evidence's writing
+OTHER_STAGES_MIN = 35
 REQUESTS = "requests"
 SUBMITTERS = 8                # sbatch at once: slurmctld takes them in turn, the rest is fork
 JOB_ERROR_CHARS = 300        # of a job's error quoted in a reason
@@ -102,7 +106,8 @@ class CampaignRecord:
 
 
 def job_minutes(soak_seconds: int, dcgm_level: int) -> int:
-    return math.ceil(soak_seconds / 60) + ALLOWANCE_MIN[dcgm_level]
+    return (math.ceil(soak_seconds / 60) + math.ceil(DCGM_TIMEOUT_S[dcgm_level] / 60)
+            + OTHER_STAGES_MIN)
 
 
 def job_script(collector: str, shared: Path, name: str, request_sha256: str) -> str:
