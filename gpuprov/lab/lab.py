@@ -14,6 +14,7 @@ from pathlib import Path
 
 from gpuprov.errors import InputError
 from gpuprov.lab import (
+    campaign_mounts,
     docker,
     fabric,
     host_limits,
@@ -125,7 +126,8 @@ class Lab:
                         spec, sshkeys.host_key(self.paths, node), client_pub, keyring,
                         recipe.suite,
                     )
-                    nodes.create(spec, mirror_dir, config)
+                    nodes.create(spec, mirror_dir, config,
+                                 volumes=tuple(campaign_mounts.volume_args(self.paths)))
                     created.append(node)
                     self.log(f"{node}: created ({kind})")
                 if not (current and current["running"]):
@@ -201,6 +203,7 @@ class Lab:
                 path.unlink(missing_ok=True)
             shutil.rmtree(self.paths.inventory_dir, ignore_errors=True)
             shutil.rmtree(self.paths.ssh_dir / "cp", ignore_errors=True)
+            shutil.rmtree(campaign_mounts.shared_dir(self.paths), ignore_errors=True)
         with self.cache_locked():
             _stop_gpg_agent(self.paths)
         return removed

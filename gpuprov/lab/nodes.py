@@ -119,7 +119,10 @@ def tar_of(files: list[tuple[str, bytes, int]], links: list[tuple[str, str]]) ->
     return buf.getvalue()
 
 
-def create(spec: NodeSpec, mirror: Path, config_tar: bytes, address: str | None = None) -> None:
+def create(spec: NodeSpec, mirror: Path, config_tar: bytes, address: str | None = None,
+           volumes: tuple[str, ...] = ()) -> None:
+    """The node's container; `volumes` are further `--volume` arguments (the campaign's
+    shared directory and gpuprov, campaign_mounts.py)."""
     name = docker.container_name(spec.name)
     run([
         "docker", "create",
@@ -138,6 +141,7 @@ def create(spec: NodeSpec, mirror: Path, config_tar: bytes, address: str | None 
         # `reboot` on a node ends its systemd; the engine boots it again, as firmware would
         "--restart", "unless-stopped",
         "--volume", f"{mirror}:{NODE_MIRROR_PATH}:ro",
+        *volumes,
         spec.image,
     ])
     # Configuration goes in before first boot, so sshd starts with its real host key.

@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from gpuprov.errors import CommandFailed
-from gpuprov.lab import docker, fabric, nodes, sshkeys
+from gpuprov.lab import campaign_mounts, docker, fabric, nodes, sshkeys
 from gpuprov.lab.paths import LabPaths
 from gpuprov.proc import run
 
@@ -85,7 +85,11 @@ def _write_config_file(paths: LabPaths) -> None:
         "# head node, over the lab's SSH (host keys checked).\n"
         "slurm:\n"
         f"  ssh_host: {HEAD}\n"
-        f"  ssh_config: {paths.ssh_config}\n")
+        f"  ssh_config: {paths.ssh_config}\n"
+        "  # validate --via slurm: the nodes mount these (gpuprov/lab/campaign_mounts.py)\n"
+        f"  shared_dir: {campaign_mounts.shared_dir(paths)}\n"
+        f"  collector: {campaign_mounts.collector()}\n"
+        f"  known_hosts: {paths.ssh_dir / 'known_hosts'}\n")
 
 
 def ensure_head(paths: LabPaths, image_tag: str, mirror_dir: Path, keyring: Path,

@@ -749,6 +749,50 @@ def test_slurm_provisioning_leaves_the_node_drained_until_a_validation_accepts_i
     assert slurm.states()["node03"] == ("idle", "none")
 
 
+def test_a_campaign_on_the_lab_s_slurm_accepts_the_healthy_and_drains_the_faulted(slurm):
+    """Issue 69 on real slurmctld and slurmds in the lab's nodes: `validate --via slurm`
+    holds the rack in a maintenance reservation, runs gpuprov's own collector on each node
+    as a pinned job (the simulated GPUs; the node's real SSH host key signs the result),
+    and judges the evidence here: the faulted node drained, the others schedulable with
+    their verdicts in `Extra`, no reservation left, every verdict in the ledger."""
+    config = slurm.config.with_name("campaign.yml")
+    config.write_text(slurm.config.read_text() + "  poll_s: 2\n")
+    fault("node02", "ecc-uncorrectable", 5)
+    try:
+        result = gpuprov("validate", "--inventory", str(slurm.rack.inventory), "--soak", SOAK,
+                         "--via", "slurm", "--all", "--json", timeout=900,
+                         env={**slurm.env(), "GPUPROV_CONFIG": str(config)})
+    finally:
+        clear(slurm.rack, "node02")
+    nodes = report_of(result)
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert [nodes[n]["verdict"] for n in NODES] == ["accepted", "rejected", "accepted"], \
+        {n: nodes[n]["reason"] for n in NODES}
+    run_id = json.loads(result.stdout)["run"]["id"]
+    assert f"reservation gpuprov-{run_id} (MAINT" in result.stderr
+    failing = blocking(nodes["node02"])
+    assert "GPU 5" in failing[FAULTS["ecc-uncorrectable"].expect.check]["summary"]
+    states = slurm.states()
+    assert states["node01"] == states["node03"] == ("idle", "none")
+    assert states["node02"][0] == "drained"
+    assert states["node02"][1].startswith("gpuprov: ") and states["node02"][1].endswith(
+        f"(run {run_id})")
+    extras = {name: json.loads(extra) for name, _, extra in (
+        line.partition("|") for line in slurm.head(
+            "sinfo --noheader --Node --Format 'NodeList:|,Extra:'").splitlines())}
+    assert {n: (extras[n]["gpuprov_state"], extras[n]["gpuprov_run"]) for n in NODES} == {
+        "node01": ("accepted", run_id), "node02": ("rejected", run_id),
+        "node03": ("accepted", run_id)}
+    assert slurm.head("scontrol show reservation").strip() == "No reservations in the system"
+    # each verdict is the controller's judgement of the evidence copied here, as `evaluate`
+    # gives it again; the collector the jobs ran was this controller's own
+    for node in NODES:
+        assert_reproduced(slurm.rack, nodes[node])
+        meta = json.loads((Path(nodes[node]["evidence_dir"]) / "meta.json").read_text())
+        assert (meta["run_id"], meta["node"]) == (run_id, node)
+    slurm.head("scontrol update NodeName=node02 State=RESUME")
+
+
 def test_slurm_unreachable_slurmctld_is_one_line_and_nothing_runs(slurm):
     before = len(slurm.rack.cli("nodes", "node01").stdout.splitlines())
     slurm.head("systemctl stop slurmctld")
