@@ -36,10 +36,6 @@ from gpuprov.validation.pipeline import NodeJob, validate_node
 def collect(request_path: Path, request_sha256: str, out_dir: Path, host_key: str) -> None:
     """Collect this node's evidence for a campaign and sign the result: exit 0 written, 1
     not written, 2 bad input."""
-    # a job's PATH is the submitter's: this gpuprov's own tools (ansible-inventory, which
-    # testinfra runs) come first, wherever the site installed it
-    os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent),
-                                          os.environ.get("PATH", "")])
     settings, slurm_node = node_request.read(request_path, request_sha256)
     here = os.environ.get("SLURMD_NODENAME", slurm_node)
     if here != slurm_node:
