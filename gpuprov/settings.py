@@ -11,6 +11,7 @@ no file means no settings. Sections:
       drain_timeout_s: 600      # how long to wait for a drained node's jobs to end
       max_drain_share: 0.2      # circuit breaker: most of a partition one run may drain
       shared_dir: /shared/gpuprov  # validate --via slurm: the same path on every node
+      node_dir: /var/lib/gpuprov/campaigns  # without shared_dir: results fetched over SSH
       collector: /opt/gpuprov/bin/gpuprov  # gpuprov on the nodes (the controller's version)
       known_hosts: ~/.ssh/known_hosts      # the nodes' host keys (their results' signers)
       poll_s: 5                 # how often a campaign asks Slurm for its jobs
@@ -50,7 +51,7 @@ KNOWN = {"acceptance": {"valid_for", "profiles"},
          "observe": {"checks", "profiles"},
          "offenders": {"rejections", "within"},
          "slurm": {"ssh_host", "ssh_config", "drain_timeout_s", "max_drain_share",
-                   "shared_dir", "collector", "known_hosts", "poll_s"}}
+                   "shared_dir", "node_dir", "collector", "known_hosts", "poll_s"}}
 
 
 def config_path() -> Path:
@@ -109,9 +110,11 @@ class SlurmSettings:
     drain_timeout_s: float = 600
     max_drain_share: float = 0.2
     # `validate --via slurm`: a directory at the same path on this machine and every node,
-    # writable by the jobs (None: no campaign); the collector's command on the nodes; the
+    # writable by the jobs (None: each node's result fetched over SSH from node_dir, a
+    # root-only directory on the node); the collector's command on the nodes; the
     # known_hosts whose host keys authenticate the nodes' results; how often Slurm is asked
     shared_dir: str | None = None
+    node_dir: str = "/var/lib/gpuprov/campaigns"
     collector: str = "gpuprov"
     known_hosts: str = "~/.ssh/known_hosts"
     poll_s: float = 5.0
@@ -139,12 +142,17 @@ def slurm() -> SlurmSettings:
 
     ssh_config = text("ssh_config")
     shared_dir = text("shared_dir")
+    node_dir = text("node_dir") or defaults.node_dir
+    if not node_dir.startswith("/"):
+        raise InputError(f"{path}: slurm.node_dir: expected an absolute path on the nodes, "
+                         f"got {node_dir!r}")
     return SlurmSettings(
         ssh_host=text("ssh_host"),
         ssh_config=os.path.expanduser(ssh_config) if ssh_config else None,
         drain_timeout_s=number("drain_timeout_s", 0, 7 * 86400),
         max_drain_share=number("max_drain_share", 0, 1),
         shared_dir=os.path.expanduser(shared_dir) if shared_dir else None,
+        node_dir=node_dir.rstrip("/") or "/",
         collector=text("collector") or defaults.collector,
         known_hosts=os.path.expanduser(text("known_hosts") or defaults.known_hosts),
         poll_s=number("poll_s", 0, 3600),

@@ -10,8 +10,8 @@ its host key, and optionally a fault in what it hands back:
 - `foreign-key`: signed with another node's key (`foreign_key`);
 - `old-run`: the result names another run;  `digest`: a file changed after signing;
 - `symlink`: the evidence holds a link to a file of the machine it is read on;
-- `request-rewritten`: the node's request changed in the shared directory before its job
-  reads it, as any node that can write there could (the collector refuses it).
+- `request-rewritten`: the node's request changed before the collector reads it (the
+  collector refuses it).
 
 A node planned with `collect: true` runs the real `gpuprov collect` instead, on this
 machine, signing with the node's key: the whole chain of a real job, on a machine that

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import math
-import shlex
 import shutil
 import time
 from collections.abc import Callable
@@ -44,12 +43,19 @@ from gpuprov.ledger import Ledger
 from gpuprov.lifecycle import node_statuses, quarantine
 from gpuprov.metrics import publish_after_run
 from gpuprov.model import NodeResult, Verdict
+from gpuprov.remote.connect import node_host
 from gpuprov.settings import SlurmSettings, offender_rule
 from gpuprov.slurm import results
 from gpuprov.slurm.cluster import JobState, SlurmError
 from gpuprov.slurm.gate import SlurmGate
 from gpuprov.slurm.policy import Step
 from gpuprov.validation import node_request
+from gpuprov.validation.campaign_return import (
+    JOB_OUTPUT,
+    SharedReturn,
+    SshReturn,
+    job_script,
+)
 from gpuprov.validation.collect import DCGM_TIMEOUT_S
 from gpuprov.validation.pipeline import NodeJob, rejudge, unreachable
 from gpuprov.validation.service import (
@@ -67,7 +73,6 @@ OLDEST = (22, 5)              # node `Extra` (the published verdict) came with 2
 # own timeout in collect.py (torch env 2, DDP 2, fingerprint 3, gdrcopy 5, nccl-tests 10,
 # nvbandwidth 10 minutes), with the soak's build and the evidence's writing
 OTHER_STAGES_MIN = 35
-REQUESTS = "requests"
 SUBMITTERS = 8                # sbatch at once: slurmctld takes them in turn, the rest is fork
 JOB_ERROR_CHARS = 300        # of a job's error quoted in a reason
 SAVE_EVERY = 50               # the record saved as jobs are submitted (a resume finds the
@@ -110,17 +115,6 @@ def job_minutes(soak_seconds: int, dcgm_level: int) -> int:
             + OTHER_STAGES_MIN)
 
 
-def job_script(collector: str, shared: Path, name: str, request_sha256: str) -> str:
-    """The job: gpuprov's collector on node `name`, its request pinned by its SHA-256 (the
-    script travels through slurmctld; the shared request file any node could rewrite)."""
-    out = shlex.quote(str(shared / name))
-    request = shlex.quote(str(shared / REQUESTS / f"{name}.json"))
-    return ("#!/bin/sh\n"
-            "# gpuprov validate --via slurm: collect this node's evidence, sign the result\n"
-            f"exec {collector} collect --request {request} --request-sha256 {request_sha256}"
-            f" --out {out}\n")
-
-
 @dataclass
 class Campaign:
     request: ValidationRequest
@@ -130,6 +124,7 @@ class Campaign:
     gate: SlurmGate
     record: CampaignRecord
     keys: dict                          # host -> its host keys (paramiko)
+    returns: SharedReturn | SshReturn   # how each node's result comes back
     say: Say
     rule: tuple[int, float]             # the `offenders` setting
     judged: dict[str, NodeResult] = field(default_factory=dict)
@@ -137,10 +132,6 @@ class Campaign:
 
     def __post_init__(self) -> None:
         self.work = {j.settings.node: j for j in self.plan.jobs}
-
-    @property
-    def shared(self) -> Path:
-        return Path(str(self.settings.shared_dir)) / self.plan.run_id
 
     @property
     def names(self) -> dict[str, str]:
@@ -168,20 +159,20 @@ class Campaign:
             if found:
                 self.record.jobs[host] = found.id
                 self.record.submitted.setdefault(host, time.time())
-            elif host not in self.record.jobs and \
-                    not (self.shared / self.names[host] / "job.out").exists():
+            elif host not in self.record.jobs and not self.returns.started(self.names[host]):
                 todo.append(host)   # else submitted, ended and purged: its result harvested
 
         def one(host: str) -> tuple[str, str | None, str]:
             name = self.names[host]
-            (self.shared / name).mkdir(parents=True, exist_ok=True)
-            pin = node_request.write(self.shared / REQUESTS / f"{name}.json",
-                                     self.work[host].settings, name)
-            script = job_script(self.settings.collector, self.shared, name, pin)
+            self.returns.prepare(name)
+            script = job_script(self.settings.collector,
+                                node_request.encode(self.work[host].settings, name),
+                                self.returns.node_dir(name),
+                                log_here=isinstance(self.returns, SshReturn))
             try:
                 return host, self.slurm.submit(
                     script, self.job_name(host), name, self.record.reservation,
-                    self.record.minutes, str(self.shared / name / "job.out")), ""
+                    self.record.minutes, self.returns.sbatch_output(name)), ""
             except SlurmError as exc:
                 return host, None, str(exc)
 
@@ -247,21 +238,27 @@ class Campaign:
         work = self.work[host]
         if job is not None and not job.ended:
             return None
+        name = self.names[host]
+        try:
+            out: Path | None = self.returns.fetch(host, name)
+        except results.Refused as exc:
+            out, fetch_error = None, str(exc)
         if job is not None and job.failed:
             why = f"job {job.id} ended {job.state}"
             if job.reason and job.reason != "None":
                 why += f" ({job.reason})"
-            said = _job_error(self.shared / self.names[host] / "job.out")
+            said = _job_error(out / JOB_OUTPUT) if out else ""
             return unreachable(work, self.record.started_at,
                                f"{why}: no result taken" + (f": {said}" if said else ""))
-        if job is None and not (self.shared / self.names[host] / results.RESULT).is_file():
+        if out is None:
+            return unreachable(work, self.record.started_at, f"result refused: {fetch_error}")
+        if job is None and not (out / results.RESULT).is_file():
             return unreachable(work, self.record.started_at,
                                f"job {job_id} is gone from slurmctld and left no result")
-        return self._judge(host, work)
+        return self._judge(host, work, out)
 
-    def _judge(self, host: str, work: NodeJob) -> NodeResult:
+    def _judge(self, host: str, work: NodeJob, out: Path) -> NodeResult:
         name = self.names[host]
-        out = self.shared / name
         started = self.record.started_at
         try:
             results.read_claim(out)
@@ -437,14 +434,19 @@ def _keys(settings: SlurmSettings, plan: RunPlan) -> dict:
     return keys
 
 
-def _shared_root(settings: SlurmSettings) -> Path:
+def _returns(settings: SlurmSettings, plan: RunPlan) -> SharedReturn | SshReturn:
+    """The shared directory where there is one (bad input where it is set but missing),
+    else each node's own directory fetched over SSH."""
     if not settings.shared_dir:
-        raise InputError("slurm.shared_dir is not set: a campaign needs a directory shared "
-                         "at the same path by this machine and every node")
+        work = {j.settings.node: j for j in plan.jobs}
+        return SshReturn(f"{settings.node_dir}/{plan.run_id}",
+                         CampaignRecord.path(plan.run_id).with_suffix(""),
+                         lambda host: node_host(host, work[host].inventory,
+                                                work[host].control_dir))
     root = Path(settings.shared_dir)
     if not root.is_dir():
         raise InputError(f"slurm.shared_dir {root}: no such directory on this machine")
-    return root
+    return SharedReturn(root / plan.run_id)
 
 
 def run_campaign(request: ValidationRequest, say: Say, resume: str | None = None
@@ -453,9 +455,9 @@ def run_campaign(request: ValidationRequest, say: Say, resume: str | None = None
     if request.fabric:
         raise InputError("--via slurm: the fabric stage is not run as Slurm jobs yet; run "
                          "`gpuprov fabric` over the accepted nodes")
-    _shared_root(settings)
     record = CampaignRecord.load(resume) if resume else None
     plan = plan_run(request, resume)
+    returns = _returns(settings, plan)
     ledger = Ledger()
     rule = offender_rule()
     gate = SlurmGate.opened(settings, ledger, plan.run_id, plan.variables, False, say)
@@ -476,7 +478,8 @@ def run_campaign(request: ValidationRequest, say: Say, resume: str | None = None
     else:
         ledger.adopt_run(plan.run_id)
         say(f"run {plan.run_id}: resumed; reservation {record.reservation}")
-    campaign = Campaign(request, settings, plan, ledger, gate, record, keys, say, rule)
+    campaign = Campaign(request, settings, plan, ledger, gate, record, keys, returns, say,
+                        rule)
     campaign.judged = {r.node: r for r in ledger.node_results(plan.run_id)}
     campaign.settle()
     campaign.submit()
@@ -500,7 +503,8 @@ def _start(request: ValidationRequest, settings: SlurmSettings, plan: RunPlan, l
     except SlurmError as exc:
         raise InputError(f"slurm: reservation {reservation} not created: {exc}") from exc
     try:
-        (Path(str(settings.shared_dir)) / plan.run_id / REQUESTS).mkdir(parents=True)
+        if settings.shared_dir:
+            (Path(settings.shared_dir) / plan.run_id).mkdir(parents=True)
         ledger.start_run(plan.run_id, "validate", str(request.inventory.path.resolve()),
                          request.hosts,
                          {"profile": request.profile_name, "soak": request.soak_seconds,

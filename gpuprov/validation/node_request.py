@@ -1,14 +1,13 @@
 """What a campaign job is asked to do on its node, as the controller planned it: one JSON
-file per node in the campaign's shared directory, read by `gpuprov collect` on the node.
+document per node, carried in its job script and read by `gpuprov collect` on the node.
 
 It holds the node's collection settings (the inventory's `gpuprov_validate_*` tool paths,
 what the lock installs), its profile and its lock, and the controller's gpuprov version,
 and nothing else of the inventory: no connection variables, no secrets.
 
-Every node can write the shared directory, so a request file proves nothing by itself: a
-node could rewrite another's (its tool paths are commands the collector runs). The
-controller pins each request's SHA-256 in that node's job script, which only slurmctld
-carries, and the collector refuses a request whose bytes differ.
+The request never sits where another node could write it (its tool paths are commands the
+collector runs): the job script carries it, and pins its SHA-256, which the collector
+checks before using a byte of it (campaign_return.job_script).
 """
 
 from __future__ import annotations
@@ -29,20 +28,18 @@ FORMAT = 1
 _OBJECTS = ("profile", "lock")
 
 
-def write(path: Path, settings: NodeSettings, slurm_node: str) -> str:
-    """Written; its SHA-256 (the job script's pin)."""
+def encode(settings: NodeSettings, slurm_node: str) -> bytes:
+    """The request's bytes, as the job script carries them (its SHA-256 is the pin)."""
     from gpuprov.validation.collect import NodeSettings
     plain = {f.name: getattr(settings, f.name) for f in fields(NodeSettings)
              if f.name not in _OBJECTS}
     lock = settings.lock.as_dict() if settings.lock else None
     profile = settings.profile
-    data = (json.dumps({
+    return (json.dumps({
         "format": FORMAT, "collector": __version__, "slurm_node": slurm_node,
         "settings": plain, "lock": lock,
         "profile": {"name": profile.name, "source": profile.source, "data": profile.data},
     }, indent=2, sort_keys=True) + "\n").encode()
-    path.write_bytes(data)
-    return hashlib.sha256(data).hexdigest()
 
 
 def header(path: Path, sha256: str) -> dict:
@@ -56,8 +53,7 @@ def header(path: Path, sha256: str) -> dict:
     found = hashlib.sha256(data).hexdigest()
     if found != sha256.lower():
         raise InputError(f"{path}: not the request the controller wrote (sha256 "
-                         f"{found[:12]}…, the job pins {sha256[:12]}…): changed in the "
-                         "shared directory")
+                         f"{found[:12]}…, the job pins {sha256[:12]}…): changed on the way")
     try:
         doc = json.loads(data)
     except ValueError as exc:

@@ -93,8 +93,8 @@ def test_the_evidence_copy_keeps_links_as_links_and_refuses_them_and_pipes(tmp_p
 
 
 def test_collect_refuses_a_request_other_than_the_one_its_job_pins(tmp_path):
-    """Any node can write the shared directory: a request rewritten there (its tool paths
-    are commands the collector runs) is refused before a byte of it is used."""
+    """A request changed after the controller wrote it (its tool paths are commands the
+    collector runs) is refused before a byte of it is used."""
     import hashlib
 
     from tests.conftest import gpuprov
@@ -111,5 +111,5 @@ def test_collect_refuses_a_request_other_than_the_one_its_job_pins(tmp_path):
         f"gpuprov: error: {request}: not the request the controller wrote (sha256 "
         f"{hashlib.sha256(request.read_bytes()).hexdigest()[:12]}…, the job pins "
         f"{pinned[:12]}…): "
-        "changed in the shared directory"]
+        "changed on the way"]
     assert list(out.iterdir()) == []

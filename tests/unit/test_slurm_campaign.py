@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 import signal
+import sys
 import time
 
 import pytest
@@ -35,8 +36,8 @@ CRAFTED = {  # node -> (its result's fault, what the controller says of it)
     "emu0015": ("digest", "result refused: the evidence does not match result.json's digest"),
     "emu0016": ("symlink", "result refused: evidence/dmesg.txt: not a regular file"),
 }
-REWRITTEN = "emu0017"        # its request rewritten in the shared directory (another node
-                             # can write there): the job refuses it, the reason quotes why
+REWRITTEN = "emu0017"        # its request changed before the collector reads it: the job
+                             # refuses it, the reason quotes why
 LIAR = "emu0020"             # faulted, and its node claims acceptance
 KILLED = ("emu0197", "emu0198", "emu0199")   # submitted last: running when they die
 TIMEOUT = "emu0041"
@@ -120,9 +121,9 @@ def test_a_200_node_campaign_drains_exactly_the_faulted_and_accepts_nothing_it_c
     rewritten = verdicts[REWRITTEN]
     assert rewritten.verdict == Verdict.UNREACHABLE
     assert re.fullmatch(
-        rf"job \d+ ended FAILED \(NonZeroExitCode\): no result taken: gpuprov: error: "
-        rf"\S+/requests/{REWRITTEN}.json: not the request the controller wrote \(sha256 "
-        rf"[0-9a-f]{{12}}…, the job pins [0-9a-f]{{12}}…\): changed in the shared directory",
+        r"job \d+ ended FAILED \(NonZeroExitCode\): no result taken: gpuprov: error: "
+        r"\S+/gpuprov-request\.\w+: not the request the controller wrote \(sha256 "
+        r"[0-9a-f]{12}…, the job pins [0-9a-f]{12}…\): changed on the way",
         rewritten.reason), rewritten.reason
     assert reasons[REWRITTEN][0] == "drained"
     for node in KILLED:       # down for Slurm's own reason: left as it is, never accepted
@@ -228,13 +229,22 @@ def test_bad_input_holds_and_submits_nothing(small, tmp_path):
     assert "no campaign v20260101-000000-abcdef was started on this controller" in \
         no_run.stderr
     config = yaml.safe_load(small.config.read_text())
-    del config["slurm"]["shared_dir"]
+    config["slurm"]["shared_dir"] = str(tmp_path / "absent")
     unset = tmp_path / "config.yml"
     unset.write_text(json.dumps(config))
     no_shared = small.validate("--all", env={**small.env, "GPUPROV_CONFIG": str(unset)})
     assert (no_shared.returncode, no_shared.stderr.strip()) == (2, (
-        "gpuprov: error: slurm.shared_dir is not set: a campaign needs a directory shared at the "
-        "same path by this machine and every node"))
+        f"gpuprov: error: slurm.shared_dir {tmp_path / 'absent'}: no such directory on this "
+        "machine"))
+    del config["slurm"]["shared_dir"]
+    config["slurm"]["node_dir"] = "var/lib/gpuprov"
+    relative = tmp_path / "relative.yml"
+    relative.write_text(json.dumps(config))
+    node_dir = small.validate("--all", env={**small.env, "GPUPROV_CONFIG": str(relative)})
+    assert (node_dir.returncode, node_dir.stderr.strip()) == (2, (
+        f"gpuprov: error: {relative}: slurm.node_dir: expected an absolute path on the nodes, "
+        "got 'var/lib/gpuprov'"))
+    del config["slurm"]["node_dir"]
     empty = tmp_path / "known_hosts"
     empty.write_text("")
     config["slurm"] |= {"shared_dir": str(small.cluster.shared), "known_hosts": str(empty)}
@@ -248,3 +258,54 @@ def test_bad_input_holds_and_submits_nothing(small, tmp_path):
     assert small.slurm("squeue", "--noheader", "--states=all", "--format=%i").split() == before
     assert small.slurm("scontrol", "show", "reservation").strip() == \
         "No reservations in the system"
+
+
+def test_without_a_shared_directory_each_result_is_fetched_over_the_node_s_connection(
+        small, tmp_path):
+    """No `slurm.shared_dir`: each job writes a root-only directory on its node and the
+    controller fetches it over the inventory's connection once the job has ended (here
+    `local`: every emulated node is this machine), then checks it as any other result."""
+    names = emulated_campaign.node_names(6)
+    inventory = tmp_path / "hosts.ini"
+    inventory.write_text("[gpu]\n" + "".join(
+        f"{n} ansible_connection=local ansible_python_interpreter={sys.executable}\n"
+        for n in names))
+    (tmp_path / "group_vars").symlink_to(small.inventory.parent / "group_vars")
+    config = yaml.safe_load(small.config.read_text())
+    del config["slurm"]["shared_dir"]
+    config["slurm"]["node_dir"] = str(tmp_path / "on-the-nodes")
+    (tmp_path / "config.yml").write_text(json.dumps(config))
+    small.plan["emu0002"]["fault"] = "digest"
+    small.plan["emu0004"]["fault"] = "request-rewritten"
+    small.plan["emu0005"]["evidence"] = str(small.root / "evidence" / "fault")
+    small.replan()
+    try:
+        done = gpuprov("validate", "--via", "slurm", "-i", str(inventory), "--all",
+                       env={**small.env, "GPUPROV_CONFIG": str(tmp_path / "config.yml")},
+                       timeout=300)
+    finally:
+        for node in ("emu0002", "emu0004"):
+            small.plan[node].pop("fault")
+        small.plan["emu0005"]["evidence"] = small.plan["emu0001"]["evidence"]
+        small.replan()
+    assert done.returncode == 1, done.stdout + done.stderr
+    run = done.stdout.split()[1].rstrip(":")
+    verdicts = {r.node: r for r in Ledger(small.state / "ledger.sqlite3").node_results(run)}
+    assert {n: str(r.verdict) for n, r in verdicts.items()} == {
+        "emu0001": "accepted", "emu0002": "unreachable", "emu0003": "accepted",
+        "emu0004": "unreachable", "emu0005": "rejected", "emu0006": "accepted"}
+    assert verdicts["emu0002"].reason.startswith(
+        "result refused: the evidence does not match result.json's digest")
+    # the failed job's own output came back over the connection too
+    assert "not the request the controller wrote" in verdicts["emu0004"].reason
+    assert verdicts["emu0005"].reason.startswith("kernel_log: GPU has fallen off the bus")
+    on_node = tmp_path / "on-the-nodes" / run
+    assert (on_node / "emu0001" / "result.json").is_file()
+    assert oct((on_node / "emu0001").stat().st_mode & 0o777) == "0o700"
+    assert not (small.cluster.shared / run).exists()   # nothing went through a shared path
+    reasons = small.reasons()
+    assert [n for n in names if reasons[n][0] == "drained"] == ["emu0002", "emu0004",
+                                                                "emu0005"]
+    assert small.slurm("scontrol", "show", "reservation").strip() == \
+        "No reservations in the system"
+    small.slurm("scontrol", "update", "NodeName=emu0002,emu0004,emu0005", "State=RESUME")
