@@ -25,12 +25,13 @@ from gpuprov.validation.pipeline import NodeJob, validate_node
 
 @click.command()
 @click.option("--request", "request_path", type=click.Path(path_type=Path), required=True,
-              help="The campaign's request for this node (written by the controller).")
+              help="The campaign's request for this node (its job script writes it).")
 @click.option("--request-sha256", "request_sha256", required=True, metavar="HEX",
               help="The request's SHA-256 as the controller wrote it (the job script pins "
                    "it): any other request is refused.")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), required=True,
-              help="Where the evidence and the signed result go (shared with the controller).")
+              help="Where the evidence and the signed result go (a shared directory, or one "
+                   "the controller fetches over SSH).")
 @click.option("--host-key", default=results.HOST_KEY, show_default=True,
               help="The SSH host key that signs the result.")
 def collect(request_path: Path, request_sha256: str, out_dir: Path, host_key: str) -> None:
