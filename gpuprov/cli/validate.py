@@ -88,8 +88,8 @@ def validate(nodes: tuple[str, ...], all_nodes: bool, stale: bool, max_nodes: in
     """Validate NODEs: exit 0 all accepted, 1 any rejected or unreachable, 2 bad input."""
     if resume_run and via != "slurm":
         raise InputError("--resume: only with --via slurm")
-    if via == "slurm" and (shadow or with_fabric):
-        raise InputError(f"--via slurm: not with {'--shadow' if shadow else '--fabric'}")
+    if via == "slurm" and shadow:
+        raise InputError("--via slurm: not with --shadow")
     if junit_path and not junit_path.parent.resolve().is_dir():
         raise InputError(f"--junit {junit_path}: directory {junit_path.parent} does not exist")
     if burn_in and (soak_seconds or dcgm_level):
@@ -100,7 +100,8 @@ def validate(nodes: tuple[str, ...], all_nodes: bool, stale: bool, max_nodes: in
         soak_seconds, dcgm_level = preset.soak_seconds, preset.dcgm_level
     record = campaign.CampaignRecord.load(resume_run) if resume_run else None
     if record:
-        if nodes or all_nodes or stale or profile_name or soak_seconds or burn_in or dcgm_level:
+        if nodes or all_nodes or stale or profile_name or soak_seconds or burn_in or dcgm_level \
+                or with_fabric or fabric_floor is not None:
             raise InputError(f"--resume {resume_run}: the campaign's nodes and options are "
                              "its own; give none")
         inventory_option = record.inventory
@@ -108,6 +109,8 @@ def validate(nodes: tuple[str, ...], all_nodes: bool, stale: bool, max_nodes: in
         profile_name = record.request["profile_name"]
         soak_seconds, dcgm_level = record.request["soak_seconds"], record.request["dcgm_level"]
         soak_after_identity_failure = record.request["soak_after_identity_failure"]
+        with_fabric = record.request.get("fabric", False)
+        fabric_floor = record.request.get("fabric_floor")
     inventory = Inventory(resolve_inventory(inventory_option))
     if stale:
         if nodes or all_nodes:

@@ -57,12 +57,14 @@ from gpuprov.validation.campaign_return import (
     job_script,
 )
 from gpuprov.validation.collect import DCGM_TIMEOUT_S
+from gpuprov.validation.fabric_rack import floor_for
 from gpuprov.validation.pipeline import NodeJob, rejudge, unreachable
 from gpuprov.validation.service import (
     RunPlan,
     ValidationRequest,
     ValidationRun,
     escalated,
+    fabric_stage,
     plan_run,
 )
 
@@ -74,6 +76,9 @@ OLDEST = (22, 5)              # node `Extra` (the published verdict) came with 2
 # nvbandwidth 10 minutes), with the soak's build and the evidence's writing
 OTHER_STAGES_MIN = 35
 SUBMITTERS = 8                # sbatch at once: slurmctld takes them in turn, the rest is fork
+# the reservation's extra length with the fabric test: its group run and its pair runs are
+# each bounded by fabric_stage's own limits (minutes each); an hour covers a rack's
+FABRIC_HOLD_MIN = 60
 JOB_ERROR_CHARS = 300        # of a job's error quoted in a reason
 SAVE_EVERY = 50               # the record saved as jobs are submitted (a resume finds the
                               # rest by name in squeue)
@@ -195,9 +200,17 @@ class Campaign:
         self.say(f"slurm: {len(self.record.jobs)} job(s) in reservation "
                  f"{self.record.reservation}, {self.record.minutes} min each at most")
 
+    @property
+    def holds_accepted(self) -> bool:
+        """With the fabric stage, an accepted node stays reserved (and its verdict open)
+        until the fabric test over the accepted nodes has judged it too."""
+        return self.request.fabric
+
     def settle(self) -> None:
         """Resumed: nodes judged accepted before the controller stopped, still reserved, are
         released now (their drain, `Extra` and reservation steps are idempotent)."""
+        if self.holds_accepted:
+            return
         self._release([r for r in self.judged.values() if r.judged == Verdict.ACCEPTED
                        and self.names[r.node] in self.record.members])
 
@@ -221,7 +234,8 @@ class Campaign:
                 result = self._ended(host, jobs.get(self.job_name(host)))
                 if result is not None:
                     batch[host] = self._record(result)
-            self._release([r for r in batch.values() if r.judged == Verdict.ACCEPTED])
+            if not self.holds_accepted:
+                self._release([r for r in batch.values() if r.judged == Verdict.ACCEPTED])
             # pending longer than the wait since its own submission
             late = [h for h in pending if h not in batch and self.job_name(h) in jobs
                     and jobs[self.job_name(h)].state == "PENDING"
@@ -276,7 +290,8 @@ class Campaign:
     def _record(self, result: NodeResult) -> NodeResult:
         result = escalated(self.ledger, result, self.rule)
         self.ledger.record_node(self.plan.run_id, result)
-        self.ledger.finish_node(self.plan.run_id, result.node)
+        if not self.holds_accepted:
+            self.ledger.finish_node(self.plan.run_id, result.node)
         self.judged[result.node] = result
         self.say(f"{result.node}: {result.judged}: {result.reason}")
         return result
@@ -349,6 +364,19 @@ class Campaign:
             return
         self.record.members = left
         self.record.save()
+
+    def fabric(self) -> None:
+        """The rack's fabric test over the accepted nodes, still held by the reservation (no
+        other job lands on them), from this machine over SSH as `validate --fabric` runs
+        it; each member judged again with it, then the accepted released."""
+        floor = floor_for(self.request.hosts, self.plan.variables, self.plan.profiles,
+                          self.request.fabric_floor)
+        fabric_stage(self.ledger, self.plan, self.request.inventory.path, self.plan.jobs,
+                     floor, self.rule, self.say)
+        self.judged = {r.node: r for r in self.ledger.node_results(self.plan.run_id)}
+        for node in self.judged:      # final now: what the nodes' published state reads
+            self.ledger.finish_node(self.plan.run_id, node)
+        self._release([r for r in self.judged.values() if r.judged == Verdict.ACCEPTED])
 
     def finish(self) -> None:
         """The rejected and unreachable drained, the run ended, the reservation gone."""
@@ -452,9 +480,6 @@ def _returns(settings: SlurmSettings, plan: RunPlan) -> SharedReturn | SshReturn
 def run_campaign(request: ValidationRequest, say: Say, resume: str | None = None
                  ) -> ValidationRun:
     settings = request.slurm
-    if request.fabric:
-        raise InputError("--via slurm: the fabric stage is not run as Slurm jobs yet; run "
-                         "`gpuprov fabric` over the accepted nodes")
     record = CampaignRecord.load(resume) if resume else None
     plan = plan_run(request, resume)
     returns = _returns(settings, plan)
@@ -484,6 +509,8 @@ def run_campaign(request: ValidationRequest, say: Say, resume: str | None = None
     campaign.settle()
     campaign.submit()
     campaign.harvest()
+    if request.fabric:
+        campaign.fabric()
     campaign.finish()
     publish_after_run(ledger, request.metrics_dir, request.inventory.hosts(), say)
     return ValidationRun(ledger.run(plan.run_id), ledger.node_results(plan.run_id),
@@ -497,7 +524,8 @@ def _start(request: ValidationRequest, settings: SlurmSettings, plan: RunPlan, l
     slurm = gate.slurm
     names = [gate.names[h] for h in request.hosts]
     reservation = f"gpuprov-{plan.run_id}"
-    hold_min = math.ceil(settings.drain_timeout_s / 60) + minutes + 10
+    hold_min = math.ceil(settings.drain_timeout_s / 60) + minutes + 10 + (
+        FABRIC_HOLD_MIN if request.fabric else 0)
     try:
         slurm.create_reservation(reservation, names, slurm.user(), hold_min)
     except SlurmError as exc:
@@ -518,7 +546,8 @@ def _start(request: ValidationRequest, settings: SlurmSettings, plan: RunPlan, l
         plan.run_id, reservation, str(request.inventory.path.resolve()), request.hosts,
         {"profile_name": request.profile_name, "soak_seconds": request.soak_seconds,
          "dcgm_level": request.dcgm_level, "burn_in": request.burn_in,
-         "soak_after_identity_failure": request.soak_after_identity_failure},
+         "soak_after_identity_failure": request.soak_after_identity_failure,
+         "fabric": request.fabric, "fabric_floor": request.fabric_floor},
         minutes, time.time(), members=names)
     record.save()
     say(f"run {plan.run_id}: campaign over {len(names)} node(s): reservation {reservation} "

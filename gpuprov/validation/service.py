@@ -157,7 +157,7 @@ def validate(request: ValidationRequest, say: Say, warn: Say) -> ValidationRun:
             plan.run_id, escalated(ledger, result, rule)))
     if request.fabric:
         floor = floor_for(request.hosts, plan.variables, plan.profiles, request.fabric_floor)
-        _fabric_stage(ledger, plan, path, jobs, floor, rule, say)
+        fabric_stage(ledger, plan, path, jobs, floor, rule, say)
     ledger.finish_validation(plan.run_id)
     tripped = None
     if gate:
@@ -179,7 +179,7 @@ def escalated(ledger: Ledger, result: NodeResult, rule: tuple[int, float]) -> No
     return escalate_offender(result, history, *rule, ledger.last_repairs().get(result.node))
 
 
-def _fabric_stage(ledger: Ledger, plan: RunPlan, inventory: Path, jobs: list[NodeJob],
+def fabric_stage(ledger: Ledger, plan: RunPlan, inventory: Path, jobs: list[NodeJob],
                   floor: tuple[float | None, str], rule: tuple[int, float], say: Say) -> None:
     """The fabric test over the nodes accepted so far; each member judged again with it."""
     results = {r.node: r for r in ledger.node_results(plan.run_id)}

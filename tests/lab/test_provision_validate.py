@@ -753,14 +753,15 @@ def test_a_campaign_on_the_lab_s_slurm_accepts_the_healthy_and_drains_the_faulte
     """Issue 69 on real slurmctld and slurmds in the lab's nodes: `validate --via slurm`
     holds the rack in a maintenance reservation, runs gpuprov's own collector on each node
     as a pinned job (the simulated GPUs; the node's real SSH host key signs the result),
-    and judges the evidence here: the faulted node drained, the others schedulable with
+    and judges the evidence here; the fabric test runs over the two accepted nodes while
+    the reservation still holds them. The faulted node drained, the others schedulable with
     their verdicts in `Extra`, no reservation left, every verdict in the ledger."""
     config = slurm.config.with_name("campaign.yml")
     config.write_text(slurm.config.read_text() + "  poll_s: 2\n")
     fault("node02", "ecc-uncorrectable", 5)
     try:
         result = gpuprov("validate", "--inventory", str(slurm.rack.inventory), "--soak", SOAK,
-                         "--via", "slurm", "--all", "--json", timeout=900,
+                         "--via", "slurm", "--all", "--fabric", "--json", timeout=900,
                          env={**slurm.env(), "GPUPROV_CONFIG": str(config)})
     finally:
         clear(slurm.rack, "node02")
@@ -772,6 +773,11 @@ def test_a_campaign_on_the_lab_s_slurm_accepts_the_healthy_and_drains_the_faulte
     assert f"reservation gpuprov-{run_id} (MAINT" in result.stderr
     failing = blocking(nodes["node02"])
     assert "GPU 5" in failing[FAULTS["ecc-uncorrectable"].expect.check]["summary"]
+    for node in ("node01", "node03"):    # judged by the fabric test too, before release
+        [fabric] = [c for c in nodes[node]["checks"] if c["id"] == "fabric"]
+        assert fabric["status"] == "pass", fabric
+    assert "fabric" not in {c["id"] for c in nodes["node02"]["checks"]
+                            if c["status"] != "skip"}
     states = slurm.states()
     assert states["node01"] == states["node03"] == ("idle", "none")
     assert states["node02"][0] == "drained"

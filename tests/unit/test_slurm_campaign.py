@@ -228,33 +228,34 @@ def test_bad_input_holds_and_submits_nothing(small, tmp_path):
     assert no_run.returncode == 2
     assert "no campaign v20260101-000000-abcdef was started on this controller" in \
         no_run.stderr
-    config = yaml.safe_load(small.config.read_text())
-    config["slurm"]["shared_dir"] = str(tmp_path / "absent")
-    unset = tmp_path / "config.yml"
-    unset.write_text(json.dumps(config))
-    no_shared = small.validate("--all", env={**small.env, "GPUPROV_CONFIG": str(unset)})
-    assert (no_shared.returncode, no_shared.stderr.strip()) == (2, (
+    def refused_with(name: str, **slurm_settings) -> str:
+        """The campaign with these `slurm` settings (None: unset): exit 2, its one line."""
+        config = yaml.safe_load(small.config.read_text())
+        config["slurm"] = {k: v for k, v in (config["slurm"] | slurm_settings).items()
+                           if v is not None}
+        path = tmp_path / f"{name}.yml"
+        path.write_text(json.dumps(config))
+        done = small.validate("--all", env={**small.env, "GPUPROV_CONFIG": str(path)})
+        assert done.returncode == 2, done.stdout + done.stderr
+        return done.stderr.strip()
+
+    assert refused_with("absent", shared_dir=str(tmp_path / "absent")) == (
         f"gpuprov: error: slurm.shared_dir {tmp_path / 'absent'}: no such directory on this "
-        "machine"))
-    del config["slurm"]["shared_dir"]
-    config["slurm"]["node_dir"] = "var/lib/gpuprov"
-    relative = tmp_path / "relative.yml"
-    relative.write_text(json.dumps(config))
-    node_dir = small.validate("--all", env={**small.env, "GPUPROV_CONFIG": str(relative)})
-    assert (node_dir.returncode, node_dir.stderr.strip()) == (2, (
-        f"gpuprov: error: {relative}: slurm.node_dir: expected an absolute path on the nodes, "
-        "got 'var/lib/gpuprov'"))
-    del config["slurm"]["node_dir"]
+        "machine")
+    assert refused_with("relative", shared_dir=None, node_dir="var/lib/gpuprov") == (
+        f"gpuprov: error: {tmp_path / 'relative.yml'}: slurm.node_dir: expected an absolute "
+        "path on the nodes, got 'var/lib/gpuprov'")
     empty = tmp_path / "known_hosts"
     empty.write_text("")
-    config["slurm"] |= {"shared_dir": str(small.cluster.shared), "known_hosts": str(empty)}
-    unknown_keys = tmp_path / "keys.yml"
-    unknown_keys.write_text(json.dumps(config))
-    no_key = small.validate("--all", env={**small.env, "GPUPROV_CONFIG": str(unknown_keys)})
-    assert (no_key.returncode, no_key.stderr.strip()) == (2, (
+    assert refused_with("keys", known_hosts=str(empty)) == (
         f"gpuprov: error: slurm.known_hosts {empty}: no host key for emu0001 (emu0001), "
         "emu0002 (emu0002), emu0003 (emu0003), emu0004 (emu0004), emu0005 (emu0005), "
-        "emu0006 (emu0006)"))
+        "emu0006 (emu0006)")
+    # the fabric stage needs each node's place on the fabric: named before anything is held
+    no_place = small.validate("--all", "--fabric")
+    assert (no_place.returncode, no_place.stderr.strip()) == (2, (
+        "gpuprov: error: host emu0001: no gpuprov_fabric_address in the inventory (its place "
+        "on the compute fabric)"))
     assert small.slurm("squeue", "--noheader", "--states=all", "--format=%i").split() == before
     assert small.slurm("scontrol", "show", "reservation").strip() == \
         "No reservations in the system"
