@@ -18,6 +18,7 @@ is the caller's plan.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import shutil
@@ -36,6 +37,7 @@ PARTITION = "gpu"
 # SlurmdTimeout: a node whose slurmd is gone is DOWN (its job NODE_FAIL) after this many
 # seconds, not slurm.conf's default 300
 NODE_TIMEOUT_S = 10
+PORTS_LOCK = "/tmp/gpuprov-emulated-slurm.lock"   # held while an emulation binds its ports
 
 
 def free_ports(count: int, start: int = 20000) -> list[int]:
@@ -126,6 +128,18 @@ class EmulatedCluster:
         key.write_bytes(os.urandom(1024))
         os.chmod(key, 0o600)
         self._host_keys()
+        # one emulation at a time picks its ports and binds them: two started side by side
+        # (test workers) would otherwise pick the same free ones; a failed start leaves
+        # nothing running
+        with open(PORTS_LOCK, "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                self._start_daemons(key, timeout)
+            except BaseException:
+                self._stop()          # its logs kept: the error names them
+                raise
+
+    def _start_daemons(self, key: Path, timeout: float) -> None:
         ports = free_ports(len(self.nodes) + 1)
         self.conf.write_text(self.slurm_conf(ports[0], ports[1:]))
         munge = self.root / "munge"
@@ -189,15 +203,20 @@ class EmulatedCluster:
             time.sleep(0.2)
 
     def down(self) -> None:
-        """Every daemon of the emulation stopped (its slurm.conf or munge socket on its
-        command line), and every job it ran; the directory removed."""
+        """Every daemon of the emulation stopped, and every job it ran; the directory
+        removed."""
+        self._stop()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def _stop(self) -> None:
+        """Every process with its slurm.conf or munge socket on its command line, or its
+        slurm.conf in its environment (the jobs)."""
         marks = (str(self.conf), str(self.root / "munge"))
         for pid in _pids():
             line = _cmdline(pid)
             if any(mark in line for mark in marks) or \
                     _environ(pid).get("SLURM_CONF") == str(self.conf):
                 _kill(pid)
-        shutil.rmtree(self.root, ignore_errors=True)
 
 
 def _start(argv: list[str]) -> None:
