@@ -468,8 +468,8 @@ def _tool_output(c: Collector, stage: str, kind: EvidenceKind, tool: str, comman
         c.keep_output(kind, command, timeout)
 
 
-# `dcgmi diag` run lengths per level (NVIDIA's DCGM guide: r1 seconds, r2 about 2 minutes,
-# r3 about 30, r4 1-2 hours), with room: the hard timeout on the node
+# `dcgmi diag` run lengths per level (NVIDIA's dcgmi-diag reference: r1 seconds, r2 about 2
+# minutes, r3 about 15, r4 "extended, longer-running": hours), with room: the hard timeout
 DCGM_TIMEOUT_S = {1: 300, 2: 900, 3: 3600, 4: 3 * 3600}
 
 
