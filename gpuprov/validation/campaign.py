@@ -253,23 +253,30 @@ class Campaign:
         if job is not None and not job.ended:
             return None
         name = self.names[host]
-        try:
-            out: Path | None = self.returns.fetch(host, name)
-        except results.Refused as exc:
-            out, fetch_error = None, str(exc)
         if job is not None and job.failed:
             why = f"job {job.id} ended {job.state}"
             if job.reason and job.reason != "None":
                 why += f" ({job.reason})"
-            said = _job_error(out / JOB_OUTPUT) if out else ""
+            said = self._job_error(host, name) if job.state == "FAILED" else ""
             return unreachable(work, self.record.started_at,
                                f"{why}: no result taken" + (f": {said}" if said else ""))
-        if out is None:
-            return unreachable(work, self.record.started_at, f"result refused: {fetch_error}")
+        try:
+            out = self.returns.fetch(host, name)
+        except results.Refused as exc:
+            return unreachable(work, self.record.started_at, f"result refused: {exc}")
         if job is None and not (out / results.RESULT).is_file():
             return unreachable(work, self.record.started_at,
                                f"job {job_id} is gone from slurmctld and left no result")
         return self._judge(host, work, out)
+
+    def _job_error(self, host: str, name: str) -> str:
+        """What the collector said before its job failed. Only a job that ran and exited
+        non-zero (`FAILED`) is asked: a node that died (NODE_FAIL…) is not waited on over
+        SSH, one connect timeout after another in the harvest loop."""
+        try:
+            return _job_error(self.returns.fetch(host, name) / JOB_OUTPUT)
+        except results.Refused:
+            return ""
 
     def _judge(self, host: str, work: NodeJob, out: Path) -> NodeResult:
         name = self.names[host]
