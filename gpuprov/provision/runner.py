@@ -68,6 +68,7 @@ class Options:
     reboot_serial: str = "1"
     lock_overrides: dict = field(default_factory=dict)   # a rollback's lock, over the inventory's
     strategy: str = "mitogen"                            # settings.ansible_strategy()
+    quick_check_dir: Path | None = None   # the quick check's files (quick_check_files.py)
 
 
 @dataclass
@@ -223,6 +224,8 @@ def run_playbook(run_dir: Path, run_id: str, options: Options, listener: Listene
     if options.serial:
         extravars["gpuprov_serial"] = options.serial
     extravars.update(options.lock_overrides)
+    if options.quick_check_dir:
+        extravars["gpuprov_slurm_healthcheck_files"] = str(options.quick_check_dir)
     cmdline = " ".join(flag for flag, wanted in (("--check", options.check),
                                                   ("--diff", options.diff)) if wanted)
     sink = EventSink(options.hosts, listener)

@@ -18,7 +18,7 @@ from gpuprov.inventory import Inventory
 from gpuprov.ledger import Ledger, ProvisionBaseline, RunRecord
 from gpuprov.metrics import publish_after_run
 from gpuprov.model import HostOutcome, Outcome
-from gpuprov.provision import insync
+from gpuprov.provision import insync, quick_check_files
 from gpuprov.provision.progress import view_for
 from gpuprov.provision.runner import Options, run_playbook
 from gpuprov.remote import probing
@@ -105,8 +105,15 @@ def provision(request: ProvisionRequest, say: Say, warn: Say) -> ProvisionRun:
     options, target = request.playbook, request.rollback_to
     # each host's lock, role variables and inputs, read once for the skip and the baseline
     plans = host_plans(request.inventory, options.hosts) if request.keep_baselines else {}
-    inputs = {h: insync.fingerprint(request.locks[h], request.inventory.settings(h))
-              for h in options.hosts} if request.keep_baselines else {}
+    run_dir = state_dir() / "runs" / run_id
+    # the quick check's files (opted-in hosts): their digest is one of the host's inputs
+    quick = quick_check_files.write(run_dir / "quick-check", request.inventory,
+                                    options.hosts, ledger)
+    if quick:
+        options = replace(options, quick_check_dir=run_dir / "quick-check")
+    inputs = {h: insync.fingerprint(request.locks[h], {
+        **request.inventory.settings(h), **({"quick_check": quick[h]} if h in quick else {})})
+        for h in options.hosts} if request.keep_baselines else {}
     skipped = _in_sync(ledger, request, plans, inputs, say) if request.skip_in_sync else {}
     options = replace(options, hosts=[h for h in options.hosts if h not in skipped])
     gate = None
@@ -115,7 +122,6 @@ def provision(request: ProvisionRequest, say: Say, warn: Say) -> ProvisionRun:
         gate = SlurmGate.opened(request.slurm, ledger, run_id,
                                 {h: v for h, v in (request.variables or {}).items()
                                  if h in options.hosts}, shadow=False, say=say)
-    run_dir = state_dir() / "runs" / run_id
     log_path = run_dir / "artifacts" / run_id / "stdout"
     ledger.start_run(run_id, "provision", str(options.inventory.resolve()),
                      request.playbook.hosts,

@@ -116,9 +116,11 @@ class Slurm:
             raise SlurmError(f"`{shlex.join(argv[:2])}` {self.where}: {lines[-1]}")
         return result.stdout
 
-    def nodes(self) -> dict[str, SlurmNode]:
-        """Every node of the cluster with the partitions it belongs to (one `sinfo`)."""
-        out = self.run(["sinfo", "--noheader", "--Node", "--format", "%N|%T|%R|%E"])
+    def nodes(self, only: str | None = None) -> dict[str, SlurmNode]:
+        """Every node of the cluster (or the one named) with the partitions it belongs to
+        (one `sinfo`)."""
+        out = self.run(["sinfo", "--noheader", "--Node", *(["--nodes", only] if only else []),
+                        "--format", "%N|%T|%R|%E"])
         found: dict[str, SlurmNode] = {}
         for line in out.splitlines():
             if not line.strip():
@@ -129,6 +131,9 @@ class Slurm:
             partitions = (*known.partitions, partition) if known else (partition,)
             found[name] = SlurmNode(name, state, reason, partitions)
         return found
+
+    def node(self, name: str) -> SlurmNode | None:
+        return self.nodes(only=name).get(name)
 
     def jobs_on(self, names: list[str]) -> list[Job]:
         """Jobs running (or still ending) on any of these nodes."""

@@ -297,9 +297,14 @@ def snapshot(c: Collector, after: bool) -> None:
             c.collect(kind)
         if not after:
             arm_dcgm_health(c)
-        log = c.settings.kernel_log
-        c.run("dmesg --time-format iso" if log == "dmesg" else f"cat {shlex.quote(log)}",
-              file=KERNEL_LOG)
+        kernel_log(c)
+
+
+def kernel_log(c: Collector) -> None:
+    """The kernel log with timestamps: dmesg, or the node's configured log file."""
+    log = c.settings.kernel_log
+    c.run("dmesg --time-format iso" if log == "dmesg" else f"cat {shlex.quote(log)}",
+          file=KERNEL_LOG)
 
 
 # the load gpu-burn puts on the GPUs, as the profile's gpu_burn.mode names it (wilicc/gpu-burn

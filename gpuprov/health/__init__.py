@@ -1,0 +1,1 @@
+"""Slurm's own health checks: gpuprov's node-local quick check between two validations."""
