@@ -20,6 +20,7 @@ from gpuprov.errors import InputError
 from gpuprov.ledger import Ledger
 from gpuprov.lifecycle import NodeState, node_statuses
 from gpuprov.model import NodeResult, Outcome, Status
+from gpuprov.slurm.policy import QUICK_PREFIX
 
 TEXTFILE = "gpuprov.prom"
 GIGA = 1e9
@@ -65,6 +66,14 @@ def fleet_registry(ledger: Ledger, hosts: Iterable[str] = ()) -> CollectorRegist
     held = Gauge("gpuprov_node_quarantined", "1 while the node is a repeat offender whose "
                  "repair is not recorded (config offenders; gpuprov nodes NODE --repaired)",
                  ["node"], registry=registry)
+    quick = Gauge("gpuprov_node_quick_check_drained",
+                  "1 while Slurm shows the node drained by gpuprov's node-local quick check, "
+                  "as gpuprov nodes --slurm last saw it; check: the check its reason names",
+                  ["node", "check"], registry=registry)
+    for node, (_, _, _, reason) in ledger.quick_check_drains().items():
+        if reason:
+            check = reason.removeprefix(QUICK_PREFIX).strip().split(":", 1)[0]
+            quick.labels(node, check).set(1)
     lock = Info("gpuprov_lock", "The versions lock the node's latest run was given", ["node"],
                 registry=registry)
 

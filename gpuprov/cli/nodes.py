@@ -39,11 +39,14 @@ def _inventory_hosts(option: str | None) -> list[str]:
               help="The nodes and GPUs (by serial) rejected again and again: `offenders."
                    "rejections` times within `offenders.within` (3 in 30d by default), "
                    "since their node's latest repair.")
+@click.option("--slurm", "read_slurm", is_flag=True,
+              help="Also read Slurm (the configured `slurm` section): each node's Slurm state "
+                   "and reason, and the drains the node-local quick check set, recorded.")
 @click.option("--repaired", "repair_note", metavar="NOTE",
               help="With NODE: record that a person repaired it (NOTE: the ticket, what was "
                    "done). Ends its quarantine; its next validation counts afresh.")
 def nodes(node: str | None, inventory_option: str | None, list_offenders: bool,
-          repair_note: str | None) -> None:
+          read_slurm: bool, repair_note: str | None) -> None:
     """Each node's state: never validated, accepted, rejected, unreachable, expired (an
     acceptance older than the configured period, `acceptance.valid_for`, a week by default),
     needs-validation (changed by a provisioning run or repaired since its verdict), or
@@ -68,6 +71,7 @@ def nodes(node: str | None, inventory_option: str | None, list_offenders: bool,
     unfinished = [r for r in ledger.runs() if r.status != "finished"]
     statuses = node_statuses(ledger, time.time(),
                              {*drifts, *_inventory_hosts(inventory_option)})
+    slurm = _slurm_view(ledger, inventory_option, list(statuses)) if read_slurm else None
     if not statuses and not unfinished:
         click.echo(f"no runs recorded yet ({ledger.path})")
         return
@@ -78,12 +82,39 @@ def nodes(node: str | None, inventory_option: str | None, list_offenders: bool,
                      result.run_id if result else "-", outcome[1].outcome if outcome else "-",
                      _drift(drifts.get(host)), _when(status.expires_at),
                      quarantine_reason(status.offenders) if status.offenders
-                     else result.reason if result else "-"))
+                     else result.reason if result else "-",
+                     *([_slurm_cell(slurm.get(host))] if slurm is not None else [])))
     click.echo(text_table(("NODE", "STATE", "SINCE", "RUN", "PROVISIONED", "DRIFT", "UNTIL",
-                           "WHY"), rows))
+                           "WHY", *(["SLURM"] if slurm is not None else [])), rows))
     for run in unfinished:
         click.echo(f"{run.kind} run {run.id} ({_when(run.started_at)}, {len(run.hosts)} "
                    f"host(s)): {run.status}, no outcome recorded")
+
+
+def _slurm_view(ledger: Ledger, inventory_option: str | None, hosts: list[str]) -> dict:
+    """host -> its Slurm node now; the quick check's drains recorded as they change."""
+    from gpuprov.settings import slurm as slurm_settings
+    from gpuprov.slurm.cluster import Slurm, SlurmError
+    from gpuprov.slurm.policy import slurm_names
+    from gpuprov.slurm.quick_seen import observe
+    path = configured_inventory(inventory_option)
+    variables = {}
+    if path is not None:
+        from gpuprov.inventory import Inventory
+        inventory = Inventory(path)
+        variables = {h: inventory.variables(h) for h in hosts if h in inventory.hosts()}
+    settings = slurm_settings()
+    names = slurm_names(hosts, {h: variables.get(h, {}) for h in hosts})
+    try:
+        return observe(ledger, Slurm(settings.ssh_host, settings.ssh_config), names)
+    except SlurmError as exc:
+        raise InputError(f"slurm: {exc}") from exc
+
+
+def _slurm_cell(node) -> str:
+    if node is None:
+        return "not a Slurm node"
+    return f"{node.state}: {node.reason}" if node.reason else node.state
 
 
 def _drift(report) -> str:

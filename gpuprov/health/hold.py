@@ -23,7 +23,7 @@ from gpuprov.health.quick import Finding
 from gpuprov.slurm import policy
 from gpuprov.slurm.cluster import Slurm
 
-REASON_PREFIX = f"{policy.PREFIX} quick check:"
+REASON_PREFIX = policy.QUICK_PREFIX
 STATE_FORMAT = 1
 
 

@@ -29,3 +29,18 @@ class SlurmRepository(LedgerBase):
                               " ORDER BY at DESC, seq DESC LIMIT ?", [*args, limit]).fetchall()
         return [SlurmAction(r["host"], r["node"], r["action"], r["reason"], r["result"],
                             r["detail"], r["run_id"], r["at"]) for r in reversed(rows)]
+
+    # -- what the node-local quick check did, as the controller saw it in Slurm --
+
+    def quick_check_drains(self) -> dict[str, tuple[str, float, str, str]]:
+        """Each host's latest observation: (node, when, state, reason); reason '' once the
+        quick check no longer held it."""
+        with self._connect() as db:
+            rows = db.execute("SELECT * FROM quick_check_drains ORDER BY at").fetchall()
+        return {r["host"]: (r["node"], r["at"], r["state"], r["reason"]) for r in rows}
+
+    def record_quick_check(self, host: str, node: str, state: str, reason: str,
+                           at: float | None = None) -> None:
+        with self._transaction() as db:
+            db.execute("INSERT INTO quick_check_drains (host, node, at, state, reason) "
+                       "VALUES (?, ?, ?, ?, ?)", (host, node, at or time.time(), state, reason))

@@ -25,6 +25,7 @@ from gpuprov.model import NodeResult, Verdict
 from gpuprov.slurm.cluster import SlurmNode
 
 PREFIX = "gpuprov:"
+QUICK_PREFIX = f"{PREFIX} quick check:"   # the node-local quick check's own drains
 SUMMARY_MAX = 160           # Slurm shows the reason in sinfo/scontrol: keep it one short line
 
 

@@ -28,6 +28,7 @@ import yaml
 from junitparser import JUnitXml
 from prometheus_client.parser import text_string_to_metric_families
 
+from gpuprov.lab import campaign_mounts
 from gpuprov.lab.faults import FAULTS
 from gpuprov.ledger import Ledger
 from gpuprov.model import HARDWARE_ACTIONS
@@ -797,6 +798,116 @@ def test_a_campaign_on_the_lab_s_slurm_accepts_the_healthy_and_drains_the_faulte
         meta = json.loads((Path(nodes[node]["evidence_dir"]) / "meta.json").read_text())
         assert (meta["run_id"], meta["node"]) == (run_id, node)
     slurm.head("scontrol update NodeName=node02 State=RESUME")
+
+
+QUICK_INTERVAL_S = 10        # HealthCheckInterval on the lab (the issue's 60 s, shortened)
+QUICK_PERSIST_RUNS = 3
+FRAGMENT = "/etc/slurm/gpuprov-healthcheck.conf"
+
+
+def _wait_reason(slurm: SlurmLab, node: str, wanted, timeout: float) -> float:
+    """Seconds until `wanted(state, reason)` holds for the node."""
+    started = time.monotonic()
+    while not wanted(*slurm.states()[node]):
+        assert time.monotonic() - started < timeout, (node, slurm.states()[node])
+        time.sleep(1)
+    return time.monotonic() - started
+
+
+def _quick_log(node: str) -> str:
+    return gpuprov("lab", "ssh", node, "--", "journalctl -q -o cat -t gpuprov-quick-check "
+                   "| tail -n 5", check=True).stdout
+
+
+def test_the_quick_check_as_slurm_s_health_check_drains_its_own_and_resumes_them(slurm,
+                                                                                 tmp_path):
+    """Issue 70 on the lab's slurmctld and slurmds: `provision` installs the quick check
+    (gpuprov_slurm_healthcheck), the fragment is Included as a site would, and slurmd runs
+    it every QUICK_INTERVAL_S seconds. A GPU lost, a driver/library mismatch and an Xid 79
+    each drain their node within an interval with a `gpuprov: quick check:` reason, and the
+    node is resumed once the fault is cleared; an NVLink down for fewer than the persisting
+    runs drains nothing, one that lasts drains; a person's drain outlives it all."""
+    inventory_dir = tmp_path / "inventory"
+    shutil.copytree(slurm.rack.inventory.parent, inventory_dir)
+    (inventory_dir / "group_vars/all/quick-check.yml").write_text(
+        "gpuprov_slurm_healthcheck: true\n"
+        f"gpuprov_slurm_healthcheck_interval: {QUICK_INTERVAL_S}\n"
+        # the controller's own gpuprov, which the lab mounts on its nodes
+        f"gpuprov_slurm_healthcheck_command: {campaign_mounts.collector()}\n"
+        # a container's uptime is the host's: the lab cannot show a fresh boot
+        "gpuprov_slurm_healthcheck_settle_s: 0\n"
+        f"gpuprov_slurm_healthcheck_persist_runs: {QUICK_PERSIST_RUNS}\n")
+    inventory = inventory_dir / slurm.rack.inventory.name
+    installed = gpuprov("provision", "--inventory", str(inventory), "-t", "slurm_healthcheck",
+                        timeout=600, env=slurm.env())
+    assert installed.returncode == 0, installed.stdout[-3000:] + installed.stderr
+    for node in NODES:
+        listing = gpuprov("lab", "ssh", node, "--", "stat -c '%a %U %n' /etc/gpuprov/quick-check "
+                          "/etc/gpuprov/quick-check/*", check=True).stdout.split("\n")
+        assert listing[:3] == ["700 root /etc/gpuprov/quick-check",
+                               "600 root /etc/gpuprov/quick-check/config.json",
+                               "600 root /etc/gpuprov/quick-check/request.json"], listing
+    fragment = gpuprov("lab", "ssh", "node01", "--", f"cat {FRAGMENT}", check=True).stdout
+    assert f"HealthCheckInterval={QUICK_INTERVAL_S}\n" in fragment
+    assert "HealthCheckNodeState=ANY,CYCLE\n" in fragment
+    # the site's step: Include the fragment on every node and on slurmctld's host
+    include = f"grep -qx 'Include {FRAGMENT}' /etc/slurm/slurm.conf || " \
+              f"echo 'Include {FRAGMENT}' >> /etc/slurm/slurm.conf"
+    slurm.head(f"cat > {FRAGMENT} <<'EOF'\n{fragment}EOF\n{include}")
+    for node in NODES:
+        gpuprov("lab", "ssh", node, "--", include, check=True)
+    slurm.head("scontrol reconfigure")
+    slurm.head("scontrol update NodeName=node03 State=DRAIN Reason='ticket 4411: reseat GPU 3'")
+    manual = ("drained", "ticket 4411: reseat GPU 3")
+    started = time.monotonic()
+    took = {}
+    try:
+        time.sleep(2 * QUICK_INTERVAL_S)          # healthy: nothing changes
+        assert slurm.states()["node01"] == slurm.states()["node02"] == ("idle", "none")
+        assert "node01: healthy" in _quick_log("node01")
+        for node, kind, gpu, check in (("node01", "missing-gpu", 3, "gpu_inventory"),
+                                       ("node02", "driver-mismatch", None, None),
+                                       ("node01", "xid-79", 2, None)):
+            fault(node, kind, gpu)
+            took[kind] = _wait_reason(slurm, node, lambda state, reason: state == "drained"
+                                      and reason.startswith("gpuprov: quick check: "),
+                                      3 * QUICK_INTERVAL_S + 15)
+            reason = slurm.states()[node][1]
+            assert check is None or reason.startswith(f"gpuprov: quick check: {check}: "), reason
+            clear(slurm.rack, node, repaired=False)
+            took[f"{kind} resumed"] = _wait_reason(
+                slurm, node, lambda state, reason: (state, reason) == ("idle", "none"),
+                3 * QUICK_INTERVAL_S + 15)
+        # NVLink down for fewer runs than it must persist: waited on, never drained
+        fault("node02", "nvlink-down", 1)
+        time.sleep(QUICK_INTERVAL_S + 3)
+        assert slurm.states()["node02"] == ("idle", "none")
+        assert "waiting: nvlink_status (" in _quick_log("node02")
+        clear(slurm.rack, "node02", repaired=False)
+        time.sleep(QUICK_INTERVAL_S + 3)
+        assert slurm.states()["node02"] == ("idle", "none")
+        # and one that lasts drains, once it has been seen QUICK_PERSIST_RUNS times running
+        fault("node02", "nvlink-down", 1)
+        took["nvlink-down persisting"] = _wait_reason(
+            slurm, node := "node02", lambda state, reason: reason.startswith(
+                "gpuprov: quick check: nvlink_status: "),
+            (QUICK_PERSIST_RUNS + 2) * QUICK_INTERVAL_S + 15)
+        assert took["nvlink-down persisting"] > (QUICK_PERSIST_RUNS - 2) * QUICK_INTERVAL_S
+        clear(slurm.rack, node, repaired=False)
+        _wait_reason(slurm, node, lambda state, reason: (state, reason) == ("idle", "none"),
+                     3 * QUICK_INTERVAL_S + 15)
+        # the person's drain, through every one of those intervals
+        assert time.monotonic() - started > 10 * QUICK_INTERVAL_S, took
+        assert slurm.states()["node03"] == manual
+        print(f"quick check on the lab (interval {QUICK_INTERVAL_S}s): {took}")
+    finally:
+        for node in NODES:
+            clear(slurm.rack, node, repaired=False)
+            gpuprov("lab", "ssh", node, "--", f"sed -i '\\#^Include {FRAGMENT}$#d' "
+                    "/etc/slurm/slurm.conf")
+        slurm.head(f"sed -i '\\#^Include {FRAGMENT}$#d' /etc/slurm/slurm.conf && "
+                   "scontrol reconfigure")
+        slurm.head("scontrol update NodeName=node01,node02,node03 State=RESUME || true")
 
 
 def test_slurm_unreachable_slurmctld_is_one_line_and_nothing_runs(slurm):

@@ -205,3 +205,34 @@ def test_a_state_file_written_by_a_run_is_read_back(tmp_path):
     assert oct(os.stat(tmp_path / "s" / "state.json").st_mode & 0o777) == "0o600"
     (tmp_path / "s" / "state.json").write_text(json.dumps({"format": 99}))
     assert hold.State.load(tmp_path / "s" / "state.json") == hold.State()
+
+
+def test_the_controller_sees_and_records_the_quick_check_s_drains(cluster, tmp_path):
+    """`gpuprov nodes --slurm` reads Slurm once, shows each node's state and reason, and
+    records a quick-check drain as it appears and goes; the metrics carry it."""
+    cluster.run(["scontrol", "update", "NodeName=qnode1", "State=DRAIN",
+                 "Reason=gpuprov: quick check: gpu_inventory: 7 GPUs, the profile expects 8"])
+    inventory = tmp_path / "hosts.ini"
+    inventory.write_text("qnode1\nqnode2\n")
+    config = tmp_path / "config.yml"
+    config.write_text("slurm: {}\n")
+    env = {**cluster.env, "GPUPROV_CONFIG": str(config), "GPUPROV_STATE_DIR": str(tmp_path),
+           "NO_COLOR": "1"}
+    try:
+        shown = gpuprov("nodes", "--slurm", "-i", str(inventory), env=env)
+        assert shown.returncode == 0, shown.stderr
+        rows = {line.split()[0]: line for line in shown.stdout.splitlines()[1:]}
+        assert rows["qnode1"].endswith(
+            "drained: gpuprov: quick check: gpu_inventory: 7 GPUs, the profile expects 8")
+        metrics = gpuprov("metrics", "-i", str(inventory), env=env).stdout
+        assert 'gpuprov_node_quick_check_drained{check="gpu_inventory",node="qnode1"} 1.0' \
+            in metrics
+    finally:
+        cluster.run(["scontrol", "update", "NodeName=qnode1", "State=RESUME"])
+    again = gpuprov("nodes", "--slurm", "-i", str(inventory), env=env)
+    assert again.returncode == 0, again.stderr
+    assert "gpuprov_node_quick_check_drained{" not in gpuprov(
+        "metrics", "-i", str(inventory), env=env).stdout
+    from gpuprov.ledger import Ledger
+    seen = Ledger(tmp_path / "ledger.sqlite3").quick_check_drains()
+    assert seen["qnode1"][3] == "" and "qnode2" not in seen

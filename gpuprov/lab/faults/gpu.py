@@ -68,6 +68,13 @@ def _xid(access, hw, gpu):
     return f"GPU {gpu['index']} Xid 119 (GSP RPC timeout) in {sim_node.KERNEL_LOG}", undo
 
 
+def _xid_79(access, hw, gpu):
+    """The driver's Xid 79: the GPU fell off the bus and answers nothing any more."""
+    undo = append_kernel_log(access, catalog_lines(gpu, "xid", 79))
+    gone_from_driver(hw, gpu)
+    return f"GPU {gpu['index']} Xid 79 (fallen off the bus) in {sim_node.KERNEL_LOG}", undo
+
+
 def _burn_errors(access, hw, gpu):
     gpu["burn_errors"] = 1542
     return f"GPU {gpu['index']} miscomputes under gpu-burn", {}
@@ -212,6 +219,9 @@ FAULTS = (
               expect=Expect("ecc")),
     FaultKind("xid", True, _xid, "an Xid 119 line in the node's kernel log",
               expect=Expect("kernel_log", "reset-gpu")),
+    FaultKind("xid-79", True, _xid_79,
+              "an Xid 79 line in the kernel log, and the GPU gone from nvidia-smi",
+              expect=Expect("gpu_inventory", "reboot")),
     FaultKind("burn-errors", True, _burn_errors, "gpu-burn finds errors on a GPU",
               expect=Expect("gpu_burn")),
     FaultKind("sdc", True, _sdc,
