@@ -25,7 +25,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "certify": ("gpuprov.cli.certify", "certify",
                 "Sign NODE's latest acceptance: exit 0 written, 1 not accepted, 2 bad input."),
     "check": ("gpuprov.cli.check", "check",
-              "This node against its acceptance, in seconds: exit 0 healthy or handled, 1..."),
+              "This node against its acceptance, in seconds: exit 0 healthy or handled, 1 a..."),
     "collect": ("gpuprov.cli.collect", "collect",
                 "Collect this node's evidence for a campaign and sign the result: exit 0..."),
     "doctor": ("gpuprov.cli.doctor", "doctor",

@@ -52,6 +52,16 @@ def test_a_gpu_fallen_off_the_bus_is_a_finding_that_drains_at_once(tmp_path):
     assert "fallen off the bus" in decision.drain
 
 
+def test_an_xid_79_drains_at_once_calling_for_a_reboot(tmp_path):
+    # the line as NVIDIA/NVSentinel#155 quotes it, after this boot's first line
+    boot = "2026-11-21T09:00:01,000000+00:00 Linux version 5.15.0-112-generic\n"
+    directory = eb.replace(eb.healthy_h100(tmp_path / "n"), "dmesg.txt", boot + eb.capture(
+        "dmesg-xid/xid79-fallen-off-bus-nvsentinel155.txt"))
+    [finding] = found_in(directory)
+    assert (finding.check, finding.action, finding.transient) == ("kernel_log", "reboot", False)
+    assert finding.summary.startswith("Xid 79 (GPU has fallen off the bus)")
+
+
 def test_application_xids_before_the_check_do_not_drain(tmp_path):
     # Xid 13 and 43 are an application's faults (the real capture), not the node's
     directory = eb.replace(eb.healthy_h100(tmp_path / "n"), "dmesg.txt",
