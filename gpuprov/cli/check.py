@@ -10,6 +10,7 @@ only exits 1 on a fault, and Slurm drains the node and requeues the job.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -98,14 +99,8 @@ def _findings(config: node_config.NodeConfig, state_dir: Path) -> tuple[list, fl
             last.rename(old)
         directory.rename(last)
         if old.exists():
-            _remove_tree(old)
+            shutil.rmtree(old)
     return found, uptime
-
-
-def _remove_tree(path: Path) -> None:
-    for child in path.iterdir():
-        child.unlink()
-    path.rmdir()
 
 
 def _boot_id() -> str:
