@@ -6,6 +6,7 @@ it did not set is never touched."""
 import json
 import os
 import re
+from pathlib import Path
 
 import pytest
 
@@ -253,3 +254,33 @@ def test_the_controller_sees_and_records_the_quick_check_s_drains(cluster, tmp_p
     from gpuprov.ledger import Ledger
     seen = Ledger(tmp_path / "ledger.sqlite3").quick_check_drains()
     assert seen["qnode1"][3] == "" and "qnode2" not in seen
+
+
+def test_as_a_prolog_on_a_machine_without_its_gpus_it_exits_1_and_asks_slurm_nothing(
+        tmp_path):
+    """The whole command on this machine (no GPU, no nvidia-smi): validation's collector
+    runs the quick checks' commands here; what it cannot see fails as the node's setup, and
+    as a Prolog that is exit 1 (Slurm drains and requeues), with no scontrol anywhere on
+    PATH to call; as a report it saves no state."""
+    request, config = node_config.encode(settings("ci-host"), "ci-host", {}, None,
+                                         frozenset(), 300.0, 3)
+    directory = tmp_path / "quick-check"
+    directory.mkdir(mode=0o700)
+    for name, data in (("request.json", request), ("config.json", config)):
+        (directory / name).write_bytes(data)
+        os.chmod(directory / name, 0o600)
+    env = {**os.environ, "PATH": os.pathsep.join(
+        p for p in os.environ["PATH"].split(os.pathsep) if not (Path(p) / "scontrol").exists())}
+    env.pop("SLURMD_NODENAME", None)
+    report = gpuprov("check", "--quick", "--config-dir", str(directory), "--state-dir",
+                     str(tmp_path / "state"), "--as", "report", env=env)
+    assert report.returncode == 1, report.stderr
+    assert report.stdout.startswith("ci-host: gpuprov: quick check: gpu_inventory: ")
+    assert not (tmp_path / "state" / "state.json").exists()
+    assert (tmp_path / "state" / "last" / "meta.json").is_file()
+    prolog = gpuprov("check", "--quick", "--config-dir", str(directory), "--state-dir",
+                     str(tmp_path / "state"), "--as", "prolog", env=env)
+    assert prolog.returncode == 1, prolog.stderr
+    assert prolog.stderr.startswith("ci-host: gpuprov: quick check: gpu_inventory: ")
+    saved = hold.State.load(tmp_path / "state" / "state.json")
+    assert saved.streaks.get("gpu_inventory") == 1 and saved.drained is None
