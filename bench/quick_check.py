@@ -69,13 +69,19 @@ printf '#!/bin/sh\\necho "$*" >> {CALLS}\\nexec /usr/bin/scontrol "$@"\\n' > {SH
 chmod 755 {SHIM}/scontrol
 export PATH={SHIM}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 for i in $(seq {args.runs}); do
-  start=$(date +%s.%N); {command} > /dev/null 2>&1 || echo "run $i: exit $?" >&2
-  end=$(date +%s.%N); echo "$start $end"
+  start=$(date +%s.%N); {command} > /var/tmp/gpuprov-bench-quick/out 2>&1 && rc=0 || rc=$?
+  end=$(date +%s.%N)
+  echo "$start $end $rc $(grep -c ': healthy$' /var/tmp/gpuprov-bench-quick/out)"
 done
 echo "calls $(wc -l < {CALLS})"; rm -rf /var/tmp/gpuprov-bench-quick"""
     out = on_node(args.node, script)
-    times = [float(b) - float(a) for a, b in (line.split() for line in out.splitlines()
-                                              if not line.startswith("calls"))]
+    runs = [line.split() for line in out.splitlines() if not line.startswith("calls")]
+    # a run that was not a healthy one (exit status, its one line) is no figure of the target
+    unhealthy = [r for r in runs if r[2:] != ["0", "1"]]
+    if unhealthy:
+        sys.exit(f"{args.node}: {len(unhealthy)} of {len(runs)} runs not healthy (exit status, "
+                 f"healthy lines): {unhealthy[:3]}")
+    times = [float(b) - float(a) for a, b, _, _ in runs]
     calls = int(out.splitlines()[-1].split()[1])
     times.sort()
     p95 = times[max(0, round(0.95 * len(times)) - 1)]
