@@ -64,6 +64,10 @@ def certify(node: str, key: Path, out: Path | None, ledger: Ledger | None = None
             state += f" (would reject: {', '.join(c.id for c in result.observed)})"
         raise Refused(f"{node}: {state} (run {result.run_id}): only an accepted node is "
                       "certified; nothing written")
+    if result.scope != "full":   # its evidence holds the recheck's few checks, not the node's
+        raise Refused(f"{node}: accepted by a recheck (run {result.run_id}), whose evidence "
+                      "holds only the checks it ran: certify after a full validation; "
+                      "nothing written")
     out = out or Path(f"gpuprov-acceptance-{node}-{result.run_id}.json")
     if not out.parent.resolve().is_dir():
         raise InputError(f"--out {out}: directory {out.parent} does not exist")

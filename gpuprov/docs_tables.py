@@ -1,5 +1,6 @@
-"""What is generated from the code: the tables of docs/checks.md, docs/evidence.md and
-docs/day-two.md (the check registry, the evidence table, drift's check set), the CLI
+"""What is generated from the code: the tables of docs/checks.md, docs/evidence.md,
+docs/day-two.md and docs/repairs.md (the check registry, the evidence table, drift's check
+set, the repair matrix), the CLI
 reference of docs/cli.md (the commands' own help), each file keeping its prose around the
 generated block; and the report schema's list of check ids. Unit tests hold each equal to
 what this renders.
@@ -58,13 +59,22 @@ def drift_table() -> str:
     return "\n".join(rows)
 
 
+def repair_matrix() -> str:
+    from gpuprov.holds import kinds  # the ledger layer's data: only here
+    rows = ["| repair kind | what | voids | grounds |", "|---|---|---|---|"]
+    rows += [f"| `{k.name}` | {_cell(k.what)} | "
+             f"{'every check' if k.voids is None else ', '.join(f'`{c}`' for c in sorted(k.voids))}"
+             f" | {_cell(k.grounds)} |" for k in kinds().values()]
+    return "\n".join(rows)
+
+
 def cli_reference() -> str:
     from gpuprov.cli import reference  # the CLI sits above everything else: only here
     return reference.render()
 
 
 GENERATED = {"checks.md": checks_table, "evidence.md": evidence_table, "cli.md": cli_reference,
-             "day-two.md": drift_table}
+             "day-two.md": drift_table, "repairs.md": repair_matrix}
 
 
 def render(text: str, table: str) -> str:

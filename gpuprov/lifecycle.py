@@ -5,9 +5,10 @@ repair is recorded, and a rollback goes back to the lock of its last good state.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
+from gpuprov import holds
 from gpuprov.errors import InputError
 from gpuprov.hardware_history import Offender, quarantined
 from gpuprov.ledger import Ledger, RunRecord
@@ -89,6 +90,8 @@ def node_state(verdict: NodeResult | None,
 
 
 # the states `validate --stale` picks: no acceptance that still holds
+# the states a node's latest verdict being an acceptance can give
+ACCEPTED_STATES = (NodeState.ACCEPTED, NodeState.ACCEPTED_OBSERVED, NodeState.EXPIRED)
 STALE = (NodeState.NEVER_VALIDATED, NodeState.EXPIRED, NodeState.NEEDS_VALIDATION,
          NodeState.INTERRUPTED)
 
@@ -102,9 +105,13 @@ class NodeStatus:
     provisioning: tuple[RunRecord, HostOutcome] | None   # its latest provisioning outcome
     valid_for: float | None                          # its profile's acceptance period
     offenders: list[Offender] | None                 # why it is quarantined
+    # an acceptance by a recheck rests on earlier passes too: the oldest of them
+    accepted_since: float | None = None
 
     @property
     def expires_at(self) -> float | None:
+        if self.accepted_since is not None and self.valid_for is not None:
+            return self.accepted_since + self.valid_for
         return expires_at(self.verdict, self.valid_for)
 
 
@@ -122,7 +129,23 @@ def node_statuses(ledger: Ledger, now: float, hosts: Iterable[str] = (),
     statuses = _statuses(sorted({*hosts, *verdicts, *provisioning}), verdicts, provisioning,
                          now, acceptance_periods(), repaired, held,
                          ledger.interrupted_provisioning())
-    return {s.node: s for s in statuses}
+    return {s.node: _after_recheck(ledger, s, now) for s in statuses}
+
+
+def _after_recheck(ledger: Ledger, status: NodeStatus, now: float) -> NodeStatus:
+    """A node accepted by a recheck (issue 71) is accepted only while no hold is open and
+    every check it requires has passed within the acceptance period: the recheck judged a
+    few checks, the others' passes are older."""
+    verdict = status.verdict
+    if verdict is None or verdict.scope != "recheck" or status.state not in ACCEPTED_STATES:
+        return status
+    history = ledger.node_results(node=status.node)
+    since = holds.accepted_since(history)
+    if holds.open_holds(history, ledger.repairs(status.node)) or since is None:
+        return replace(status, state=NodeState.NEEDS_VALIDATION)
+    if status.valid_for is not None and now > since + status.valid_for:
+        return replace(status, state=NodeState.EXPIRED, accepted_since=since)
+    return replace(status, accepted_since=since)
 
 
 def _statuses(hosts: Iterable[str], verdicts: dict[str, NodeResult],

@@ -17,6 +17,7 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry, Gauge, Info, generate_latest, write_to_textfile
 
 from gpuprov.errors import InputError
+from gpuprov.holds import open_holds
 from gpuprov.ledger import Ledger
 from gpuprov.lifecycle import NodeState, node_statuses
 from gpuprov.model import NodeResult, Outcome, Status
@@ -77,8 +78,16 @@ def fleet_registry(ledger: Ledger, hosts: Iterable[str] = ()) -> CollectorRegist
     lock = Info("gpuprov_lock", "The versions lock the node's latest run was given", ["node"],
                 registry=registry)
 
+    hold = Gauge("gpuprov_node_hold", "1 for each check the node requires that a repair "
+                 "voided after its last pass (data/repair_matrix.yml; gpuprov nodes NODE)",
+                 ["node", "check", "repair"], registry=registry)
     statuses = node_statuses(ledger, time.time(), hosts,
                              ledger.current_verdicts(values_of=FIGURES))
+    for node, repaired_at in ledger.last_repairs().items():
+        verdict = statuses[node].verdict if node in statuses else None
+        if verdict is None or repaired_at > verdict.judged_at:   # only they can have holds
+            for opened in open_holds(ledger.node_results(node=node), ledger.repairs(node)):
+                hold.labels(node, opened.check, opened.repair.kind).set(1)
     locks = ledger.last_locks()
     for node, status in statuses.items():
         held.labels(node).set(1 if status.offenders else 0)

@@ -166,6 +166,8 @@ class NodeResult:
     evidence_manifest: dict[str, str] | None = None
     nics: list[NicPort] = field(default_factory=list)
     nvswitches: list[NvSwitchPart] = field(default_factory=list)
+    # "full", or "recheck": only the stages the node's open holds needed (validate --recheck)
+    scope: str = "full"
 
     def values_of(self, check_id: str) -> dict:
         """What one check measured ({} where the result has no such check)."""

@@ -26,6 +26,12 @@ class Context:
         run says it skipped it."""
         return self.upto is None or STAGES.index(stage) <= STAGES.index(self.upto)
 
+    def left_out(self, stage: str) -> bool:
+        """A stage a recheck did not run (validate --recheck: its meta.json names the stages
+        it ran): its checks are not judged here, their earlier passes stand."""
+        recheck = self.evidence.meta.get("recheck")
+        return bool(recheck) and stage not in recheck.get("stages", ())
+
     def required(self, stage: str) -> bool:
         """A stage's evidence is required once the stage was reached and not skipped."""
         return self.reached(stage) and stage not in self.evidence.meta.get("skipped", {})

@@ -140,6 +140,9 @@ class Check:
         results = Results(self.id, ctx, self.action)
         if self.applies is not None and not self.applies(ctx.profile):
             return results.result(Status.SKIP, self.skip_reason)
+        if ctx.left_out(self.stage):
+            return results.result(Status.SKIP, f"not rechecked: {self.stage} not run by this "
+                                               "recheck (no open hold needs it)")
         if self.locked and ctx.lock is not None and not getattr(ctx.lock, self.locked):
             return results.result(Status.SKIP, f"the lock installs none ({self.locked} "
                                                "empty)")

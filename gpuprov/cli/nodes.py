@@ -8,6 +8,7 @@ import time
 
 import click
 
+from gpuprov import holds
 from gpuprov.config import configured_inventory
 from gpuprov.console import text_table
 from gpuprov.errors import InputError
@@ -42,11 +43,17 @@ def _inventory_hosts(option: str | None) -> list[str]:
 @click.option("--slurm", "read_slurm", is_flag=True,
               help="Also read Slurm (the configured `slurm` section): each node's Slurm state "
                    "and reason, and the drains the node-local quick check set, recorded.")
-@click.option("--repaired", "repair_note", metavar="NOTE",
-              help="With NODE: record that a person repaired it (NOTE: the ticket, what was "
-                   "done). Ends its quarantine; its next validation counts afresh.")
+@click.option("--repaired", "repair_note", metavar="KIND|NOTE",
+              help="With NODE: record that a person repaired it: a KIND (gpu-swap, "
+                   "gpu-reseat, nic-swap, cable, firmware, driver, reboot: "
+                   "data/repair_matrix.yml says which checks each voids) or a free-text NOTE "
+                   "(kind unknown: it voids every check). Ends its quarantine.")
+@click.option("--part", metavar="SERIAL|INDEX|PORT", default="",
+              help="With --repaired KIND: the part the repair touched.")
+@click.option("--note", "note_text", metavar="TEXT", default="",
+              help="With --repaired KIND: the ticket, what was done.")
 def nodes(node: str | None, inventory_option: str | None, list_offenders: bool,
-          read_slurm: bool, repair_note: str | None) -> None:
+          read_slurm: bool, repair_note: str | None, part: str, note_text: str) -> None:
     """Each node's state: never validated, accepted, rejected, unreachable, expired (an
     acceptance older than the configured period, `acceptance.valid_for`, a week by default),
     needs-validation (changed by a provisioning run or repaired since its verdict), or
@@ -62,8 +69,10 @@ def nodes(node: str | None, inventory_option: str | None, list_offenders: bool,
     if repair_note is not None:
         if not node:
             raise InputError("--repaired: name the NODE that was repaired")
-        _repaired(ledger, node, repair_note)
+        _repaired(ledger, node, repair_note, part, note_text)
         return
+    if part or note_text:
+        raise InputError("--part and --note go with --repaired KIND")
     if node:
         _history(ledger, node)
         return
@@ -72,6 +81,7 @@ def nodes(node: str | None, inventory_option: str | None, list_offenders: bool,
     statuses = node_statuses(ledger, time.time(),
                              {*drifts, *_inventory_hosts(inventory_option)})
     slurm = _slurm_view(ledger, inventory_option, list(statuses)) if read_slurm else None
+    repaired = ledger.last_repairs()    # holds are read only for nodes repaired since
     if not statuses and not unfinished:
         click.echo(f"no runs recorded yet ({ledger.path})")
         return
@@ -82,13 +92,25 @@ def nodes(node: str | None, inventory_option: str | None, list_offenders: bool,
                      result.run_id if result else "-", outcome[1].outcome if outcome else "-",
                      _drift(drifts.get(host)), _when(status.expires_at),
                      quarantine_reason(status.offenders) if status.offenders
-                     else result.reason if result else "-",
+                     else (_held(ledger, host) if repaired.get(host, 0) > (
+                         result.judged_at if result else 0) else "")
+                     or (result.reason if result else "-"),
                      *([_slurm_cell(slurm.get(host))] if slurm is not None else [])))
     click.echo(text_table(("NODE", "STATE", "SINCE", "RUN", "PROVISIONED", "DRIFT", "UNTIL",
                            "WHY", *(["SLURM"] if slurm is not None else [])), rows))
     for run in unfinished:
         click.echo(f"{run.kind} run {run.id} ({_when(run.started_at)}, {len(run.hosts)} "
                    f"host(s)): {run.status}, no outcome recorded")
+
+
+def _held(ledger: Ledger, host: str) -> str:
+    """The node's open holds, where a repair voided checks after its verdict."""
+    opened = holds.open_holds(ledger.node_results(node=host), ledger.repairs(host))
+    if not opened:
+        return ""
+    kinds = sorted({h.repair.kind for h in opened})
+    return (f"repaired ({', '.join(kinds)}): open holds: "
+            f"{', '.join(h.check for h in opened)}")
 
 
 def _slurm_view(ledger: Ledger, inventory_option: str | None, hosts: list[str]) -> dict:
@@ -126,18 +148,28 @@ def _drift(report) -> str:
     return report.state
 
 
-def _repaired(ledger: Ledger, node: str, note: str) -> None:
+def _repaired(ledger: Ledger, node: str, value: str, part: str, note_text: str) -> None:
     """A repair recorded: only for a node the ledger knows (a typo is not a repair)."""
-    note = " ".join(note.split())
-    if not note:
-        raise InputError(f"--repaired {node}: say what was repaired (a ticket, the part)")
+    value = " ".join(value.split())
+    kind = holds.kind_of(value)
+    note = " ".join((note_text if kind != holds.UNKNOWN else value).split())
+    if kind == holds.UNKNOWN and (part or note_text):
+        raise InputError(f"--repaired {value!r}: not a repair kind ({', '.join(holds.kinds())}"
+                         "): --part and --note go with a kind")
+    if not value:
+        raise InputError(f"--repaired {node}: say what was repaired (a kind, a ticket)")
     if not ledger.node_results(node=node) and not ledger.outcomes_of(node):
         raise InputError(f"--repaired {node}: no run of this node is recorded ({ledger.path})")
     held = quarantine(ledger, time.time()).get(node)
-    repair = ledger.record_repair(node, note, f"{getpass.getuser()}@{socket.gethostname()}")
+    repair = ledger.record_repair(node, note, f"{getpass.getuser()}@{socket.gethostname()}",
+                                  kind, " ".join(part.split()))
     was = f"its quarantine ended ({quarantine_reason(held)})" if held else "it was not quarantined"
-    click.echo(f"{node}: repair recorded {_when(repair.at)} by {repair.recorded_by}: {note}; "
+    what = f"{kind}{f' ({repair.part})' if repair.part else ''}{f': {note}' if note else ''}"
+    click.echo(f"{node}: repair recorded {_when(repair.at)} by {repair.recorded_by}: {what}; "
                f"{was}; its next validation counts afresh (validate --stale picks it)")
+    opened = holds.open_holds(ledger.node_results(node=node), ledger.repairs(node))
+    if opened:
+        click.echo(f"{node}: open holds: {', '.join(h.check for h in opened)}")
 
 
 def _offenders(ledger: Ledger) -> None:
@@ -182,8 +214,11 @@ def _history(ledger: Ledger, node: str) -> None:
             state = (r.verdict or f"{run.status} (judged {r.judged})") if r else run.status
             events.append((run.started_at, "validate", run.id, state,
                            f"{r.reason} [{r.evidence_dir}]" if r else ""))
-    for repair in ledger.repairs(node):
-        events.append((repair.at, "repaired", "-", repair.recorded_by, repair.note))
+    repairs = ledger.repairs(node)
+    for repair in repairs:
+        what = f"{repair.kind}{f' ({repair.part})' if repair.part else ''}"
+        events.append((repair.at, "repaired", "-", repair.recorded_by,
+                       f"{what}: {repair.note}" if repair.note else what))
     for issued in ledger.certificates(node):
         until = _when(issued.expires_at) if issued.expires_at else "never"
         events.append((issued.issued_at, "certified", issued.run_id, f"until {until}",
@@ -197,3 +232,10 @@ def _history(ledger: Ledger, node: str) -> None:
     click.echo(text_table(("WHEN", "KIND", "RUN", "RESULT", "DETAIL"),
                           [(_when(when), kind, run_id, state, detail)
                            for when, kind, run_id, state, detail in sorted(events)]))
+    opened = holds.open_holds(history, repairs)
+    if opened:
+        click.echo(f"open holds ({len(opened)}): a repair voided them after their last pass; "
+                   "the node is accepted again only once each passes anew")
+        for hold in opened:
+            click.echo(f"  {hold.describe()} ({_when(hold.repair.at)}; last pass "
+                       f"{_when(hold.last_pass)})")

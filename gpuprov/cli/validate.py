@@ -72,6 +72,11 @@ from gpuprov.validation.service import validate as validate_nodes
 @click.option("--evidence-dir", "evidence_root", type=click.Path(path_type=Path), metavar="DIR",
               help="Where evidence goes: DIR/<run>/<node>/ (default: the state directory's "
                    "evidence/).")
+@click.option("--recheck", is_flag=True,
+              help="After a repair (gpuprov nodes NODE --repaired KIND): only the stages the "
+                   "node's open holds need (data/repair_matrix.yml), under load where they are "
+                   "judged under load; the node is accepted once no hold is left. Nothing to "
+                   "recheck: exit 2.")
 @click.option("--via", type=click.Choice(["ssh", "slurm"]), default="ssh", show_default=True,
               help="ssh: this machine reaches every node; slurm: a campaign of Slurm jobs "
                    "in a maintenance reservation, one per node (docs/slurm-campaign.md).")
@@ -84,8 +89,13 @@ def validate(nodes: tuple[str, ...], all_nodes: bool, stale: bool, max_nodes: in
              soak_after_identity_failure: bool, parallel: int, as_json: bool,
              junit_path: Path | None, dcgm_level: int | None, with_fabric: bool,
              fabric_floor: float | None, with_slurm: bool, shadow: bool,
-             evidence_root: Path | None, via: str, resume_run: str | None) -> None:
+             evidence_root: Path | None, recheck: bool, via: str,
+             resume_run: str | None) -> None:
     """Validate NODEs: exit 0 all accepted, 1 any rejected or unreachable, 2 bad input."""
+    if recheck and (with_slurm or via == "slurm" or stale):
+        raise InputError("--recheck: not with --slurm, --via slurm or --stale (a recheck's "
+                         "acceptance holds only while no hold is open: act in Slurm after it "
+                         "with a full validation)")
     if resume_run and via != "slurm":
         raise InputError("--resume: only with --via slurm")
     if via == "slurm" and shadow:
@@ -138,7 +148,8 @@ def validate(nodes: tuple[str, ...], all_nodes: bool, stale: bool, max_nodes: in
         fabric_floor=fabric_floor,
         slurm=site_settings.slurm() if with_slurm or via == "slurm" else None,
         shadow=shadow, evidence_root=evidence_root, metrics_dir=metrics_dir,
-        json_progress=as_json, burn_in=preset.name if preset else None, stale=stale)
+        json_progress=as_json, burn_in=preset.name if preset else None, stale=stale,
+        recheck=recheck)
     out = sys.stderr if as_json else sys.stdout
     say = lambda line: print(line, file=out, flush=True)  # noqa: E731
     if via == "slurm":

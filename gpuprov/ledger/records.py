@@ -36,6 +36,8 @@ class Repair:
     at: float
     note: str             # the ticket, what was done: a person's words
     recorded_by: str      # user@controller
+    kind: str = "unknown"   # data/repair_matrix.yml's kinds; unknown: free text
+    part: str = ""          # the part it touched: a serial, GPU index, NIC port
 
 
 @dataclass(frozen=True)

@@ -10,11 +10,13 @@ from gpuprov.ledger.records import Repair
 
 
 class RepairsRepository(LedgerBase):
-    def record_repair(self, node: str, note: str, recorded_by: str) -> Repair:
-        repair = Repair(node, time.time(), note, recorded_by)
+    def record_repair(self, node: str, note: str, recorded_by: str, kind: str = "unknown",
+                      part: str = "") -> Repair:
+        repair = Repair(node, time.time(), note, recorded_by, kind, part)
         with self._transaction() as db:
-            db.execute("INSERT INTO repairs (node, at, note, recorded_by) VALUES (?, ?, ?, ?)",
-                       (repair.node, repair.at, repair.note, repair.recorded_by))
+            db.execute("INSERT INTO repairs (node, at, note, recorded_by, kind, part) "
+                       "VALUES (?, ?, ?, ?, ?, ?)", (repair.node, repair.at, repair.note,
+                                                     repair.recorded_by, repair.kind, repair.part))
         return repair
 
     def repairs(self, node: str) -> list[Repair]:
@@ -22,7 +24,8 @@ class RepairsRepository(LedgerBase):
         with self._connect() as db:
             rows = db.execute("SELECT * FROM repairs WHERE node = ? ORDER BY at",
                               (node,)).fetchall()
-        return [Repair(r["node"], r["at"], r["note"], r["recorded_by"]) for r in rows]
+        return [Repair(r["node"], r["at"], r["note"], r["recorded_by"], r["kind"], r["part"])
+                for r in rows]
 
     def last_repairs(self) -> dict[str, float]:
         """Each repaired node's latest repair time (one query whatever the fleet's size)."""

@@ -135,11 +135,12 @@ class VerdictsRepository(LedgerBase):
 def _insert_node(db, run_id: str, result: NodeResult) -> None:
     db.execute(
         "INSERT INTO node_results (run_id, node, judged, profile, reason, evidence_dir,"
-        " started_at, judged_at, evidence_manifest) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " started_at, judged_at, evidence_manifest, scope)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (run_id, result.node, str(result.judged), result.profile, result.reason,
          result.evidence_dir, result.started_at, result.judged_at,
          None if result.evidence_manifest is None
-         else json.dumps(result.evidence_manifest, sort_keys=True)))
+         else json.dumps(result.evidence_manifest, sort_keys=True), result.scope))
     db.executemany(
         "INSERT INTO check_results (run_id, node, check_id, status, summary, gpu_index,"
         " gpu_bus_id, gpu_serial, measured, action, seq)"
@@ -183,4 +184,4 @@ def _assemble(row, checks: list, found: dict[str, list],
         [NicPort(p["port"], p["guid"], p["psid"], p["firmware"])
          for p in found.get("node_nics", [])],
         [NvSwitchPart(s["bus_id"], s["serial"], s["firmware"])
-         for s in found.get("node_nvswitches", [])])
+         for s in found.get("node_nvswitches", [])], row["scope"])

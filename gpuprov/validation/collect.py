@@ -111,6 +111,11 @@ class NodeSettings:
     expects_nccl_tests: bool = False
     expects_nvbandwidth: bool = False   # the inventory sets nvbandwidth_url
     expects_gdrcopy: bool = False       # the lock sets gpuprov_gdrcopy_version
+    # a recheck (validate --recheck): only these stages, for these held checks, and the
+    # fabric left this long after boot to train before its checks are collected
+    stages: tuple[str, ...] | None = None
+    recheck_holds: tuple[str, ...] = ()
+    settle_s: float = 0
 
     @classmethod
     def from_vars(cls, node: str, variables: dict, **fixed) -> NodeSettings:
@@ -152,6 +157,8 @@ class Collector:
                      "lock": s.lock.as_dict() if s.lock else None,
                      "soak_seconds": s.soak_seconds, "stages": {}, "skipped": {},
                      "commands": []}
+        if s.stages is not None:    # what a recheck was for and what it ran
+            self.meta["recheck"] = {"holds": list(s.recheck_holds), "stages": list(s.stages)}
         self.save_meta()
 
     # -- files -------------------------------------------------------------------------

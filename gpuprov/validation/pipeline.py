@@ -49,6 +49,12 @@ def validate_node(job: NodeJob, progress: Progress) -> NodeResult:
         collector = collect.Collector(host, job.evidence_dir, s)
         failing: list[str] = []
         for stage in STAGES:
+            if s.stages is not None and stage.name not in s.stages:
+                collector.skip(stage.name, "recheck: no open hold needs it")
+                continue
+            if stage.name == "snapshot" and s.settle_s:
+                _settle(collector, s.settle_s, lambda detail: progress(s.node, "settle",
+                                                                      detail))
             if stage.needs_identity and failing and not s.soak_after_identity_failure:
                 collector.skip(stage.name, f"identity checks failed: {', '.join(failing)}")
                 continue
@@ -83,6 +89,17 @@ def validate_node(job: NodeJob, progress: Progress) -> NodeResult:
     return result
 
 
+def _settle(collector: collect.Collector, settle_s: float, report) -> None:
+    """A recheck of checks the fabric's training can fail waits until the node has been up
+    `settle_s` (an uptime it could not read: the whole window)."""
+    uptime = collector.meta.get("uptime_at_start_s")
+    wait = settle_s - float(uptime) if uptime is not None else settle_s
+    if wait > 0:
+        report({"seconds": round(wait)})
+        collector.meta["settled_s"] = round(wait, 1)
+        time.sleep(wait)
+
+
 def _details(stage: str, s: collect.NodeSettings, failing: list[str]) -> dict:
     """What the progress view shows as a stage starts."""
     if stage == "snapshot":
@@ -110,13 +127,17 @@ def _result(job: NodeJob, started: float, verdict: Verdict, why: str,
     if evidence is None:
         return NodeResult(job.settings.run_id, job.settings.node, verdict, None,
                           job.settings.profile.name, why, str(job.evidence_dir), started,
-                          time.time(), checks, [])
+                          time.time(), checks, [], scope=_scope(job.settings))
     # the parts the evidence names, read once here and stored with the verdict
     ctx = Context(evidence, job.settings.profile, job.settings.lock)
     return NodeResult(job.settings.run_id, job.settings.node, verdict, None,
                       job.settings.profile.name, why, str(job.evidence_dir), started,
                       time.time(), checks, parts.gpus(ctx), evidence.manifest(),
-                      parts.nics(ctx), parts.nvswitches(ctx))
+                      parts.nics(ctx), parts.nvswitches(ctx), _scope(job.settings))
+
+
+def _scope(settings: collect.NodeSettings) -> str:
+    return "full" if settings.stages is None else "recheck"
 
 
 def validate_all(jobs: list[NodeJob], progress: Progress, parallel: int,

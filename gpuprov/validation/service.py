@@ -11,9 +11,10 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from gpuprov import holds
 from gpuprov.checks.run import judge
 from gpuprov.config import state_dir
 from gpuprov.errors import InputError
@@ -66,6 +67,7 @@ class ValidationRequest:
     json_progress: bool = False            # progress on stderr (stdout carries a report)
     burn_in: str | None = None             # the preset that set the soak and DCGM level
     stale: bool = False                    # the nodes were picked by `--stale`
+    recheck: bool = False                  # only the stages each node's open holds need
 
 
 @dataclass(frozen=True)
@@ -121,9 +123,31 @@ def plan_run(request: ValidationRequest, run_id: str | None = None) -> RunPlan:
             soak_after_identity_failure=request.soak_after_identity_failure,
             dcgm_level=request.dcgm_level or int((profile.data.get("dcgm") or {}).get("level",
                                                                                       2)))
+        if request.recheck:
+            settings = _recheck(settings, request.fabric)
         plan.jobs.append(NodeJob(settings, request.inventory.path, evidence_base / host,
                                  state_dir() / "ssh-control"))
     return plan
+
+
+def _recheck(settings: NodeSettings, fabric: bool) -> NodeSettings:
+    """A node's recheck: the checks its open holds name, the stages they need, the settle
+    window where the fabric's training can fail one of them. Nothing held, or a hold only
+    the rack's fabric test can cover without --fabric: bad input."""
+    host = settings.node
+    ledger = Ledger()
+    opened = holds.open_holds(ledger.node_results(node=host), ledger.repairs(host))
+    if not opened:
+        raise InputError(f"--recheck {host}: nothing to recheck: no repair has voided a check "
+                         f"since its last pass (`gpuprov nodes {host}`)")
+    checks = [h.check for h in opened]
+    stages = holds.stages_for(checks)
+    if "fabric" in stages and not fabric:
+        raise InputError(f"--recheck {host}: its holds on "
+                         f"{', '.join(c for c in checks if c.startswith('fabric'))} need the "
+                         "rack's fabric test: add --fabric")
+    return replace(settings, stages=tuple(s for s in stages if s != "fabric"),
+                   recheck_holds=tuple(checks), settle_s=holds.settle_for(checks))
 
 
 def validate(request: ValidationRequest, say: Say, warn: Say) -> ValidationRun:
@@ -141,7 +165,7 @@ def validate(request: ValidationRequest, say: Say, warn: Say) -> ValidationRun:
     ledger.start_run(plan.run_id, "validate", str(path.resolve()), request.hosts,
                      {"profile": request.profile_name, "soak": request.soak_seconds,
                       "burn_in": request.burn_in, "dcgm_level": request.dcgm_level,
-                      "stale": request.stale,
+                      "stale": request.stale, "recheck": request.recheck,
                       "soak_after_identity_failure": request.soak_after_identity_failure,
                       "slurm": "shadow" if request.shadow else request.slurm is not None},
                      plan.locks, str(plan.evidence_base))
@@ -159,6 +183,13 @@ def validate(request: ValidationRequest, say: Say, warn: Say) -> ValidationRun:
         floor = floor_for(request.hosts, plan.variables, plan.profiles, request.fabric_floor)
         fabric_stage(ledger, plan, path, jobs, floor, rule, say)
     ledger.finish_validation(plan.run_id)
+    if request.recheck:     # what each recheck covered, and what it could not clear
+        for job in jobs:
+            host = job.settings.node
+            left = holds.open_holds(ledger.node_results(node=host), ledger.repairs(host))
+            say(f"{host}: recheck of {', '.join(job.settings.recheck_holds)} (stages "
+                f"{', '.join(job.settings.stages or ())}): holds left: "
+                f"{', '.join(h.check for h in left) or 'none'}")
     tripped = None
     if gate:
         judged = {r.node: r for r in ledger.node_results(plan.run_id)}

@@ -602,6 +602,51 @@ def test_the_testinfra_modules_validate_a_node_as_gpuprov_validate_does(rack, tm
     assert json.loads(judged.stdout)["verdict"] == "accepted"
 
 
+def test_a_cable_repair_is_rechecked_by_the_stages_it_voided_alone(rack):
+    """Issue 71: node01 rejected for a NIC port down; a cable repair recorded while the port
+    is still down is rechecked and still rejected; once it is fixed, `validate --recheck`
+    runs identity, the snapshot and the soak (the NIC, its counters under load) and not DDP
+    or DCGM, accepts the node in at most half a full validation's time, and leaves nothing
+    to recheck."""
+    fault("node01", "nic-down")
+    try:
+        started = time.monotonic()
+        full = report_of(rack.validate("node01", "--json"))["node01"]
+        full_s = time.monotonic() - started
+        assert full["verdict"] == "rejected" and "nics" in blocking(full), full["reason"]
+        recorded = rack.cli("nodes", "node01", "--repaired", "cable", "--part", "mlx5_0/1")
+        assert recorded.returncode == 0, recorded.stderr
+        held = recorded.stdout.splitlines()[-1]
+        assert held.startswith("node01: open holds: nics"), recorded.stdout
+        still = rack.validate("node01", "--recheck", "--json")     # the port still down
+        rejected = report_of(still)["node01"]
+        assert rejected["verdict"] == "rejected" and "nics" in blocking(rejected)
+        assert "node01: recheck of nics, ib_counters (stages identity, snapshot, soak): " \
+            "holds left: nics" in still.stderr
+    finally:
+        clear(rack, "node01", repaired=False)
+    started = time.monotonic()
+    again = rack.validate("node01", "--recheck", "--json")
+    recheck_s = time.monotonic() - started
+    node = report_of(again)["node01"]
+    assert node["verdict"] == "accepted", node["reason"]
+    assert "holds left: none" in again.stderr
+    # a check that passed under the last recheck, after the repair, is held no more
+    counters = {c["id"]: c["status"] for c in rejected["checks"]}["ib_counters"]
+    left, stages = ((["nics"], ["identity", "snapshot"]) if counters == "pass"
+                    else (["nics", "ib_counters"], ["identity", "snapshot", "soak"]))
+    meta = json.loads((Path(node["evidence_dir"]) / "meta.json").read_text())
+    assert meta["recheck"] == {"holds": left, "stages": stages}
+    assert set(meta["stages"]) <= {"identity", "snapshot", "soak", "after-soak"}
+    skipped = {c["id"]: c["summary"] for c in node["checks"] if c["status"] == "skip"}
+    assert skipped["ddp_smoke"].startswith("not rechecked: ddp not run by this recheck")
+    assert recheck_s <= full_s / 2, (recheck_s, full_s)
+    assert _state(rack, "node01") == "accepted"
+    nothing = rack.validate("node01", "--recheck")
+    assert nothing.returncode == 2 and "nothing to recheck" in nothing.stderr
+    print(f"recheck after a cable repair: {recheck_s:.0f} s, full validation {full_s:.0f} s")
+
+
 @dataclass
 class SlurmLab:
     rack: Rack

@@ -18,8 +18,8 @@ from gpuprov.model import HostOutcome
 def test_created_on_first_use_with_schema_version(tmp_path):
     path = tmp_path / "deep" / "ledger.sqlite3"
     ledger = Ledger(path)
-    assert path.exists() and ledger.schema_version == len(MIGRATIONS) == 16
-    assert Ledger(path).schema_version == 16   # reopening migrates nothing
+    assert path.exists() and ledger.schema_version == len(MIGRATIONS) == 17
+    assert Ledger(path).schema_version == 17   # reopening migrates nothing
     assert ledger.last_run("provision") is None and ledger.last_provisioning() == {}
 
 
@@ -34,7 +34,7 @@ def test_an_older_ledger_keeps_its_outcomes_and_learns_mok_enrollment_pending(tm
         db.execute("INSERT INTO host_outcomes VALUES ('r0', 'n1', 'reboot-pending', 3, 2, 0, 0, "
                    "1, 'reboot')")
     ledger = Ledger(path)
-    assert ledger.schema_version == 16
+    assert ledger.schema_version == 17
     assert ledger.outcomes("r0")["n1"].outcome == "reboot-pending"
     ledger.start_run("r1", "provision", "/i", ["n1"], {}, {}, None)
     ledger.finish_run("r1", [HostOutcome("n1", "mok-enrollment-pending", ok=9, changed=2,

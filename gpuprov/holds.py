@@ -1,0 +1,135 @@
+"""Holds per check (issue 71): which of a node's required checks a repair has voided since
+they last passed.
+
+A repair has a kind; data/repair_matrix.yml says which checks each kind voids, with its
+grounds (a free-text repair is `unknown` and voids every check). A node's required checks
+are those its latest finished validation judged (not skipped). A check is held when a repair
+that voids it was recorded after the check's latest pass in any finished validation of the
+node (or when it never passed). A node is accepted only with no hold open: a check whose
+pass predates the repair that voids it is no evidence of the repaired node.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+
+import yaml
+
+from gpuprov.checks.catalog import all_checks, check_ids
+from gpuprov.errors import InputError
+from gpuprov.evidence import STAGES
+from gpuprov.ledger.records import Repair
+from gpuprov.model import NodeResult, Status
+from gpuprov.resources import data_file
+
+UNKNOWN = "unknown"
+PASSING = (Status.PASS, Status.WARN)
+
+
+@dataclass(frozen=True)
+class RepairKind:
+    name: str
+    what: str
+    voids: frozenset[str] | None      # None: every check
+    grounds: str
+
+    def voided(self, check: str) -> bool:
+        return self.voids is None or check in self.voids
+
+
+@cache
+def kinds() -> dict[str, RepairKind]:
+    doc = yaml.safe_load(data_file("repair_matrix.yml").read_text())
+    known = set(check_ids())
+    found = {}
+    for name, row in doc["kinds"].items():
+        voids = None if row["voids"] == "all" else frozenset(row["voids"])
+        if voids is not None and voids - known:  # a renamed check must not fall out
+            raise ValueError(f"repair_matrix.yml: {name}: unknown check(s) "
+                             f"{', '.join(sorted(voids - known))}")
+        found[name] = RepairKind(name, row["what"], voids, " ".join(row["grounds"].split()))
+    return found
+
+
+def kind_of(text: str) -> str:
+    """The kind a `--repaired` value names; any other text is a note of kind unknown."""
+    return text if text in kinds() else UNKNOWN
+
+
+def check_kind(name: str) -> RepairKind:
+    if name not in kinds():
+        raise InputError(f"repair kind {name!r}: not one of {', '.join(kinds())}")
+    return kinds()[name]
+
+
+@dataclass(frozen=True)
+class Hold:
+    check: str
+    repair: Repair              # the latest repair that voids it
+    last_pass: float | None     # the check's latest pass before it; None: never passed
+
+    def describe(self) -> str:
+        what = f"{self.repair.kind}{f' ({self.repair.part})' if self.repair.part else ''}"
+        return f"{self.check}: voided by {what}, recorded after its last pass"
+
+
+def required(history: list[NodeResult]) -> list[str]:
+    """The checks the node's latest finished full validation judged (its profile's, as
+    run): a recheck skips most of them, and that takes none off the list."""
+    finished = [r for r in history if r.verdict is not None and r.scope == "full"]
+    if not finished:
+        return []
+    latest = max(finished, key=lambda r: r.judged_at)
+    return [c.id for c in latest.checks if c.status != Status.SKIP]
+
+
+def last_passes(history: list[NodeResult]) -> dict[str, float]:
+    """Each check's latest pass (or warning) in a finished validation of the node."""
+    passes: dict[str, float] = {}
+    for result in history:
+        if result.verdict is None:
+            continue
+        for check in result.checks:
+            if check.status in PASSING and result.judged_at > passes.get(check.id, 0.0):
+                passes[check.id] = result.judged_at
+    return passes
+
+
+def accepted_since(history: list[NodeResult]) -> float | None:
+    """When the oldest evidence an acceptance rests on was judged: the earliest of the
+    required checks' latest passes (None where one never passed)."""
+    passes = last_passes(history)
+    needed = required(history)
+    if not needed or any(c not in passes for c in needed):
+        return None
+    return min(passes[c] for c in needed)
+
+
+def stages_for(checks: list[str]) -> list[str]:
+    """The validation stages a recheck of `checks` runs, in their order: identity and the
+    snapshot always (the node's GPUs, the counters' baseline), then each held check's own."""
+    stage_of = {c.id: c.stage for c in all_checks()}
+    wanted = {"identity", "snapshot", *(stage_of[c] for c in checks)}
+    return [s for s in STAGES if s in wanted]
+
+
+def settle_for(checks: list[str]) -> float:
+    """How long after boot a recheck of `checks` waits: the quick check's settle window where
+    one of them can fail while the fabric trains (data/quick_check.yml), else none."""
+    doc = yaml.safe_load(data_file("quick_check.yml").read_text())
+    transient = {name for name, row in doc["checks"].items() if row["transient"]}
+    return float(doc["defaults"]["settle_s"]) if transient & set(checks) else 0.0
+
+
+def open_holds(history: list[NodeResult], repairs: list[Repair]) -> list[Hold]:
+    """The required checks a repair voided after their latest pass, in registry order."""
+    passes = last_passes(history)
+    held = []
+    for check in required(history):
+        since = passes.get(check)
+        voiding = [r for r in repairs if (since is None or r.at > since)
+                   and kinds().get(r.kind, kinds()[UNKNOWN]).voided(check)]
+        if voiding:
+            held.append(Hold(check, max(voiding, key=lambda r: r.at), since))
+    return held
