@@ -126,7 +126,19 @@ def verify(out_dir: Path, run: str, node: str, version: str, keys: list[paramiko
     if claim.digest != evidence_digest(evidence_manifest):
         raise Refused(f"the evidence does not match {RESULT}'s digest "
                       "(changed or cut short after it was signed)")
+    if _says_recheck(out_dir / EVIDENCE / "meta.json"):
+        # a recheck's left-out stages are not judged: only the controller may ask for one
+        raise Refused("the evidence says it is a recheck's (meta.json `recheck`): a campaign "
+                      "asks for none")
     return claim
+
+
+def _says_recheck(meta: Path) -> bool:
+    try:
+        doc = json.loads(meta.read_text())
+    except (OSError, ValueError):
+        return False     # unreadable evidence fails its own checks when it is judged
+    return isinstance(doc, dict) and bool(doc.get("recheck"))
 
 
 def _ssh_keygen(argv: list[str], what: str) -> None:

@@ -60,6 +60,23 @@ def test_another_key_another_version_or_another_node_is_refused(tmp_path):
         results.verify(out, "v1", "node07", "0.2.0", [], manifest)
 
 
+def test_evidence_that_calls_itself_a_recheck_is_refused(tmp_path):
+    # a recheck's left-out stages are skipped, not judged: a node must not choose that
+    key = _key(tmp_path / "host_key")
+    out = tmp_path / "out"
+    (out / "evidence").mkdir(parents=True)
+    (out / "evidence" / "meta.json").write_text(
+        '{"node": "node07", "recheck": {"holds": ["nics"], "stages": ["identity"]}}')
+    manifest = files.manifest(out / "evidence")
+    results.sign(out, results.Claim("v1", "node07", "42", "0.2.0", "accepted",
+                                    results.evidence_digest(manifest)), str(key))
+    known = tmp_path / "known_hosts"
+    known.write_text(f"node07 {key.with_suffix('.pub').read_text()}")
+    with pytest.raises(results.Refused, match=r"^the evidence says it is a recheck's"):
+        results.verify(out, "v1", "node07", "0.2.0",
+                       results.known_keys(results.known_hosts(known), "node07"), manifest)
+
+
 def test_a_result_that_is_not_json_is_named(tmp_path):
     (tmp_path / results.RESULT).write_text("{not json")
     with pytest.raises(results.Refused, match=r"^result.json: unreadable \(JSONDecodeError"):
