@@ -114,14 +114,6 @@ def stages_for(checks: list[str]) -> list[str]:
     return [s for s in STAGES if s in wanted]
 
 
-def settle_for(checks: list[str]) -> float:
-    """How long after boot a recheck of `checks` waits: the quick check's settle window where
-    one of them can fail while the fabric trains (data/quick_check.yml), else none."""
-    doc = yaml.safe_load(data_file("quick_check.yml").read_text())
-    transient = {name for name, row in doc["checks"].items() if row["transient"]}
-    return float(doc["defaults"]["settle_s"]) if transient & set(checks) else 0.0
-
-
 def open_holds(history: list[NodeResult], repairs: list[Repair]) -> list[Hold]:
     """The required checks a repair voided after their latest pass, in registry order."""
     passes = last_passes(history)

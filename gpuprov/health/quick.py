@@ -13,45 +13,20 @@ acceptance that no longer holds.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
-
-import yaml
 
 from gpuprov import evidence
 from gpuprov.checks import parts
 from gpuprov.checks.catalog import all_checks
 from gpuprov.checks.context import Context
+from gpuprov.checks.quick_rules import Rules, rules
 from gpuprov.checks.run import judge
 from gpuprov.evidence import Evidence, EvidenceKind
 from gpuprov.model import Status
 from gpuprov.parsers.kernel_log import KERNEL_LOG
-from gpuprov.resources import data_file
 from gpuprov.validation import collect
 
 PARTS_CHECK = "accepted_parts"
-
-
-@dataclass(frozen=True)
-class Rules:
-    transient: frozenset[str]
-    checks: tuple[str, ...]
-    also_collect: tuple[str, ...]
-    settle_s: float
-    persist_runs: int
-
-
-@cache
-def rules() -> Rules:
-    doc = yaml.safe_load(data_file("quick_check.yml").read_text())
-    checks = doc["checks"]
-    known = {c.id for c in all_checks()}
-    unknown = sorted(set(checks) - known)
-    if unknown:   # a renamed check must not silently drop out of the quick check
-        raise ValueError(f"quick_check.yml: unknown check(s) {', '.join(unknown)}")
-    return Rules(frozenset(k for k, v in checks.items() if v["transient"]), tuple(checks),
-                 tuple(doc.get("also_collect") or ()), float(doc["defaults"]["settle_s"]),
-                 int(doc["defaults"]["persist_runs"]))
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from gpuprov import holds
+from gpuprov.checks.quick_rules import settle_for
 from gpuprov.checks.run import judge
 from gpuprov.config import state_dir
 from gpuprov.errors import InputError
@@ -147,7 +148,7 @@ def _recheck(settings: NodeSettings, fabric: bool) -> NodeSettings:
                          f"{', '.join(c for c in checks if c.startswith('fabric'))} need the "
                          "rack's fabric test: add --fabric")
     return replace(settings, stages=tuple(s for s in stages if s != "fabric"),
-                   recheck_holds=tuple(checks), settle_s=holds.settle_for(checks))
+                   recheck_holds=tuple(checks), settle_s=settle_for(checks))
 
 
 def validate(request: ValidationRequest, say: Say, warn: Say) -> ValidationRun:

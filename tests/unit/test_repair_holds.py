@@ -8,6 +8,7 @@ import time
 import pytest
 
 from gpuprov import holds
+from gpuprov.checks.quick_rules import settle_for
 from gpuprov.ledger import Ledger
 from gpuprov.lifecycle import NodeState, node_statuses
 from tests import evidence_builder as eb
@@ -189,7 +190,7 @@ def test_the_stages_a_recheck_runs_follow_its_holds():
     assert holds.stages_for(["kernel_log"]) == ["identity", "snapshot", "soak"]
     assert holds.stages_for(["gpu_inventory", "ddp_smoke", "dcgm_diag"]) == [
         "identity", "snapshot", "ddp", "dcgm"]
-    assert holds.settle_for(["nvlink_status"]) == 300.0 and holds.settle_for(["nics"]) == 0.0
+    assert settle_for(["nvlink_status"]) == 300.0 and settle_for(["nics"]) == 0.0
 
 
 def test_recheck_with_nothing_to_recheck_is_exit_2_before_any_connection(accepted, tmp_path):
