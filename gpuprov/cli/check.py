@@ -13,6 +13,7 @@ import os
 import shutil
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -69,6 +70,10 @@ def check(quick: bool, config_dir: Path, state_dir: Path, mode: str) -> None:
         click.echo(f"{node}: healthy" if not found else f"{node}: waiting: "
                    + "; ".join(decision.waiting))
         return
+    if decision.drain:
+        # the intent first: a run killed between scontrol and the save still owns its drain,
+        # so a later run resumes it (never a node left drained by a reason no one owns)
+        replace(after, drained=decision.drain).save(state_file)
     try:
         said = hold.apply(decision, after, Slurm(), node)
     except (SlurmError, ValueError) as exc:

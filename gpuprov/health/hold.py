@@ -68,10 +68,11 @@ def reason(due: list[Finding]) -> str:
 def decide(found: list[Finding], state: State, boot_id: str, uptime_s: float | None,
            settle_s: float, persist_runs: int) -> tuple[Decision, State]:
     """This run's decision and the state the next run starts from. A new boot starts every
-    count afresh; an uptime that could not be read is never past the settle window."""
+    count afresh. An uptime that could not be read does not hold a fault back: the runs it
+    has lasted decide alone (a node whose /proc/uptime is unreadable must still drain)."""
     before = state.streaks if state.boot_id == boot_id else {}
     streaks = {f.check: before.get(f.check, 0) + 1 for f in found}
-    settled = uptime_s is not None and uptime_s >= settle_s
+    settled = uptime_s is None or uptime_s >= settle_s
     due, waiting = [], []
     for f in found:
         if not f.transient or (settled and streaks[f.check] >= persist_runs):

@@ -114,11 +114,14 @@ def test_nvlink_down_waits_for_the_settle_window_and_consecutive_runs(tmp_path):
     assert decision.drain is None and state.streaks == {}
 
 
-def test_an_unreadable_uptime_never_counts_as_settled():
+def test_an_unreadable_uptime_does_not_hold_a_fault_back():
+    # fail closed: with no uptime to read, the consecutive runs decide alone
     found = [quick.Finding("nvlink_status", "link down", "reseat-or-inspect", True)]
-    state = hold.State(BOOT, {"nvlink_status": 10})
-    decision, _ = hold.decide(found, state, BOOT, None, 300, 3)
+    decision, state = hold.decide(found, hold.State(BOOT, {"nvlink_status": 1}), BOOT, None,
+                                  300, 3)
     assert decision.drain is None
+    decision, _ = hold.decide(found, state, BOOT, None, 300, 3)
+    assert decision.drain.startswith("gpuprov: quick check: nvlink_status: ")
 
 
 def test_a_gpu_whose_serial_changed_since_the_acceptance_is_a_finding(tmp_path):
