@@ -8,15 +8,18 @@ NIC is known by its adapter's node GUID on its port (the `nics` check's values),
 NVSwitch by its PCIe Device Serial Number at its address (the `nvswitch` check's). A repeat
 offender is a node, or a GPU by serial, rejected `rejections` times within `within` seconds
 (the configuration's `offenders` section) for its hardware (a failing check with a hardware
-action), counting only rejections after the node's latest recorded repair. A node that is,
-or holds, a repeat offender is quarantined: it stays out of service and out of `validate
---stale` until a person records its repair.
+action), counting only rejections after the node's latest recorded repair, except a repair
+that repeats the one before it (the attempt cap, count_starts). A node that is, or holds, a
+repeat offender is quarantined: it stays out of service and out of `validate --stale` until
+a person records its repair.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from gpuprov.ledger.records import UNKNOWN_KIND, Repair
 from gpuprov.model import NodeResult, Verdict
 
 
@@ -80,6 +83,35 @@ def part_swaps(history: list[NodeResult]) -> list[PartSwap]:
     return swaps
 
 
+def count_starts(repairs: Iterable[Repair],
+                 accepted_at: Callable[[str], list[float]]) -> dict[str, float]:
+    """Per repaired node, when its rejections start to count: its latest repair's time, or
+    where that repair repeats the ones before it, the first of them. A repair repeats the
+    one before it when it is of the same kind (a kind, not free text) on the same part and
+    the node was not accepted between them: the same remedy tried again on a part that
+    keeps failing (issue 71). So N tries that each end in a hardware rejection make the
+    node a repeat offender, and a further try of that remedy does not end its quarantine;
+    a repair of another kind or part does. `accepted_at(node)`: the node's acceptances'
+    times, read only for a node whose latest repairs repeat."""
+    by_node: dict[str, list[Repair]] = {}
+    for repair in sorted(repairs, key=lambda r: r.at):
+        by_node.setdefault(repair.node, []).append(repair)
+    starts = {}
+    for node, done in by_node.items():
+        first = done[-1]
+        accepted = None
+        for earlier in reversed(done[:-1]):
+            if (earlier.kind, earlier.part) != (first.kind, first.part) or \
+                    first.kind == UNKNOWN_KIND:
+                break
+            accepted = accepted_at(node) if accepted is None else accepted
+            if any(earlier.at < t < first.at for t in accepted):
+                break
+            first = earlier
+        starts[node] = first.at
+    return starts
+
+
 def offenders(results: list[NodeResult], rejections: int, within: float, now: float,
               repaired: dict[str, float] | None = None) -> list[Offender]:
     """Nodes, and GPUs by serial (named by a failing check), rejected at least `rejections`
@@ -122,4 +154,5 @@ def quarantine_reason(found: list[Offender]) -> str:
     worst = found[0]
     return (f"quarantined: {worst.name} rejected {len(worst.rejections)} times "
             f"(runs {', '.join(run for run, _, _ in worst.rejections)}); "
-            f"record the repair: gpuprov nodes {worst.node} --repaired NOTE")
+            f"record the repair: gpuprov nodes {worst.node} --repaired KIND|NOTE (the same "
+            "kind on the same part again does not end it)")

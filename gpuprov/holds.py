@@ -2,7 +2,10 @@
 they last passed.
 
 A repair has a kind; data/repair_matrix.yml says which checks each kind voids, with its
-grounds (a free-text repair is `unknown` and voids every check). A node's required checks
+grounds (a free-text repair is `unknown` and voids every check). A part found swapped
+between two validations is a repair of its kind, as of the validation that saw it
+(detected_repairs): a recheck that finds another GPU in a slot leaves the checks it did not
+run held. A node's required checks
 are those its latest finished validation judged (not skipped). A check is held when a repair
 that voids it was recorded after the check's latest pass in any finished validation of the
 node (or when it never passed). A node is accepted only with no hold open: a check whose
@@ -19,11 +22,13 @@ import yaml
 from gpuprov.checks.catalog import all_checks, check_ids
 from gpuprov.errors import InputError
 from gpuprov.evidence import STAGES
-from gpuprov.ledger.records import Repair
+from gpuprov.hardware_history import PARTS, part_swaps
+from gpuprov.ledger import Ledger
+from gpuprov.ledger.records import UNKNOWN_KIND, Repair
 from gpuprov.model import NodeResult, Status
 from gpuprov.resources import data_file
 
-UNKNOWN = "unknown"
+UNKNOWN = UNKNOWN_KIND
 PASSING = (Status.PASS, Status.WARN)
 
 
@@ -33,6 +38,7 @@ class RepairKind:
     what: str
     voids: frozenset[str] | None      # None: every check
     grounds: str
+    detected: str | None = None       # the part whose detected swap is this kind
 
     def voided(self, check: str) -> bool:
         return self.voids is None or check in self.voids
@@ -48,7 +54,11 @@ def kinds() -> dict[str, RepairKind]:
         if voids is not None and voids - known:  # a renamed check must not fall out
             raise ValueError(f"repair_matrix.yml: {name}: unknown check(s) "
                              f"{', '.join(sorted(voids - known))}")
-        found[name] = RepairKind(name, row["what"], voids, " ".join(row["grounds"].split()))
+        if row.get("detected") is not None and row["detected"] not in PARTS:
+            raise ValueError(f"repair_matrix.yml: {name}: detected: {row['detected']!r} is "
+                             f"not one of {', '.join(PARTS)}")
+        found[name] = RepairKind(name, row["what"], voids, " ".join(row["grounds"].split()),
+                                 row.get("detected"))
     return found
 
 
@@ -68,6 +78,10 @@ class Hold:
     check: str
     repair: Repair              # the latest repair that voids it
     last_pass: float | None     # the check's latest pass before it; None: never passed
+
+    def as_dict(self) -> dict:
+        return {"check": self.check, "repair": self.repair.kind, "part": self.repair.part,
+                "repaired_at": self.repair.at, "last_pass": self.last_pass}
 
     def describe(self) -> str:
         what = f"{self.repair.kind}{f' ({self.repair.part})' if self.repair.part else ''}"
@@ -114,8 +128,44 @@ def stages_for(checks: list[str]) -> list[str]:
     return [s for s in STAGES if s in wanted]
 
 
+def detected_repairs(history: list[NodeResult]) -> list[Repair]:
+    """Each part swap the node's validations show (a new serial or GUID in its place), as a
+    repair of the kind the matrix names for that part, at the validation that first saw
+    it: that validation's own passes stand, the checks it did not run are held."""
+    kind_of_part = {k.detected: k.name for k in kinds().values() if k.detected}
+    return [Repair(s.node, s.at, f"{s.part} {s.slot}: {s.old} -> {s.new}, seen by run "
+                                 f"{s.run_id}", "gpuprov (detected)",
+                   kind_of_part.get(s.part, UNKNOWN), s.new)
+            for s in part_swaps(history)]
+
+
+def may_hold(verdict: NodeResult | None, repaired_at: float | None) -> bool:
+    """Whether a node can have open holds, from its latest verdict and repair alone (a
+    fleet's listing reads holds only for these): repaired after that verdict, or that
+    verdict a recheck's, which judged a few checks. A full validation after the latest
+    repair judged every check anew."""
+    if repaired_at is None:
+        return False
+    return verdict is None or repaired_at > verdict.judged_at or verdict.scope == "recheck"
+
+
+def node_holds(ledger: Ledger, node: str) -> list[Hold]:
+    """The node's open holds, from its validations and its repairs in the ledger."""
+    return open_holds(ledger.node_results(node=node), ledger.repairs(node))
+
+
+def holds_of(ledger: Ledger, results: list[NodeResult]) -> dict[str, list[Hold]]:
+    """The open holds of the nodes of `results` (a run's), each node's history read only
+    where it may have any (may_hold)."""
+    repaired = ledger.last_repairs()
+    return {r.node: node_holds(ledger, r.node) if may_hold(r, repaired.get(r.node)) else []
+            for r in results}
+
+
 def open_holds(history: list[NodeResult], repairs: list[Repair]) -> list[Hold]:
-    """The required checks a repair voided after their latest pass, in registry order."""
+    """The required checks a repair, recorded or detected, voided after their latest pass,
+    in registry order."""
+    repairs = [*repairs, *detected_repairs(history)]
     passes = last_passes(history)
     held = []
     for check in required(history):

@@ -10,7 +10,7 @@ from enum import StrEnum
 
 from gpuprov import holds
 from gpuprov.errors import InputError
-from gpuprov.hardware_history import Offender, quarantined
+from gpuprov.hardware_history import Offender, count_starts, quarantined
 from gpuprov.ledger import Ledger, RunRecord
 from gpuprov.model import Action, HostOutcome, NodeResult, Verdict
 from gpuprov.settings import acceptance_periods, offender_rule
@@ -124,8 +124,8 @@ def node_statuses(ledger: Ledger, now: float, hosts: Iterable[str] = (),
     if verdicts is None:
         verdicts = ledger.current_verdicts(failing_only=True)
     provisioning = ledger.last_provisioning()
-    repaired = ledger.last_repairs()     # read once: quarantine's rule needs them too
-    held = quarantine(ledger, now, repaired)
+    repaired = ledger.last_repairs()
+    held = quarantine(ledger, now)
     statuses = _statuses(sorted({*hosts, *verdicts, *provisioning}), verdicts, provisioning,
                          now, acceptance_periods(), repaired, held,
                          ledger.interrupted_provisioning())
@@ -186,14 +186,18 @@ def stale_nodes(hosts: list[str], verdicts: dict[str, NodeResult],
                            held, interrupted or {}))
 
 
-def quarantine(ledger: Ledger, now: float,
-               repaired: dict[str, float] | None = None) -> dict[str, list[Offender]]:
-    """The quarantined nodes by the ledger's rejections and repairs (`repaired`, where the
-    caller read them already) and the configuration's `offenders` rule, each with the
-    offenders that put it there."""
+def quarantine(ledger: Ledger, now: float) -> dict[str, list[Offender]]:
+    """The quarantined nodes by the ledger's rejections and repairs and the configuration's
+    `offenders` rule, each with the offenders that put it there."""
     rejections, within = offender_rule()
     return quarantined(ledger.rejected_since(now - within), rejections, within, now,
-                       ledger.last_repairs() if repaired is None else repaired)
+                       offence_starts(ledger))
+
+
+def offence_starts(ledger: Ledger) -> dict[str, float]:
+    """Per repaired node, when its rejections start to count toward the offenders rule: its
+    latest repair, unless that repeats the ones before it (hardware_history.count_starts)."""
+    return count_starts(ledger.repairs(), ledger.accepted_at)
 
 
 def rollback_target(ledger: Ledger, host: str) -> tuple[RunRecord, dict]:

@@ -17,7 +17,7 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry, Gauge, Info, generate_latest, write_to_textfile
 
 from gpuprov.errors import InputError
-from gpuprov.holds import open_holds
+from gpuprov.holds import may_hold, node_holds
 from gpuprov.ledger import Ledger
 from gpuprov.lifecycle import NodeState, node_statuses
 from gpuprov.model import NodeResult, Outcome, Status
@@ -84,9 +84,8 @@ def fleet_registry(ledger: Ledger, hosts: Iterable[str] = ()) -> CollectorRegist
     statuses = node_statuses(ledger, time.time(), hosts,
                              ledger.current_verdicts(values_of=FIGURES))
     for node, repaired_at in ledger.last_repairs().items():
-        verdict = statuses[node].verdict if node in statuses else None
-        if verdict is None or repaired_at > verdict.judged_at:   # only they can have holds
-            for opened in open_holds(ledger.node_results(node=node), ledger.repairs(node)):
+        if may_hold(statuses[node].verdict if node in statuses else None, repaired_at):
+            for opened in node_holds(ledger, node):
                 hold.labels(node, opened.check, opened.repair.kind).set(1)
     locks = ledger.last_locks()
     for node, status in statuses.items():

@@ -14,10 +14,11 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from gpuprov.console import text_table
+from gpuprov.holds import Hold
 from gpuprov.ledger import RunRecord
 from gpuprov.model import CheckResult, NodeResult, Status
 
-SCHEMA = "gpuprov.validation-report/1"
+SCHEMA = "gpuprov.validation-report/2"
 CHECKS_FILE = "checks.json"   # in the evidence bundle: every check's full measured values
 
 
@@ -31,7 +32,8 @@ def verdict_of(result: NodeResult) -> str:
     return result.verdict or "interrupted"
 
 
-def as_json(run: RunRecord, results: list[NodeResult]) -> dict:
+def as_json(run: RunRecord, results: list[NodeResult], holds: dict[str, list[Hold]]) -> dict:
+    """The run's report; `holds`: each node's open holds now (holds.holds_of)."""
     return {
         "schema": SCHEMA,
         "run": {"id": run.id, "status": run.status, "started_at": _iso(run.started_at),
@@ -39,6 +41,7 @@ def as_json(run: RunRecord, results: list[NodeResult]) -> dict:
                 "nodes": run.hosts, "options": run.options},
         "nodes": [{
             "node": r.node, "verdict": verdict_of(r), "judged": r.judged, "profile": r.profile,
+            "scope": r.scope, "open_holds": [h.as_dict() for h in holds.get(r.node, [])],
             "reason": r.reason, "evidence_dir": r.evidence_dir,
             "started_at": _iso(r.started_at), "judged_at": _iso(r.judged_at),
             "gpus": [vars(g) for g in r.gpus],

@@ -14,7 +14,7 @@ from gpuprov.console import text_table
 from gpuprov.errors import InputError
 from gpuprov.hardware_history import offenders, part_swaps, quarantine_reason
 from gpuprov.ledger import Ledger
-from gpuprov.lifecycle import node_statuses, quarantine
+from gpuprov.lifecycle import node_statuses, offence_starts, quarantine
 from gpuprov.settings import offender_rule
 
 
@@ -47,7 +47,8 @@ def _inventory_hosts(option: str | None) -> list[str]:
               help="With NODE: record that a person repaired it: a KIND (gpu-swap, "
                    "gpu-reseat, nic-swap, cable, firmware, driver, reboot: "
                    "data/repair_matrix.yml says which checks each voids) or a free-text NOTE "
-                   "(kind unknown: it voids every check). Ends its quarantine.")
+                   "(kind unknown: it voids every check). Ends its quarantine, unless it "
+                   "repeats the repair before it (same kind and part, no acceptance between).")
 @click.option("--part", metavar="SERIAL|INDEX|PORT", default="",
               help="With --repaired KIND: the part the repair touched.")
 @click.option("--note", "note_text", metavar="TEXT", default="",
@@ -81,7 +82,7 @@ def nodes(node: str | None, inventory_option: str | None, list_offenders: bool,
     statuses = node_statuses(ledger, time.time(),
                              {*drifts, *_inventory_hosts(inventory_option)})
     slurm = _slurm_view(ledger, inventory_option, list(statuses)) if read_slurm else None
-    repaired = ledger.last_repairs()    # holds are read only for nodes repaired since
+    repaired = ledger.last_repairs()    # holds are read only for the nodes that may have any
     if not statuses and not unfinished:
         click.echo(f"no runs recorded yet ({ledger.path})")
         return
@@ -92,8 +93,8 @@ def nodes(node: str | None, inventory_option: str | None, list_offenders: bool,
                      result.run_id if result else "-", outcome[1].outcome if outcome else "-",
                      _drift(drifts.get(host)), _when(status.expires_at),
                      quarantine_reason(status.offenders) if status.offenders
-                     else (_held(ledger, host) if repaired.get(host, 0) > (
-                         result.judged_at if result else 0) else "")
+                     else (_held(ledger, host) if holds.may_hold(result, repaired.get(host))
+                           else "")
                      or (result.reason if result else "-"),
                      *([_slurm_cell(slurm.get(host))] if slurm is not None else [])))
     click.echo(text_table(("NODE", "STATE", "SINCE", "RUN", "PROVISIONED", "DRIFT", "UNTIL",
@@ -105,7 +106,7 @@ def nodes(node: str | None, inventory_option: str | None, list_offenders: bool,
 
 def _held(ledger: Ledger, host: str) -> str:
     """The node's open holds, where a repair voided checks after its verdict."""
-    opened = holds.open_holds(ledger.node_results(node=host), ledger.repairs(host))
+    opened = holds.node_holds(ledger, host)
     if not opened:
         return ""
     kinds = sorted({h.repair.kind for h in opened})
@@ -167,7 +168,7 @@ def _repaired(ledger: Ledger, node: str, value: str, part: str, note_text: str) 
     what = f"{kind}{f' ({repair.part})' if repair.part else ''}{f': {note}' if note else ''}"
     click.echo(f"{node}: repair recorded {_when(repair.at)} by {repair.recorded_by}: {what}; "
                f"{was}; its next validation counts afresh (validate --stale picks it)")
-    opened = holds.open_holds(ledger.node_results(node=node), ledger.repairs(node))
+    opened = holds.node_holds(ledger, node)
     if opened:
         click.echo(f"{node}: open holds: {', '.join(h.check for h in opened)}")
 
@@ -176,7 +177,7 @@ def _offenders(ledger: Ledger) -> None:
     count, within = offender_rule()
     now = time.time()
     found = offenders(ledger.rejected_since(now - within), count, within, now,
-                      ledger.last_repairs())
+                      offence_starts(ledger))
     days = f"{within / 86400:g} day(s)"
     if not found:
         click.echo(f"no repeat offender: no node or GPU rejected {count} times in {days}")
@@ -187,7 +188,8 @@ def _offenders(ledger: Ledger) -> None:
         for o in found]))
     click.echo(f"({count} or more rejections within {days} since the node's latest repair: "
                "the configuration's offenders; each node quarantined until "
-               "`gpuprov nodes NODE --repaired NOTE`)")
+               "`gpuprov nodes NODE --repaired KIND|NOTE`; a repair that repeats the one "
+               "before it, same kind and part, does not end it)")
 
 
 def _history(ledger: Ledger, node: str) -> None:

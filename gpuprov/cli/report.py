@@ -11,6 +11,7 @@ import click
 
 from gpuprov import report
 from gpuprov.errors import InputError
+from gpuprov.holds import holds_of
 from gpuprov.ledger import Ledger, RunRecord
 from gpuprov.model import NodeResult
 from gpuprov.profiles import load_profile
@@ -77,7 +78,8 @@ def report_command(target: str | None, fmt: str, out_dir: Path) -> None:
     ledger = Ledger.reader()
     run, results = resolve(ledger, target)
     if fmt == "json":
-        click.echo(json.dumps(report.as_json(run, results), indent=2, default=str))
+        click.echo(json.dumps(report.as_json(run, results, holds_of(ledger, results)), indent=2,
+                              default=str))
     elif fmt == "junit":
         click.echo(report.as_junit(run, results), nl=False)
     elif fmt == "table":

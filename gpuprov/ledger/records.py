@@ -30,13 +30,19 @@ class SlurmAction:
     at: float = 0.0
 
 
+# a repair recorded as free text: what it touched is not said
+UNKNOWN_KIND = "unknown"
+
+
 @dataclass(frozen=True)
 class Repair:
+    """A repair a person recorded (`gpuprov nodes NODE --repaired`), or a part swap a
+    validation detected (holds.detected_repairs)."""
     node: str
     at: float
     note: str             # the ticket, what was done: a person's words
     recorded_by: str      # user@controller
-    kind: str = "unknown"   # data/repair_matrix.yml's kinds; unknown: free text
+    kind: str = UNKNOWN_KIND   # data/repair_matrix.yml's kinds
     part: str = ""          # the part it touched: a serial, GPU index, NIC port
 
 

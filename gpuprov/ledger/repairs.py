@@ -6,11 +6,12 @@ from __future__ import annotations
 import time
 
 from gpuprov.ledger.base import LedgerBase
-from gpuprov.ledger.records import Repair
+from gpuprov.ledger.records import UNKNOWN_KIND, Repair
+from gpuprov.model import Verdict
 
 
 class RepairsRepository(LedgerBase):
-    def record_repair(self, node: str, note: str, recorded_by: str, kind: str = "unknown",
+    def record_repair(self, node: str, note: str, recorded_by: str, kind: str = UNKNOWN_KIND,
                       part: str = "") -> Repair:
         repair = Repair(node, time.time(), note, recorded_by, kind, part)
         with self._transaction() as db:
@@ -19,13 +20,20 @@ class RepairsRepository(LedgerBase):
                                                      repair.recorded_by, repair.kind, repair.part))
         return repair
 
-    def repairs(self, node: str) -> list[Repair]:
-        """One node's repairs, oldest first."""
+    def repairs(self, node: str | None = None) -> list[Repair]:
+        """One node's repairs, or every node's (node None), oldest first."""
+        where, args = ("WHERE node = ? ", (node,)) if node is not None else ("", ())
         with self._connect() as db:
-            rows = db.execute("SELECT * FROM repairs WHERE node = ? ORDER BY at",
-                              (node,)).fetchall()
+            rows = db.execute(f"SELECT * FROM repairs {where}ORDER BY at", args).fetchall()
         return [Repair(r["node"], r["at"], r["note"], r["recorded_by"], r["kind"], r["part"])
                 for r in rows]
+
+    def accepted_at(self, node: str) -> list[float]:
+        """When each final acceptance of the node was judged, oldest first."""
+        with self._connect() as db:
+            rows = db.execute("SELECT judged_at FROM node_results WHERE node = ? AND verdict = ?"
+                              " ORDER BY judged_at", (node, str(Verdict.ACCEPTED))).fetchall()
+        return [r["judged_at"] for r in rows]
 
     def last_repairs(self) -> dict[str, float]:
         """Each repaired node's latest repair time (one query whatever the fleet's size)."""

@@ -39,6 +39,7 @@ from gpuprov.config import state_dir
 from gpuprov.errors import InputError
 from gpuprov.evidence import Evidence
 from gpuprov.files import write_atomic
+from gpuprov.holds import holds_of
 from gpuprov.ledger import Ledger
 from gpuprov.lifecycle import node_statuses, quarantine
 from gpuprov.metrics import publish_after_run
@@ -520,8 +521,9 @@ def run_campaign(request: ValidationRequest, say: Say, resume: str | None = None
         campaign.fabric()
     campaign.finish()
     publish_after_run(ledger, request.metrics_dir, request.inventory.hosts(), say)
-    return ValidationRun(ledger.run(plan.run_id), ledger.node_results(plan.run_id),
-                         request.hosts, None)
+    judged = ledger.node_results(plan.run_id)
+    return ValidationRun(ledger.run(plan.run_id), judged, request.hosts, None,
+                         holds_of(ledger, judged))
 
 
 def _start(request: ValidationRequest, settings: SlurmSettings, plan: RunPlan, ledger: Ledger,

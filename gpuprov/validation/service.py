@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from gpuprov import holds
@@ -23,7 +23,7 @@ from gpuprov.escalation import escalate, escalate_offender
 from gpuprov.evidence import Evidence
 from gpuprov.inventory import Inventory
 from gpuprov.ledger import Ledger, RunRecord
-from gpuprov.lifecycle import node_statuses, quarantine
+from gpuprov.lifecycle import node_statuses, offence_starts, quarantine
 from gpuprov.lock import Lock
 from gpuprov.metrics import publish_after_run
 from gpuprov.model import CheckResult, NodeResult, Status, Verdict
@@ -77,13 +77,17 @@ class ValidationRun:
     results: list[NodeResult]
     hosts: list[str]
     tripped: object = None                 # Slurm's circuit breaker, when it tripped
+    holds: dict[str, list[holds.Hold]] = field(default_factory=dict)   # each node's, after
+
 
     @property
     def exit_code(self) -> int:
         """0 when every node asked for was judged and accepted (and Slurm's breaker did not
         trip), else 1."""
         accepted = all(r.verdict == Verdict.ACCEPTED for r in self.results)
-        return 0 if accepted and len(self.results) == len(self.hosts) and not self.tripped else 1
+        held = any(self.holds.values())     # a recheck that could not clear every hold
+        return 0 if (accepted and not held and len(self.results) == len(self.hosts)
+                     and not self.tripped) else 1
 
 
 def node_profile(node: str, variables: dict, override: Profile | None) -> Profile:
@@ -137,7 +141,7 @@ def _recheck(settings: NodeSettings, fabric: bool) -> NodeSettings:
     the rack's fabric test can cover without --fabric: bad input."""
     host = settings.node
     ledger = Ledger()
-    opened = holds.open_holds(ledger.node_results(node=host), ledger.repairs(host))
+    opened = holds.node_holds(ledger, host)
     if not opened:
         raise InputError(f"--recheck {host}: nothing to recheck: no repair has voided a check "
                          f"since its last pass (`gpuprov nodes {host}`)")
@@ -184,13 +188,14 @@ def validate(request: ValidationRequest, say: Say, warn: Say) -> ValidationRun:
         floor = floor_for(request.hosts, plan.variables, plan.profiles, request.fabric_floor)
         fabric_stage(ledger, plan, path, jobs, floor, rule, say)
     ledger.finish_validation(plan.run_id)
+    results = ledger.node_results(plan.run_id)
+    left = holds.holds_of(ledger, results)
     if request.recheck:     # what each recheck covered, and what it could not clear
         for job in jobs:
             host = job.settings.node
-            left = holds.open_holds(ledger.node_results(node=host), ledger.repairs(host))
             say(f"{host}: recheck of {', '.join(job.settings.recheck_holds)} (stages "
                 f"{', '.join(job.settings.stages or ())}): holds left: "
-                f"{', '.join(h.check for h in left) or 'none'}")
+                f"{', '.join(h.check for h in left.get(host, [])) or 'none'}")
     tripped = None
     if gate:
         judged = {r.node: r for r in ledger.node_results(plan.run_id)}
@@ -199,8 +204,7 @@ def validate(request: ValidationRequest, say: Say, warn: Say) -> ValidationRun:
         statuses = node_statuses(ledger, time.time(), judged)
         gate.publish({host: statuses[host] for host in judged})
     publish_after_run(ledger, request.metrics_dir, request.inventory.hosts(), warn)
-    return ValidationRun(ledger.run(plan.run_id), ledger.node_results(plan.run_id),
-                         request.hosts, tripped)
+    return ValidationRun(ledger.run(plan.run_id), results, request.hosts, tripped, left)
 
 
 def escalated(ledger: Ledger, result: NodeResult, rule: tuple[int, float]) -> NodeResult:
@@ -208,7 +212,7 @@ def escalated(ledger: Ledger, result: NodeResult, rule: tuple[int, float]) -> No
     its reset or reboot, a repeat offender (`rule`: the `offenders` setting)."""
     history = ledger.node_results(node=result.node)     # this run's own row skipped
     result = escalate(result, history)
-    return escalate_offender(result, history, *rule, ledger.last_repairs().get(result.node))
+    return escalate_offender(result, history, *rule, offence_starts(ledger).get(result.node))
 
 
 def fabric_stage(ledger: Ledger, plan: RunPlan, inventory: Path, jobs: list[NodeJob],

@@ -626,6 +626,9 @@ def test_a_cable_repair_is_rechecked_by_the_stages_it_voided_alone(rack):
         still = rack.validate("node01", "--recheck", "--json")     # the port still down
         rejected = report_of(still)["node01"]
         assert rejected["verdict"] == "rejected" and "nics" in blocking(rejected)
+        assert still.returncode == 1 and rejected["scope"] == "recheck"
+        assert [(h["check"], h["repair"], h["part"]) for h in rejected["open_holds"]][:1] == [
+            ("nics", "cable", "mlx5_0/1")]
         assert "node01: recheck of nics, ib_counters (stages identity, snapshot, soak): " \
             "holds left: nics" in still.stderr
     finally:
@@ -637,6 +640,7 @@ def test_a_cable_repair_is_rechecked_by_the_stages_it_voided_alone(rack):
     recheck_s = recheck.judged_at - recheck.started_at
     assert node["verdict"] == "accepted", node["reason"]
     assert "holds left: none" in again.stderr
+    assert again.returncode == 0 and (node["scope"], node["open_holds"]) == ("recheck", [])
     # a check that passed under the last recheck, after the repair, is held no more
     counters = {c["id"]: c["status"] for c in rejected["checks"]}["ib_counters"]
     left, stages = ((["nics"], ["identity", "snapshot"]) if counters == "pass"

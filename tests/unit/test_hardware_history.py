@@ -131,7 +131,7 @@ def test_a_quarantined_node_is_left_out_of_stale_until_its_repair_is_recorded(hi
     listing = gpuprov("nodes", env=env, timeout=60, cwd=tmp_path).stdout
     assert states() == {"node07": "accepted", "node08": "quarantined"}
     assert "quarantined: node08 rejected 3 times (runs v1, v2, v3); record the repair: " \
-           "gpuprov nodes node08 --repaired NOTE" in listing
+           "gpuprov nodes node08 --repaired KIND|NOTE" in listing
     stale = stale_of(history)
     assert stale == []                             # rejected and held: not re-checked
     for args, error in [(("node08", "--repaired", "  "), "--repaired node08: say what was "

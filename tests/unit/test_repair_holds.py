@@ -208,3 +208,96 @@ def test_recheck_with_nothing_to_recheck_is_exit_2_before_any_connection(accepte
     refused = gpuprov("validate", "node07", "--recheck", "--slurm", "-i", str(inventory),
                       env=env)
     assert refused.returncode == 2 and "--recheck: not with --slurm" in refused.stderr
+
+
+def test_a_recheck_that_finds_another_gpu_holds_what_it_did_not_run(accepted, tmp_path):
+    # a cable repair, and its recheck reads another serial in GPU 0's slot: a swap no one
+    # recorded, so the gpu-swap's checks that the recheck did not run are held
+    ledger, directory = accepted
+    ledger.record_repair("node07", "", "tests", "cable", "mlx5_0/1")
+    _later()
+    swapped = eb.copy(directory, tmp_path / "swapped")
+    for name in ("nvidia-smi-q.txt", "nvidia-smi-q-after.txt"):
+        text = (swapped / name).read_text()
+        (swapped / name).write_text(text.replace("1654423001593", "1654423009999", 1))
+    _recheck(ledger, swapped, tmp_path, "r1")
+    opened = {h.check: h for h in holds.node_holds(ledger, "node07")}
+    assert opened["ddp_smoke"].repair.kind == "gpu-swap"
+    assert opened["ddp_smoke"].repair.part == "1654423009999"
+    assert "nics" not in opened and "gpu_inventory" not in opened   # the recheck judged them
+    assert node_statuses(ledger, time.time())["node07"].state == NodeState.NEEDS_VALIDATION
+
+
+def test_a_detected_nic_swap_is_a_nic_swap_and_an_nvswitch_one_voids_everything():
+    from gpuprov.hardware_history import PartSwap
+    from gpuprov.model import NodeResult
+    swaps = {"NIC": "nic-swap", "GPU": "gpu-swap", "NVSwitch": "unknown"}
+    for part, kind in swaps.items():
+        swap = PartSwap("node07", part, "slot", "old", "new", "v2", 5.0)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(holds, "part_swaps", lambda history, swap=swap: [swap])
+            (found,) = holds.detected_repairs([NodeResult.__new__(NodeResult)])
+        assert (found.kind, found.part, found.at) == (kind, "new", 5.0)
+
+
+def _faulty(directory, tmp_path, name):
+    """The healthy evidence with gpu-burn's errors on GPU 2: a hardware rejection."""
+    return eb.replace(eb.copy(directory, tmp_path / name), "gpu-burn.log",
+                      eb.gpu_burn_log([358000] * 8, errors=[0, 0, 1542, 0, 0, 0, 0, 0]))
+
+
+def test_the_same_repair_failing_again_and_again_is_a_repeat_offender(accepted, tmp_path):
+    # reseat GPU 2, rejected; three times: the third rejection makes node07 a repeat
+    # offender, and a fourth reseat of the same GPU does not end its quarantine
+    from gpuprov.lifecycle import quarantine
+    ledger, directory = accepted
+    faulty = _faulty(directory, tmp_path, "faulty")
+    for attempt in range(3):
+        assert "node07" not in quarantine(ledger, time.time())
+        ledger.record_repair("node07", "", "tests", "gpu-reseat", "GPU 2")
+        _later()
+        record_run(ledger, {"node07": faulty}, run_id=f"r{attempt}")
+        _later()
+    assert "node07" in quarantine(ledger, time.time())
+    ledger.record_repair("node07", "", "tests", "gpu-reseat", "GPU 2")
+    assert "node07" in quarantine(ledger, time.time())
+    assert node_statuses(ledger, time.time())["node07"].state == NodeState.QUARANTINED
+    _later()
+    ledger.record_repair("node07", "", "tests", "gpu-swap", "GPU 2")   # the next remedy
+    assert "node07" not in quarantine(ledger, time.time())
+
+
+def test_repairs_that_differ_or_an_acceptance_between_start_the_count_again(accepted,
+                                                                             tmp_path):
+    from gpuprov.lifecycle import quarantine
+    ledger, directory = accepted
+    faulty = _faulty(directory, tmp_path, "faulty")
+    # free text each time (what the lab's fault clearing records): never a chain
+    for attempt in range(3):
+        ledger.record_repair("node07", f"ticket {attempt}", "tests")
+        _later()
+        record_run(ledger, {"node07": faulty}, run_id=f"f{attempt}")
+        _later()
+    assert "node07" not in quarantine(ledger, time.time())
+    # the same reseat, but the node was accepted between two of them
+    for attempt, evidence in enumerate([faulty, directory, faulty, faulty]):
+        ledger.record_repair("node07", "", "tests", "gpu-reseat", "GPU 2")
+        _later()
+        record_run(ledger, {"node07": evidence}, run_id=f"g{attempt}")
+        _later()
+    assert "node07" not in quarantine(ledger, time.time())
+
+
+def test_the_json_report_carries_each_node_s_scope_and_open_holds(accepted, tmp_path):
+    import json
+    ledger, _ = accepted
+    env = {"GPUPROV_LEDGER": str(ledger.path), "GPUPROV_STATE_DIR": str(tmp_path),
+           "NO_COLOR": "1", "PATH": __import__("os").environ["PATH"]}
+    assert gpuprov("nodes", "node07", "--repaired", "reboot", env=env).returncode == 0
+    shown = gpuprov("report", "v1", "--format", "json", env=env)
+    assert shown.returncode == 0, shown.stderr
+    [node] = json.loads(shown.stdout)["nodes"]
+    assert node["scope"] == "full"
+    assert {h["check"] for h in node["open_holds"]} == {
+        h.check for h in holds.node_holds(ledger, "node07")} >= {"kernel_log", "nvlink_status"}
+    assert {h["repair"] for h in node["open_holds"]} == {"reboot"}

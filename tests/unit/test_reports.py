@@ -41,10 +41,17 @@ def test_junit_loads_in_a_junit_parser(recorded, tmp_path):
 def test_json_matches_the_documented_schema(recorded):
     schema = json.loads(resources.files("gpuprov").joinpath(
         "data/schemas/validation-report.schema.json").read_text())
-    data = json.loads(json.dumps(report.as_json(*recorded), default=str))
+    from gpuprov.holds import Hold
+    from gpuprov.ledger.records import Repair
+    held = {"node08": [Hold("nics", Repair("node08", 2.0, "", "tests", "cable", "mlx5_0/1"),
+                            1.0)]}
+    data = json.loads(json.dumps(report.as_json(*recorded, held), default=str))
     jsonschema.validate(data, schema)
     verdicts = {n["node"]: n["verdict"] for n in data["nodes"]}
     assert verdicts == {"node07": "accepted", "node08": "rejected"}
+    assert [n["open_holds"] for n in data["nodes"]] == [[], [{
+        "check": "nics", "repair": "cable", "part": "mlx5_0/1", "repaired_at": 2.0,
+        "last_pass": 1.0}]]
     broken = dict(data, nodes=[dict(data["nodes"][0], verdict="maybe")])
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(broken, schema)
