@@ -23,6 +23,7 @@ from gpuprov.parsers.fabric_manager import parse_fabric_manager_log
 from gpuprov.parsers.gdrcopy import parse_gdrcopy_sanity
 from gpuprov.parsers.gpu_burn import parse_gpu_burn
 from gpuprov.parsers.ibstat import parse_ibstat
+from gpuprov.parsers.imex import parse_imex_domain
 from gpuprov.parsers.kernel_log import parse_kernel_log
 from gpuprov.parsers.nccl_tests import parse_nccl_tests
 from gpuprov.parsers.nvlink import parse_nvlink_status
@@ -76,6 +77,7 @@ PARSERS: dict[str, Callable[[str, str], object]] = {
     "gdrcopy": _gdrcopy,
     "gpu-burn": parse_gpu_burn,
     "ibstat": parse_ibstat,
+    "imex": parse_imex_domain,
     "kernel-log": parse_kernel_log,
     "kernel-taint": parse_kernel_taint,
     "lspci": parse_lspci,

@@ -1,0 +1,227 @@
+"""Issue 72: an NVL72 rack judged as one NVLink domain. The fabric health mask decoded
+(NVIDIA/nccl#2186's `healthMask 0xaa` on a healthy GB200 NVL72), `nvidia-imex-ctl -N`
+parsed from real captures, and the rack's judgement over 18 trays built from real GPU
+reports (the H100 `nvidia-smi -q` capture, its fabric rows replaced by a real GB200's)."""
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from gpuprov.checks.nvl_rack import TrayEvidence, judge_rack
+from gpuprov.model import Action, Status, Verdict
+from gpuprov.parsers.errors import ParseError
+from gpuprov.parsers.fabric_health import decode_mask, from_rows
+from gpuprov.parsers.imex import parse_imex_domain
+from gpuprov.parsers.smi_gpu import parse_smi_query
+from gpuprov.racks import rack_profile
+from gpuprov.slurm.topology_block import block_topology
+
+FIXTURES = Path(__file__).parents[1] / "fixtures"
+# a real GB200's fabric block (kubernetes-sigs/dra-driver-nvidia-gpu#626): clique 2 in
+# cluster dc6e40c4-…; its Summary read Unhealthy there, a healthy one reads Healthy
+GB200_UUID = "dc6e40c4-d722-4357-9ba6-5291dd461278"
+OTHER_UUID = "9c6f5af3-53bf-49b5-a436-b66766c413c3"     # a GB200 of another rack (gpud#1106)
+HEALTHY = {"Summary": "Healthy", "Bandwidth": "Full"}
+GB200 = rack_profile("gb200-nvl72")
+
+
+def _h100_gpus():
+    text = (FIXTURES / "nvidia-smi-q" / "h100-sxm-x8-565.57.01-q.txt").read_text()
+    return parse_smi_query(text, "h100").gpus
+
+
+def _tray_gpus(clique=2, uuid=GB200_UUID, health=None, state="Completed", status="Success"):
+    """Four GPUs of a tray: the real H100 report's GPUs, their fabric rows a GB200's."""
+    return [replace(g, fabric_state=state, fabric_status=status, fabric_clique=clique,
+                    fabric_cluster_uuid=uuid, fabric_health=from_rows(health or HEALTHY))
+            for g in _h100_gpus()[:4]]
+
+
+def _imex_text(addresses, down=(), state="UP"):
+    """`nvidia-imex-ctl -N` for these members in the real capture's form
+    (tests/fixtures/imex/): `down` members UNAVAILABLE and never connected."""
+    legend = "\n".join((FIXTURES / "imex" / "gh200-570.00-ctl-N-2-nodes.txt").read_text()
+                       .splitlines()[3:11])
+    nodes = "\n".join(f"Node #{i:<3} - {a:<15} - {'UNAVAILABLE' if a in down else 'READY'}"
+                      for i, a in enumerate(addresses))
+    header = " Nodes From\\To  " + "  ".join(str(i) for i in range(len(addresses)))
+    rows = "\n".join(f"{i:>8}        " + "  ".join(
+        "N" if a in down or b in down else "C" for b in addresses)
+        for i, a in enumerate(addresses))
+    return f"{legend}\n3/25/2025 10:42:08.082\nNodes:\n{nodes}\n\n{header}\n{rows}\n" \
+           f"Domain State: {state}\n"
+
+
+def _rack(n=18, **changes):
+    """n healthy trays; `changes`: tray -> fields of its TrayEvidence to replace."""
+    addresses = [f"10.0.0.{i + 1}" for i in range(n)]
+    domain = parse_imex_domain(_imex_text(addresses), "imex")
+    trays = [TrayEvidence(f"tray{i + 1:02d}", addresses[i], _tray_gpus(), "570.172.08",
+                          domain, "", "a" * 64, "570.172.08", "inactive") for i in range(n)]
+    return [replace(t, **changes.get(t.tray, {})) for t in trays]
+
+
+def _check(checks, check_id):
+    return next(c for c in checks if c.id == check_id)
+
+
+def test_a_health_mask_of_0xaa_is_healthy_not_four_paths_down():
+    healthy = decode_mask(0xAA)         # NCCL's line on a healthy GB200 NVL72 (nccl#2186)
+    assert (healthy.degraded_bandwidth, healthy.route_recovery, healthy.route_unhealthy,
+            healthy.access_timeout_recovery) == (False, False, False, False)
+    assert healthy.faults == [] and healthy.reported
+    assert decode_mask(0x1AA).incorrect_configuration == "none"   # a newer driver's slot
+    unhealthy = decode_mask(0x9A)       # the route-unhealthy slot 1 (true), the rest false
+    assert unhealthy.route_unhealthy is True and unhealthy.faults == ["Route Unhealthy"]
+    assert decode_mask(0x4AA).faults == ["Incorrect Configuration: no partition"]
+    assert decode_mask(0x0).reported is False   # an H200's `healthMask 0x0` (DeepEP#143)
+    with pytest.raises(ParseError, match="slot reads 3"):
+        decode_mask(0xAB)
+
+
+def test_nvidia_smi_health_rows_decode_like_the_mask():
+    seen = from_rows({"Summary": "Unhealthy", "Bandwidth": "Full"})    # dra-driver#626
+    assert seen.degraded_bandwidth is False and seen.faults == ["Summary: Unhealthy"]
+    assert from_rows(HEALTHY).faults == []
+    assert from_rows({"Summary": "Limited Capacity", "Bandwidth": "Degraded"}).faults == [
+        "Bandwidth"]
+    gpu = _h100_gpus()[0]           # an H100's fabric block: clique 0, a zero cluster UUID
+    assert (gpu.fabric_clique, gpu.fabric_cluster_uuid) == (
+        0, "00000000-0000-0000-0000-000000000000")
+    assert gpu.fabric_health.reported is False     # Bandwidth N/A: not reported
+
+
+def test_imex_ctl_N_parses_the_real_domains():
+    two = parse_imex_domain((FIXTURES / "imex" / "gh200-570.00-ctl-N-2-nodes.txt").read_text(),
+                            "two")
+    assert two.state == "UP" and [(n.index, n.address, n.state) for n in two.nodes] == [
+        (0, "10.136.206.47", "READY"), (1, "10.136.206.48", "READY")]
+    assert two.not_connected() == [] and two.meaning("N") == "Never Connected"
+    one = parse_imex_domain((FIXTURES / "imex" / "gh200-570.00-ctl-N-1-node.txt").read_text(),
+                            "one")
+    assert one.cells == {(0, 0): "C"}
+    text = (FIXTURES / "imex" / "gh200-570.00-ctl-N-2-nodes.txt").read_text()
+    with pytest.raises(ParseError, match="does not cover the 2 members"):
+        parse_imex_domain(text.replace("       1        C  C\n", ""), "cut")
+    with pytest.raises(ParseError, match="no `Domain State:` line"):
+        parse_imex_domain(text.replace("Domain State: UP", ""), "cut")
+    with pytest.raises(ParseError, match="has 1 cells for 2 members"):
+        parse_imex_domain(text.replace("       1        C  C", "       1        C"), "cut")
+
+
+def test_a_healthy_rack_is_accepted_tray_by_tray_and_as_a_rack():
+    judged = judge_rack("rack-a", GB200, _rack())
+    assert judged.verdict == Verdict.ACCEPTED
+    assert {c.id: c.status for c in judged.rack_checks} == {
+        "rack_fabric": Status.PASS, "imex_domain": Status.PASS, "imex_config": Status.PASS,
+        "imex_version": Status.PASS, "rack_driver": Status.PASS}
+    assert _check(judged.rack_checks, "imex_domain").summary == \
+        "rack-a: IMEX domain UP, 18 trays READY and connected"
+
+
+# one tray's fault: which check names it, on the tray (True) or the rack (False)
+FAULTS = {
+    # Azure/azhpc-images#506: Completed, Insufficient Resources, clique 0, a zero UUID
+    "fabric-insufficient": ({"gpus": _tray_gpus(clique=0, uuid="00000000-0000-0000-0000-"
+                                                "000000000000", status="Insufficient Resources")},
+                            "fabric_registration", True, "status Insufficient Resources, "
+                                                         "clique 0, no cluster UUID"),
+    "foreign-cluster": ({"gpus": _tray_gpus(uuid=OTHER_UUID)}, "rack_fabric", False,
+                        f"tray07 registered in cluster {OTHER_UUID}, the rack's is "
+                        f"{GB200_UUID}"),
+    "route-unhealthy": ({"gpus": [*_tray_gpus()[:3], replace(
+        _tray_gpus()[3], fabric_health=decode_mask(0x9A))]}, "fabric_registration", True,
+        "Route Unhealthy"),
+    "imex-map-mismatch": ({"imex_config_sha256": "b" * 64}, "imex_config", False,
+                          f"nodes_config.cfg differs: tray07 {'b' * 64}"),
+    "imex-version-mismatch": ({"imex_version": "570.133.20"}, "imex_version", False,
+                              "the IMEX version differs: tray07 570.133.20"),
+    "tray-driver-mismatch": ({"driver_version": "580.95.05"}, "rack_driver", False,
+                             "the driver differs: tray07 580.95.05 (the rest 570.172.08)"),
+    "fm-on-gb": ({"fabric_manager": "active"}, "host_fabric_manager", True,
+                 "nvidia-fabricmanager is active on a gb200-nvl72 tray"),
+}
+
+
+@pytest.mark.parametrize("fault", list(FAULTS))
+def test_each_fault_of_one_tray_rejects_the_rack_naming_the_tray_or_the_rack(fault):
+    change, check_id, on_tray, words = FAULTS[fault]
+    judged = judge_rack("rack-a", GB200, _rack(**{"tray07": change}))
+    assert judged.verdict == Verdict.REJECTED
+    where = judged.trays["tray07"] if on_tray else judged.rack_checks
+    found = _check(where, check_id)
+    assert found.status == Status.FAIL and words in found.summary, found.summary
+    others = [t for t in judged.trays if t != "tray07"]
+    assert all(judged.tray_verdict(t) == Verdict.ACCEPTED for t in others)
+    if on_tray:
+        assert judged.tray_verdict("tray07") == Verdict.REJECTED
+    else:   # the rack's cause: no tray is rejected for it
+        assert judged.tray_verdict("tray07") == Verdict.ACCEPTED
+
+
+def test_a_peer_down_degrades_the_domain_and_names_the_tray():
+    addresses = [f"10.0.0.{i + 1}" for i in range(18)]
+    degraded = parse_imex_domain(_imex_text(addresses, down={"10.0.0.7"}, state="DEGRADED"),
+                                 "imex")
+    trays = _rack(**{t: {"imex": degraded} for t in (f"tray{i:02d}" for i in range(1, 19))})
+    trays[6] = replace(trays[6], imex=None, imex_error="exited 1: connection refused")
+    judged = judge_rack("rack-a", GB200, trays)
+    domain = _check(judged.rack_checks, "imex_domain")
+    assert domain.summary == ("rack-a: tray07 UNAVAILABLE (seen by all 17 trays that "
+                              "answered); tray07 connected to no other member (seen by all 17 "
+                              "trays that answered); domain DEGRADED (seen by all 17 trays "
+                              "that answered)")
+    member = _check(judged.trays["tray07"], "imex_member")
+    assert member.status == Status.MISSING and member.action == Action.FIX_SETUP
+    assert _check(judged.trays["tray01"], "imex_member").status == Status.PASS
+
+
+def test_per_job_imex_and_no_imex_raise_no_imex_finding_on_an_idle_rack():
+    idle = _rack(**{t: {"imex": None, "imex_config_sha256": None}
+                    for t in (f"tray{i:02d}" for i in range(1, 19))})
+    for mode in ("per-job", "none"):
+        judged = judge_rack("rack-a", GB200, idle, imex=mode)
+        assert judged.verdict == Verdict.ACCEPTED, [c for c in judged.rack_checks]
+        assert {c.status for c in judged.rack_checks if c.id.startswith("imex_")} <= {
+            Status.SKIP, Status.PASS}
+        assert all(_check(judged.trays[t], "imex_member").status == Status.SKIP
+                   for t in judged.trays)
+    # where a domain is expected, the same idle rack is missing its evidence, not passed
+    expected = judge_rack("rack-a", GB200, idle)
+    assert _check(expected.rack_checks, "imex_domain").status == Status.MISSING
+
+
+def test_no_gpu_of_the_rack_registered_is_the_rack_s_fault_not_18_trays():
+    stuck = {t: {"gpus": _tray_gpus(state="In Progress", status="N/A", clique=None, uuid=None)}
+             for t in (f"tray{i:02d}" for i in range(1, 19))}
+    judged = judge_rack("rack-a", GB200, _rack(**stuck))
+    assert judged.verdict == Verdict.REJECTED
+    fabric = _check(judged.rack_checks, "rack_fabric")
+    assert fabric.status == Status.FAIL and "no GPU of the 18 trays registered" in fabric.summary
+    assert all(judged.tray_verdict(t) == Verdict.ACCEPTED for t in judged.trays)
+
+
+def test_evidence_not_collected_is_missing_for_setup_never_a_hardware_action():
+    judged = judge_rack("rack-a", GB200, _rack(**{"tray03": {"gpus": None,
+                                                             "fabric_manager": None,
+                                                             "driver_version": None}}))
+    for check_id in ("tray_gpus", "fabric_registration", "host_fabric_manager"):
+        found = _check(judged.trays["tray03"], check_id)
+        assert (found.status, found.action) == (Status.MISSING, Action.FIX_SETUP)
+    driver = _check(judged.rack_checks, "rack_driver")
+    assert driver.status == Status.MISSING and "tray03" in driver.summary
+
+
+def test_the_topology_block_holds_the_rack_s_registered_trays():
+    trays = {f"tray{i:02d}": _tray_gpus() for i in range(1, 19)}
+    trays["tray05"] = _tray_gpus(state="In Progress", status="N/A", uuid=None)
+    text = block_topology({"rack-a": trays, "rack-b": {"b01": _tray_gpus(uuid=OTHER_UUID)}})
+    lines = text.splitlines()
+    assert "BlockName=rack-a Nodes=" + ",".join(
+        t for t in sorted(trays) if t != "tray05") in lines
+    assert "BlockName=rack-b Nodes=b01" in lines
+    assert any(line.startswith("# tray05: left out") for line in lines)
+    split = block_topology({"rack-c": {"c01": _tray_gpus(), "c02": _tray_gpus(uuid=OTHER_UUID)}})
+    assert "BlockName=rack-c-9c6f5af3 Nodes=c02" in split and \
+        "BlockName=rack-c-dc6e40c4 Nodes=c01" in split
