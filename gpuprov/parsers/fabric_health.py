@@ -39,6 +39,13 @@ CONFIGURATION_NONE = 1
 CONFIGURATIONS = {0: None, 1: "none", 2: "incorrect sysguid", 3: "incorrect chassis serial number",
                   4: "no partition", 5: "insufficient NVLinks", 6: "incompatible GPU firmware",
                   7: "invalid location", 8: "GPU state invalid"}
+# `-q -x` names the rows as elements (gpuprov's own H100 and H200 captures,
+# shared/fixtures/real-node-h100/evidence/nvidia-smi-q.xml)
+HEALTH_XML = {"summary": "Summary", "bandwidth": "Bandwidth",
+              "route_recovery_in_progress": "Route Recovery in progress",
+              "route_unhealthy": "Route Unhealthy",
+              "access_timeout_recovery": "Access Timeout Recovery",
+              "incorrect_configuration": "Incorrect Configuration"}
 # nvidia-smi's Bandwidth row words its slot, the other rows say True / False
 BANDWIDTH_WORDS = {"full": False, "degraded": True}
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gpuprov.parsers.errors import ParseError
-from gpuprov.parsers.fabric_health import FabricHealth, from_rows
+from gpuprov.parsers.fabric_health import HEALTH_XML, FabricHealth, from_rows
 from gpuprov.parsers.kind import GPU, EvidenceKind, Members
 from gpuprov.parsers.smi_tree import parse_any
 from gpuprov.parsers.text import NOT_AVAILABLE, integer, yes_no
@@ -55,11 +55,11 @@ FIELDS: dict[str, list[Path]] = {
     "temperature": [("temperature", "gpu_temp"), ("Temperature", "GPU Current Temp")],
     "fabric_state": [("fabric", "state"), ("Fabric", "State")],
     "fabric_status": [("fabric", "status"), ("Fabric", "Status")],
-    # the NVLink domain a GPU registered in (issue 72): `-q` text only, as real GB200s and
-    # H100s print it (kubernetes-sigs/dra-driver-nvidia-gpu#626, the H100 fixture); the
-    # XML's element names are not in a capture here
-    "fabric_clique": [("Fabric", "CliqueId")],
-    "fabric_cluster_uuid": [("Fabric", "ClusterUUID")],
+    # the NVLink domain a GPU registered in (issue 72): the XML's names as gpuprov's own
+    # H100 and H200 captures print them (shared/fixtures/real-node-h100/evidence), the
+    # text's as a real GB200 and H100 print them (dra-driver-nvidia-gpu#626, the fixture)
+    "fabric_clique": [("fabric", "cliqueId"), ("Fabric", "CliqueId")],
+    "fabric_cluster_uuid": [("fabric", "clusterUuid"), ("Fabric", "ClusterUUID")],
     "recovery_action": [("gpu_recovery_action",), ("GPU Recovery Action",)],
     "reset_required": [("gpu_reset_status", "reset_required"),
                        ("GPU Reset Status", "Reset Required")],
@@ -239,10 +239,14 @@ def snapshot(tree: dict, index: int) -> GpuSnapshot:
 
 
 def _fabric_health(tree: dict) -> FabricHealth:
-    rows = (tree.get("Fabric") or {}).get("Health") if isinstance(tree.get("Fabric"), dict) \
-        else None
-    return from_rows({k: v for k, v in rows.items() if isinstance(v, str)}) \
-        if isinstance(rows, dict) else FabricHealth()
+    """The Fabric → Health rows, in the text's row names (the XML's elements renamed)."""
+    for section, health in (("Fabric", "Health"), ("fabric", "health")):
+        rows = tree.get(section)
+        rows = rows.get(health) if isinstance(rows, dict) else None
+        if isinstance(rows, dict):
+            return from_rows({HEALTH_XML.get(k, k): v for k, v in rows.items()
+                              if isinstance(v, str)})
+    return FabricHealth()
 
 
 def _available(value: str | None) -> str | None:

@@ -225,3 +225,20 @@ def test_the_topology_block_holds_the_rack_s_registered_trays():
     split = block_topology({"rack-c": {"c01": _tray_gpus(), "c02": _tray_gpus(uuid=OTHER_UUID)}})
     assert "BlockName=rack-c-9c6f5af3 Nodes=c02" in split and \
         "BlockName=rack-c-dc6e40c4 Nodes=c01" in split
+
+
+def test_the_xml_report_s_fabric_block_is_read_as_the_text_s():
+    # gpuprov's own H100 capture (-q -x, its fabric block N/A in a VM), the block's values
+    # set as a registered GB200's with an unhealthy route
+    xml = (Path(__file__).parents[2] / "tests" / "fixtures" / "real-node-h200" / "evidence"
+           / "nvidia-smi-q.xml").read_text()
+    for element, value in (("state", "Completed"), ("status", "Success"), ("cliqueId", "2"),
+                           ("clusterUuid", GB200_UUID), ("summary", "Unhealthy"),
+                           ("bandwidth", "Full"), ("route_unhealthy", "True")):
+        assert f"<{element}>N/A</{element}>" in xml, element
+        xml = xml.replace(f"<{element}>N/A</{element}>", f"<{element}>{value}</{element}>", 1)
+    gpu = parse_smi_query(xml, "xml").gpus[0]
+    assert (gpu.fabric_state, gpu.fabric_status, gpu.fabric_clique, gpu.fabric_cluster_uuid) == (
+        "Completed", "Success", 2, GB200_UUID)
+    assert gpu.fabric_health.faults == ["Route Unhealthy"]
+    assert gpu.fabric_health.degraded_bandwidth is False
