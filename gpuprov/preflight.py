@@ -17,6 +17,7 @@ from gpuprov.inventory import Inventory
 from gpuprov.lock import Lock
 from gpuprov.model import CheckResult, Status
 from gpuprov.profiles import Profile, load_profile
+from gpuprov.racks import inventory_racks
 
 EXACT_DRIVER = re.compile(r"^\d{3}\.\d+(\.\d+)?$")
 CUDA_RELEASE = re.compile(r"^\d+\.\d+(\.\d+)?$")
@@ -137,13 +138,51 @@ def check_inventory(inventory: Inventory, hosts: list[str]
     broken rule with its source; an unknown profile is bad input (InputError)."""
     plans: dict[str, Plan] = {}
     problems: list[tuple[str, CheckResult]] = []
+    seen: dict[str, dict] = {}
     for host in hosts:
-        plan = plans[host] = plan_for(host, inventory.variables(host))
+        plan = plans[host] = plan_for(host, seen.setdefault(host, inventory.variables(host)))
         if plan.profile:
             host_profile(host, plan.profile)
         problems += [(host, CheckResult(rule, Status.FAIL, message, source=source))
                      for rule, message, source in judge(plan)]
-    return plans, problems
+    return plans, problems + _rack_uniform(inventory, plans, seen)
+
+
+RACK_SOURCE = ("an NVL72 rack is one NVLink domain and runs one driver: \"the smallest unit "
+               "of change is 18 compute trays\" (NVIDIA/DCGM#313)")
+
+
+def _rack_uniform(inventory: Inventory, plans: dict[str, Plan], seen: dict[str, dict]
+                  ) -> list[tuple[str, CheckResult]]:
+    """Every tray of a rack (gpuprov_rack) under one lock: a tray among `plans` whose
+    recorded lock differs from the one most of its rack's trays have is refused, with the
+    fields that differ. Where a tray is asked for, the inventory's other hosts are read to
+    find its rack's other trays; where none is, nothing more is read."""
+    if not any(v.get("gpuprov_rack") for v in seen.values()):
+        return []
+    problems = []
+    racks = inventory_racks(inventory.hosts(),
+                            lambda h: seen[h] if h in seen else inventory.variables(h))
+    for rack in racks.values():
+        if not any(t in plans for t in rack.trays):
+            continue
+        locks = {t: (plans.get(t) or plan_for(t, inventory.variables(t))).recorded_lock()
+                 for t in rack.trays}
+        keys = {t: tuple(sorted((k, str(v)) for k, v in lock.items()))
+                for t, lock in locks.items()}
+        common = max(set(keys.values()), key=lambda k: (list(keys.values()).count(k), k))
+        usual = dict(common)
+        for tray in rack.trays:
+            if tray in plans and keys[tray] != common:
+                mine = dict(keys[tray])
+                differs = ", ".join(f"{k} {mine.get(k, 'unset')} (the rack's "
+                                    f"{usual.get(k, 'unset')})"
+                                    for k in sorted({*mine, *usual})
+                                    if mine.get(k) != usual.get(k))
+                problems.append((tray, CheckResult(
+                    "rack_uniform_lock", Status.FAIL, f"rack {rack.name}: {differs}: a rack "
+                    "is provisioned under one lock", source=RACK_SOURCE)))
+    return problems
 
 
 @cache

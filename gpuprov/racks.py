@@ -7,6 +7,7 @@ an error naming the profile and the field.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 
@@ -77,3 +78,49 @@ def rack_profile(name: str) -> RackProfile:
     if name not in found:
         raise InputError(f"rack profile {name!r}: not one of {', '.join(found)}")
     return found[name]
+
+
+@dataclass(frozen=True)
+class RackSpec:
+    """A rack as the inventory groups it: its trays, its profile, its IMEX deployment."""
+    name: str
+    profile: RackProfile
+    imex: str
+    trays: tuple[str, ...]
+
+
+def inventory_racks(hosts: list[str], variables: Callable[[str], dict]) -> dict[str, RackSpec]:
+    """The racks the inventory declares: hosts with `gpuprov_rack` (the rack's name, set as
+    a group's variable), each rack's `gpuprov_rack_profile` and optional `gpuprov_imex`
+    (default: the profile's). Bad input names the host and the value."""
+    members: dict[str, list[tuple[str, dict]]] = {}
+    for host in hosts:
+        found = variables(host)
+        if found.get("gpuprov_rack"):
+            members.setdefault(str(found["gpuprov_rack"]), []).append((host, found))
+    racks = {}
+    for name, trays in sorted(members.items()):
+        settings = set()
+        for host, found in trays:
+            profile = found.get("gpuprov_rack_profile")
+            if not profile:
+                raise InputError(f"{host}: gpuprov_rack={name} without gpuprov_rack_profile")
+            try:
+                chosen = rack_profile(str(profile))
+            except InputError as exc:
+                raise InputError(f"{host}: gpuprov_rack_profile: {exc}") from exc
+            imex = str(found.get("gpuprov_imex") or chosen.imex)
+            if imex not in IMEX_MODES:
+                raise InputError(f"{host}: gpuprov_imex={imex!r}: not one of "
+                                 f"{', '.join(IMEX_MODES)}")
+            settings.add((chosen, imex))
+        if len(settings) > 1:
+            named = ", ".join(sorted(f"{p.name}/{i}" for p, i in settings))
+            raise InputError(f"rack {name}: its trays name different rack profiles or IMEX "
+                             f"deployments ({named})")
+        chosen, imex = settings.pop()
+        if len(trays) > chosen.trays:
+            raise InputError(f"rack {name}: {len(trays)} trays, a {chosen.name} has "
+                             f"{chosen.trays}")
+        racks[name] = RackSpec(name, chosen, imex, tuple(host for host, _ in trays))
+    return racks

@@ -19,14 +19,22 @@ fix-setup, never a pass and never a hardware action.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 
+from gpuprov.evidence import Evidence
 from gpuprov.model import Action, CheckResult, GpuRef, Status, Verdict, verdict
-from gpuprov.parsers.imex import READY, UP, ImexDomain
-from gpuprov.parsers.smi_gpu import GpuSnapshot
+from gpuprov.parsers.errors import ParseError
+from gpuprov.parsers.imex import IMEX_DOMAIN, IMEX_NODES_CONFIG, READY, UP, ImexDomain
+from gpuprov.parsers.kind import EvidenceKind
+from gpuprov.parsers.smi_gpu import SMI_BEFORE, GpuSnapshot
+from gpuprov.parsers.system import PACKAGES, SYSTEMCTL
 from gpuprov.racks import RackProfile
 
+# IMEX's package: nvidia-imex-<branch> before R580, nvidia-imex from R580 on (the suffixed
+# name stays a Provides alias), as the NVSwitch packages' nscq (data/packaging.yml)
+IMEX_PACKAGE = re.compile(r"^nvidia-imex(-\d+)?$")
 COMPLETED, SUCCESS = "Completed", "Success"
 ZERO_UUID = "00000000-0000-0000-0000-000000000000"
 FABRIC_MANAGER_UNIT = "nvidia-fabricmanager"
@@ -45,6 +53,37 @@ class TrayEvidence:
     imex_config_sha256: str | None = None       # /etc/nvidia-imex/nodes_config.cfg
     imex_version: str | None = None
     fabric_manager: str | None = None           # the unit's ActiveState, or "not installed"
+
+
+def tray_from_evidence(tray: str, address: str | None,
+                       evidence: Evidence | None) -> TrayEvidence:
+    """What a tray's evidence directory (its latest validation's) shows; None where a file
+    is absent or unreadable, the tool's failure kept for IMEX."""
+    if evidence is None:
+        return TrayEvidence(tray, address, None, None, imex_error="no validation recorded")
+
+    def read(kind: EvidenceKind):
+        try:
+            return evidence.read(kind), ""
+        except ParseError as exc:
+            return None, str(exc)
+
+    smi, _ = read(SMI_BEFORE)
+    imex, imex_error = read(IMEX_DOMAIN)
+    units, _ = read(SYSTEMCTL)
+    packages, _ = read(PACKAGES)
+    config, _ = read(IMEX_NODES_CONFIG)
+    unit = (units or {}).get(FABRIC_MANAGER_UNIT) or (units or {}).get(
+        f"{FABRIC_MANAGER_UNIT}.service")
+    manager = None if units is None else (
+        "not installed" if unit is None or unit.get("LoadState") == "not-found"
+        else unit.get("ActiveState") or "unknown")
+    imex_version = None if packages is None else next(
+        (v for name, v in sorted(packages.items()) if IMEX_PACKAGE.match(name)), "not installed")
+    return TrayEvidence(
+        tray, address, smi.gpus if smi else None, smi.driver_version if smi else None,
+        imex, imex_error or (evidence.failure(IMEX_DOMAIN) or "" if imex is None else ""),
+        config, imex_version, manager)
 
 
 @dataclass
@@ -79,6 +118,11 @@ def judge_rack(rack: str, profile: RackProfile, trays: list[TrayEvidence],
             "fabric_registration", Status.SKIP, f"the rack's fault: {rack_wide}"))
         checks.append(_fabric_manager(tray, profile))
         checks.append(_imex_view(tray, judged.imex))
+    if len(trays) != profile.trays:
+        judged.rack_checks.append(CheckResult(
+            "rack_trays", Status.FAIL, f"{rack}: {len(trays)} trays in the inventory, a "
+            f"{profile.name} has {profile.trays}: a partial rack is not one NVLink domain "
+            "accepted", values={"trays": len(trays)}, action=Action.NONE))
     if rack_wide is not None:
         judged.rack_checks.append(CheckResult(
             "rack_fabric", Status.FAIL, f"{rack}: {rack_wide}: the rack's NVLink switch trays "

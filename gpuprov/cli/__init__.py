@@ -52,6 +52,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "provision": ("gpuprov.cli.provision", "provision",
                   "Provision the inventory's hosts: exit 0 all converged, 1 any not, 2 bad "
                   "input."),
+    "rack": ("gpuprov.cli.rack", "rack",
+             "Judge NVL72 RACKs from their trays' latest evidence: exit 0 all accepted, 1..."),
     "replay": ("gpuprov.cli.replay", "replay",
                "Judge past validations again: exit 0 no verdict changes, 1 some do, 2 bad "
                "input."),

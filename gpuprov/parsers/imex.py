@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass
 
 from gpuprov.parsers.errors import ParseError
+from gpuprov.parsers.kind import NOT_IN_LAB, EvidenceKind
 
 CONNECTED = "C"
 UP = "UP"
@@ -97,3 +98,28 @@ def parse_imex_domain(text: str, source: str) -> ImexDomain:
         raise ParseError(source, f"the connectivity table does not cover the {len(members)} "
                                  "members listed (partial output)")
     return ImexDomain(nodes, cells, state, legend)
+
+
+_SHA256 = re.compile(r"^([0-9a-f]{64})\s+\S")
+
+
+def parse_sha256sum(text: str, source: str) -> str:
+    """`sha256sum FILE`'s digest (a node's nodes_config.cfg: one file for the rack)."""
+    match = _SHA256.match(text.strip())
+    if match is None:
+        raise ParseError(source, "not `sha256sum FILE` output")
+    return match[1]
+
+
+# Collected on the trays of an NVL72 rack (a node profile with `imex` set; none ships yet:
+# docs/rack.md). The peer list's path as NVIDIA's IMEX guide and Crusoe's IMEX setup page
+# give it (docs.crusoecloud.com networking/nv-link/imex-setup: /etc/nvidia-imex/nodes_config.cfg).
+IMEX_DOMAIN = EvidenceKind(
+    "imex-domain.txt", "snapshot", parse_imex_domain, "nvidia-imex-ctl -N",
+    "the IMEX domain as the tray sees it: its members and their state, the connectivity "
+    "table, the domain's state", lab=NOT_IN_LAB, when="imex")
+IMEX_NODES_CONFIG = EvidenceKind(
+    "imex-nodes-config.sha256", "snapshot", parse_sha256sum,
+    "sha256sum /etc/nvidia-imex/nodes_config.cfg",
+    "the digest of the tray's IMEX peer list (the same on every tray of a domain)",
+    lab=NOT_IN_LAB, when="imex")

@@ -299,3 +299,26 @@ def test_an_accepted_bulletin_passes_and_an_unknown_one_is_bad_input(shipped):
     assert result.stderr.strip() == (
         "gpuprov: error: host node01: gpuprov_security_accepted: unknown bulletin 'nvidia-9999' "
         "(known: docker-29.7.0, nvidia-5747, nvidia-5821, nvidia-5850, nvidia-5857)")
+
+
+def test_a_rack_s_trays_are_refused_a_lock_of_their_own(shipped):
+    # issue 72: an NVL72 rack is changed as one; a tray pinned to another driver is refused,
+    # naming the rack and what differs, and only where that tray is asked for
+    ini = shipped / "rack3.ini"
+    ini.write_text(ini.read_text() + "\n[gb_rack_a]\ntray01\ntray02\ntray03\n")
+    _set(shipped / "group_vars/gb_rack_a.yml", gpuprov_rack="gb-a",
+         gpuprov_rack_profile="gb200-nvl72")
+    driver = yaml.safe_load((shipped / "group_vars/all/versions.yml").read_text())[
+        "gpuprov_driver_version"]
+    _set(shipped / "host_vars/tray02.yml", gpuprov_driver_version="590.44.01",
+         gpuprov_security_accepted=["nvidia-5747"])
+    result = _check(shipped)
+    assert result.returncode == 2, result.stdout
+    assert result.stdout.splitlines() == [
+        f"tray02: rack_uniform_lock: rack gb-a: driver_version 590.44.01 (the rack's {driver}): "
+        "a rack is provisioned under one lock [an NVL72 rack is one NVLink domain and runs one "
+        "driver: \"the smallest unit of change is 18 compute trays\" (NVIDIA/DCGM#313)]"]
+    assert _check(shipped, "--limit", "tray01").returncode == 0
+    assert _check(shipped, "--limit", "tray02").returncode == 2
+    _set(shipped / "host_vars/tray02.yml", gpuprov_driver_version=driver)
+    assert _check(shipped).returncode == 0

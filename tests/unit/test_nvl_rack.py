@@ -242,3 +242,92 @@ def test_the_xml_report_s_fabric_block_is_read_as_the_text_s():
         "Completed", "Success", 2, GB200_UUID)
     assert gpu.fabric_health.faults == ["Route Unhealthy"]
     assert gpu.fabric_health.degraded_bandwidth is False
+
+
+def _tray_evidence_dir(base: Path, tray: str, uuid: str = GB200_UUID) -> Path:
+    """A tray's evidence: the healthy H100 evidence, its nvidia-smi -q cut to four GPUs and
+    their fabric rows a registered GB200's."""
+    from tests import evidence_builder as eb
+    directory = eb.healthy_h100(base / tray)
+    text = (directory / "nvidia-smi-q.txt").read_text()
+    head, *gpus = text.split("\nGPU 0000")
+    text = "\nGPU 0000".join([head.replace("Attached GPUs                         : 8",
+                                           "Attached GPUs                         : 4"),
+                              *gpus[:4]])
+    text = text.replace("CliqueId                          : 0",
+                        "CliqueId                          : 2").replace(
+        "00000000-0000-0000-0000-000000000000", uuid)
+    (directory / "nvidia-smi-q.txt").write_text(text + "\n")
+    return directory
+
+
+def test_the_rack_command_judges_the_inventory_s_rack_from_its_trays_evidence(tmp_path):
+    import json
+    import os
+
+    from gpuprov.ledger import Ledger
+    from tests.conftest import gpuprov
+    from tests.unit.conftest import record_run
+    trays = [f"tray{i:02d}" for i in range(1, 19)]
+    evidence = {t: _tray_evidence_dir(tmp_path / "ev", t) for t in trays}
+    evidence["tray07"] = _tray_evidence_dir(tmp_path / "ev7", "tray07", OTHER_UUID)
+    ledger = record_run(Ledger(tmp_path / "ledger.sqlite3"), evidence)
+    inventory = tmp_path / "hosts.ini"
+    inventory.write_text("[rack_a]\n" + "".join(
+        f"{t} ansible_host=10.0.0.{i + 1}\n" for i, t in enumerate(trays)) +
+        "[rack_a:vars]\ngpuprov_rack=rack-a\ngpuprov_rack_profile=gb200-nvl72\n"
+        "gpuprov_imex=per-job\n")
+    env = {"GPUPROV_LEDGER": str(ledger.path), "GPUPROV_STATE_DIR": str(tmp_path),
+           "NO_COLOR": "1", "PATH": os.environ["PATH"]}
+    shown = gpuprov("rack", "-i", str(inventory), "--json", env=env)
+    assert shown.returncode == 1, shown.stderr
+    [rack] = json.loads(shown.stdout)["racks"]
+    assert (rack["rack"], rack["profile"], rack["imex"], rack["verdict"]) == (
+        "rack-a", "gb200-nvl72", "per-job", "rejected")
+    checks = {c["id"]: c for c in rack["checks"]}
+    assert checks["rack_fabric"]["status"] == "fail"
+    assert f"tray07 registered in cluster {OTHER_UUID}" in checks["rack_fabric"]["summary"]
+    assert checks["rack_driver"]["status"] == "pass"        # 550.90.07 on every tray
+    tray = {c["id"]: c for c in rack["trays"]["tray01"]["checks"]}
+    assert {k: c["status"] for k, c in tray.items()} == {
+        "tray_gpus": "pass", "fabric_registration": "pass", "host_fabric_manager": "fail",
+        "imex_member": "skip"}
+    # the H100 evidence's systemctl.txt: fabric manager active, which a GB200 tray must not
+    assert "nvidia-fabricmanager is active on a gb200-nvl72 tray" in tray[
+        "host_fabric_manager"]["summary"]
+    table = gpuprov("rack", "rack-a", "-i", str(inventory), env=env)
+    assert table.returncode == 1 and "rack_fabric: rack-a: tray07 registered" in table.stdout
+    block = gpuprov("rack", "--topology", "-i", str(inventory), env=env)
+    assert block.returncode == 0, block.stderr
+    assert "BlockName=rack-a-dc6e40c4 Nodes=" + ",".join(
+        t for t in trays if t != "tray07") in block.stdout
+    assert "BlockName=rack-a-9c6f5af3 Nodes=tray07" in block.stdout
+    for args, error in [(("rack-b",), "rack 'rack-b': not in"),
+                        ((), "tray01: gpuprov_rack_profile: rack profile 'gb400': not one of")]:
+        if not args:
+            inventory.write_text(inventory.read_text().replace("gb200-nvl72", "gb400"))
+        bad = gpuprov("rack", *args, "-i", str(inventory), env=env)
+        assert bad.returncode == 2 and bad.stderr.startswith(f"gpuprov: error: {error}"), \
+            bad.stderr
+        assert len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_a_partial_rack_and_a_mixed_inventory_are_said_so():
+    from gpuprov.errors import InputError
+    from gpuprov.racks import inventory_racks
+    partial = judge_rack("rack-a", GB200, _rack(n=4))
+    assert partial.verdict == Verdict.REJECTED
+    assert "4 trays in the inventory, a gb200-nvl72 has 18" in _check(
+        partial.rack_checks, "rack_trays").summary
+    variables = {"t1": {"gpuprov_rack": "r", "gpuprov_rack_profile": "gb200-nvl72"},
+                 "t2": {"gpuprov_rack": "r", "gpuprov_rack_profile": "gb300-nvl72"},
+                 "n1": {}}
+    with pytest.raises(InputError, match="rack r: its trays name different rack profiles"):
+        inventory_racks(list(variables), variables.get)
+    variables["t2"]["gpuprov_rack_profile"] = "gb200-nvl72"
+    variables["t2"]["gpuprov_imex"] = "sometimes"
+    with pytest.raises(InputError, match="t2: gpuprov_imex='sometimes'"):
+        inventory_racks(list(variables), variables.get)
+    del variables["t2"]["gpuprov_imex"]
+    [spec] = inventory_racks(list(variables), variables.get).values()
+    assert (spec.trays, spec.imex) == (("t1", "t2"), "domain")
