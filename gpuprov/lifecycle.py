@@ -194,10 +194,11 @@ def quarantine(ledger: Ledger, now: float) -> dict[str, list[Offender]]:
                        offence_starts(ledger))
 
 
-def offence_starts(ledger: Ledger) -> dict[str, float]:
-    """Per repaired node, when its rejections start to count toward the offenders rule: its
-    latest repair, unless that repeats the ones before it (hardware_history.count_starts)."""
-    return count_starts(ledger.repairs(), ledger.accepted_at)
+def offence_starts(ledger: Ledger, node: str | None = None) -> dict[str, float]:
+    """Per repaired node (or only `node`), when its rejections start to count toward the
+    offenders rule: its latest repair, unless that repeats the ones before it
+    (hardware_history.count_starts)."""
+    return count_starts(ledger.repairs(node), ledger.accepted_at)
 
 
 def rollback_target(ledger: Ledger, host: str) -> tuple[RunRecord, dict]:

@@ -43,19 +43,22 @@ def _tray_evidence(inventory: Inventory, verdicts: dict, rack: RackSpec):
     return trays
 
 
-def judge_racks(inventory: Inventory, ledger: Ledger,
-                names: tuple[str, ...] = ()) -> list[RackJudgement]:
+def _racks_with_evidence(inventory: Inventory, ledger: Ledger, names: tuple[str, ...]):
+    """Each rack asked for, with its trays' evidence (one ledger query for them all)."""
     racks = racks_of(inventory, names)
     verdicts = ledger.current_verdicts(checks=False)
-    return [judge_rack(rack.name, rack.profile, _tray_evidence(inventory, verdicts, rack),
-                       rack.imex) for rack in racks]
+    return [(rack, _tray_evidence(inventory, verdicts, rack)) for rack in racks]
+
+
+def judge_racks(inventory: Inventory, ledger: Ledger,
+                names: tuple[str, ...] = ()) -> list[RackJudgement]:
+    return [judge_rack(rack.name, rack.profile, trays, rack.imex)
+            for rack, trays in _racks_with_evidence(inventory, ledger, names)]
 
 
 def rack_gpus(inventory: Inventory, ledger: Ledger, names: tuple[str, ...] = ()
               ) -> dict[str, dict[str, list[GpuSnapshot] | None]]:
     """Each rack's trays and their GPUs as their latest evidence shows them (for the
     topology block)."""
-    racks = racks_of(inventory, names)
-    verdicts = ledger.current_verdicts(checks=False)
-    return {rack.name: {t.tray: t.gpus for t in _tray_evidence(inventory, verdicts, rack)}
-            for rack in racks}
+    return {rack.name: {t.tray: t.gpus for t in trays}
+            for rack, trays in _racks_with_evidence(inventory, ledger, names)}

@@ -212,7 +212,8 @@ def escalated(ledger: Ledger, result: NodeResult, rule: tuple[int, float]) -> No
     its reset or reboot, a repeat offender (`rule`: the `offenders` setting)."""
     history = ledger.node_results(node=result.node)     # this run's own row skipped
     result = escalate(result, history)
-    return escalate_offender(result, history, *rule, offence_starts(ledger).get(result.node))
+    return escalate_offender(result, history, *rule,
+                             offence_starts(ledger, result.node).get(result.node))
 
 
 def fabric_stage(ledger: Ledger, plan: RunPlan, inventory: Path, jobs: list[NodeJob],
