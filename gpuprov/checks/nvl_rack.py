@@ -32,12 +32,18 @@ from gpuprov.parsers.smi_gpu import SMI_BEFORE, GpuSnapshot
 from gpuprov.parsers.system import PACKAGES, SYSTEMCTL
 from gpuprov.racks import RackProfile
 
-# IMEX's package: nvidia-imex-<branch> before R580, nvidia-imex from R580 on (the suffixed
-# name stays a Provides alias), as the NVSwitch packages' nscq (data/packaging.yml)
+# IMEX's package: nvidia-imex-<branch> before R580, nvidia-imex from R580 on, the suffixed
+# name a Provides alias in NVIDIA's CUDA repository (a public provisioning note found with
+# find_string "apt install nvidia-imex": "nvidia-imex and libnvidia-nscq dropped their
+# -${driver_major} branch suffix starting with the 580 driver"; nscq's the same in
+# data/packaging.yml, fabric_names_unsuffixed_from, verified in the repository)
 IMEX_PACKAGE = re.compile(r"^nvidia-imex(-\d+)?$")
 COMPLETED, SUCCESS = "Completed", "Success"
 ZERO_UUID = "00000000-0000-0000-0000-000000000000"
 FABRIC_MANAGER_UNIT = "nvidia-fabricmanager"
+# the unit's ActiveState values that say it is not running (systemd.unit(5): active,
+# reloading, inactive, failed, activating, deactivating), or the unit not installed
+STOPPED = ("inactive", "failed", "not installed")
 
 
 @dataclass(frozen=True)
@@ -80,10 +86,11 @@ def tray_from_evidence(tray: str, address: str | None,
         else unit.get("ActiveState") or "unknown")
     imex_version = None if packages is None else next(
         (v for name, v in sorted(packages.items()) if IMEX_PACKAGE.match(name)), "not installed")
-    return TrayEvidence(
-        tray, address, smi.gpus if smi else None, smi.driver_version if smi else None,
-        imex, imex_error or (evidence.failure(IMEX_DOMAIN) or "" if imex is None else ""),
-        config, imex_version, manager)
+    if imex is None and not imex_error:     # not collected, or its command failed
+        imex_error = evidence.failure(IMEX_DOMAIN) or ""
+    return TrayEvidence(tray, address, smi.gpus if smi else None,
+                        smi.driver_version if smi else None, imex, imex_error, config,
+                        imex_version, manager)
 
 
 @dataclass
@@ -140,29 +147,41 @@ def judge_rack(rack: str, profile: RackProfile, trays: list[TrayEvidence],
     return judged
 
 
-def _fabric_of(gpu: GpuSnapshot) -> list[str]:
-    """What is wrong with one GPU's registration, in nvidia-smi's words."""
-    problems = []
-    if gpu.fabric_state != COMPLETED:
-        problems.append(f"state {gpu.fabric_state or 'not reported'}")
-    elif gpu.fabric_status != SUCCESS:
-        problems.append(f"status {gpu.fabric_status or 'not reported'}")
+def _unreported(gpu: GpuSnapshot) -> list[str]:
+    """The registration fields the GPU's report leaves out (absent or N/A): nothing to
+    judge them by, so neither a pass nor a GPU fault."""
+    fields = [("state", gpu.fabric_state)]
     if gpu.fabric_state == COMPLETED:
-        if not gpu.fabric_clique:
+        fields += [("status", gpu.fabric_status), ("clique", gpu.fabric_clique),
+                   ("cluster UUID", gpu.fabric_cluster_uuid)]
+    return [f"{name} not reported" for name, value in fields if value is None]
+
+
+def _fabric_of(gpu: GpuSnapshot) -> list[str]:
+    """What is wrong with one GPU's registration as reported, in nvidia-smi's words."""
+    problems = []
+    if gpu.fabric_state is not None and gpu.fabric_state != COMPLETED:
+        problems.append(f"state {gpu.fabric_state}")
+    elif gpu.fabric_state == COMPLETED:
+        if gpu.fabric_status is not None and gpu.fabric_status != SUCCESS:
+            problems.append(f"status {gpu.fabric_status}")
+        if gpu.fabric_clique == 0:
             problems.append("clique 0")
-        if gpu.fabric_cluster_uuid in (None, ZERO_UUID):
+        if gpu.fabric_cluster_uuid == ZERO_UUID:
             problems.append("no cluster UUID")
     problems += gpu.fabric_health.faults
     return problems
 
 
 def _rack_wide_fabric_fault(trays: list[TrayEvidence]) -> str | None:
-    """The fault every GPU of every tray shows when none registered: the rack's."""
+    """The fault every GPU of every tray shows when none registered: the rack's. Only
+    states reported count: GPUs that report none are their trays' missing evidence."""
     seen = [g for t in trays for g in (t.gpus or [])]
-    if len(trays) < 2 or not seen or any(t.gpus is None for t in trays):
+    if len(trays) < 2 or not seen or any(t.gpus is None for t in trays) or \
+            any(g.fabric_state is None for g in seen):
         return None
     if all(g.fabric_state != COMPLETED for g in seen):
-        states = sorted({g.fabric_state or "not reported" for g in seen})
+        states = sorted({g.fabric_state for g in seen})
         return f"no GPU of the {len(trays)} trays registered with the fabric (state " \
                f"{' / '.join(states)})"
     return None
@@ -188,18 +207,26 @@ def _registration(tray: TrayEvidence) -> CheckResult:
         return CheckResult("fabric_registration", Status.MISSING, f"{tray.tray}: the GPUs' "
                            "fabric state not collected", action=Action.FIX_SETUP)
     bad = [(g, p) for g in tray.gpus if (p := _fabric_of(g))]
-    if not bad:
-        return CheckResult("fabric_registration", Status.PASS, f"{tray.tray}: every GPU "
-                           "registered (Completed, Success, a clique and cluster, healthy)")
-    # a GPU that never finished registering is reset first (NVIDIA's NVLink check: drain,
-    # then reset the GPU, then restart the OS); one that registered with a fault reboots
-    unfinished = any(g.fabric_state != COMPLETED for g, _ in bad)
-    return CheckResult(
-        "fabric_registration", Status.FAIL,
-        f"{tray.tray}: " + "; ".join(f"{g.label()}: {', '.join(p)}" for g, p in bad),
-        gpu=_ref(bad[0][0]) if len(bad) == 1 else None,
-        values={str(g.index): p for g, p in bad},
-        action=Action.RESET_GPU if unfinished else Action.REBOOT)
+    unseen = [(g, p) for g in tray.gpus if (p := _unreported(g))]
+    said = "; ".join(f"{g.label()}: {', '.join(p)}" for g, p in [*bad, *unseen])
+    if bad:
+        # a GPU that never finished registering is reset first (NVIDIA's NVLink check:
+        # drain, then reset the GPU, then restart the OS); one that registered with a
+        # fault reboots
+        unfinished = any(g.fabric_state != COMPLETED for g, _ in bad)
+        return CheckResult(
+            "fabric_registration", Status.FAIL, f"{tray.tray}: {said}",
+            gpu=_ref(bad[0][0]) if len(bad) == 1 else None,
+            values={str(g.index): p for g, p in [*bad, *unseen]},
+            action=Action.RESET_GPU if unfinished else Action.REBOOT)
+    if unseen:
+        return CheckResult("fabric_registration", Status.MISSING, f"{tray.tray}: {said} "
+                           "(nvidia-smi -q printed no value: the driver's or its report's "
+                           "setup, not a GPU's fault)", values={str(g.index): p for g, p in
+                                                               unseen},
+                           action=Action.FIX_SETUP)
+    return CheckResult("fabric_registration", Status.PASS, f"{tray.tray}: every GPU "
+                       "registered (Completed, Success, a clique and cluster, healthy)")
 
 
 def _fabric_manager(tray: TrayEvidence, profile: RackProfile) -> CheckResult:
@@ -214,6 +241,10 @@ def _fabric_manager(tray: TrayEvidence, profile: RackProfile) -> CheckResult:
                            f"{FABRIC_MANAGER_UNIT} is {tray.fabric_manager} on a {profile.name} "
                            "tray, which has no NVSwitch of its own: stop and disable it",
                            action=Action.NONE, fix=f"systemctl disable --now {FABRIC_MANAGER_UNIT}")
+    if tray.fabric_manager not in STOPPED:
+        return CheckResult("host_fabric_manager", Status.MISSING, f"{tray.tray}: "
+                           f"{FABRIC_MANAGER_UNIT}'s state {tray.fabric_manager!r} says "
+                           "neither running nor stopped", action=Action.FIX_SETUP)
     return CheckResult("host_fabric_manager", Status.PASS,
                        f"{tray.tray}: {FABRIC_MANAGER_UNIT} {tray.fabric_manager}")
 

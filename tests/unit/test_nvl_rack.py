@@ -331,3 +331,36 @@ def test_a_partial_rack_and_a_mixed_inventory_are_said_so():
     del variables["t2"]["gpuprov_imex"]
     [spec] = inventory_racks(list(variables), variables.get).values()
     assert (spec.trays, spec.imex) == (("t1", "t2"), "domain")
+
+
+def test_fabric_rows_a_report_leaves_out_are_missing_for_setup_never_a_gpu_fault():
+    # the real H200 VM's report prints N/A for every fabric row: nothing to judge by
+    unreported = [replace(g, fabric_state=None, fabric_status=None, fabric_clique=None,
+                          fabric_cluster_uuid=None, fabric_health=from_rows({}))
+                  for g in _tray_gpus()]
+    judged = judge_rack("rack-a", GB200, _rack(**{"tray04": {"gpus": unreported}}))
+    found = _check(judged.trays["tray04"], "fabric_registration")
+    assert (found.status, found.action) == (Status.MISSING, Action.FIX_SETUP)
+    assert "state not reported" in found.summary
+    # a Completed GPU whose clique and cluster went unprinted: missing too, not "clique 0"
+    partial = [replace(g, fabric_clique=None, fabric_cluster_uuid=None) for g in _tray_gpus()]
+    judged = judge_rack("rack-a", GB200, _rack(**{"tray04": {"gpus": partial}}))
+    found = _check(judged.trays["tray04"], "fabric_registration")
+    assert (found.status, found.action) == (Status.MISSING, Action.FIX_SETUP)
+    assert "clique not reported, cluster UUID not reported" in found.summary
+    # every tray unreported: no rack-wide fault is made of it
+    everywhere = judge_rack("rack-a", GB200, _rack(**{f"tray{i:02d}": {"gpus": unreported}
+                                                      for i in range(1, 19)}))
+    assert _check(everywhere.rack_checks, "rack_fabric").status == Status.MISSING
+    assert all(c.action not in (Action.RESET_GPU, Action.REBOOT, Action.RESEAT_OR_INSPECT,
+                                Action.RMA)
+               for checks in everywhere.trays.values() for c in checks)
+
+
+def test_a_fabric_manager_state_that_is_neither_running_nor_stopped_is_missing():
+    judged = judge_rack("rack-a", GB200, _rack(**{"tray02": {"fabric_manager": "unknown"}}))
+    found = _check(judged.trays["tray02"], "host_fabric_manager")
+    assert (found.status, found.action) == (Status.MISSING, Action.FIX_SETUP)
+    for state in ("inactive", "failed", "not installed"):
+        judged = judge_rack("rack-a", GB200, _rack(**{"tray02": {"fabric_manager": state}}))
+        assert _check(judged.trays["tray02"], "host_fabric_manager").status == Status.PASS
