@@ -88,8 +88,11 @@ def lab():
 
 
 def pytest_collection_modifyitems(config, items):
-    """Tests that tear the shared lab down run after every other test."""
-    items.sort(key=lambda item: item.get_closest_marker("lab_teardown") is not None)
+    """Tests that mostly wait run first: under pytest-xdist a worker that draws one last
+    idles the whole stage's end on it (the unit stage lost 40 s so). Tests that tear the
+    shared lab down run after every other test."""
+    items.sort(key=lambda item: (item.get_closest_marker("waits") is None,
+                                 item.get_closest_marker("lab_teardown") is not None))
 
 
 @pytest.fixture(scope="session")

@@ -178,14 +178,8 @@ def test_three_healthy_nodes_of_different_kinds_are_accepted(rack, tmp_path):
         assert len([k for k in found if k[:2] == ("gpuprov_gpu_burn_flops", node)]) == len(
             result["gpus"])
         assert [k for k in found if k[:2] == ("gpuprov_lock_info", node)]
-    # --stale re-validates the expired acceptances, not a fresh one (issue 41): under this
-    # configuration the two eight-GPU profiles hold an acceptance for a month
-    config.write_text("acceptance:\n  valid_for: 1s\n"
-                      "  profiles: {h100-sxm-8: 30d, a100-sxm-8: 30d}\n")
-    again = gpuprov("validate", "--stale", "--inventory", str(rack.inventory), "--soak", SOAK,
-                    "--json", env={**rack.env(), "GPUPROV_CONFIG": str(config)}, timeout=600)
-    assert again.returncode == 0, again.stderr[-2000:]
-    assert sorted(report_of(again)) == ["node03"]
+    # (--stale re-validating only the expired acceptances: the quarantine test below, under
+    # the same periods)
 
 
 def test_an_accepted_node_is_certified_and_plain_ssh_keygen_verifies_it(rack, tmp_path):
@@ -288,23 +282,28 @@ def test_the_fabric_test_names_a_slow_node_and_fails_fast_on_a_dead_link(rack):
 # (node, fault kind, GPU or None) per round; the check each must fail, its action and its
 # words are the fault's own declaration (gpuprov/lab/faults: FaultKind.expect). A node's
 # second fault in a round is seen by a check of its own; the nodes of a round are
-# validated together.
+# validated together. A node whose faults are all seen before the soak (identity, the
+# before-soak snapshot: the kernel log and taint, nvidia-smi -q, topology, links) also
+# carries STOP, an identity fault: its soak, DDP and DCGM stages are skipped, as on any
+# node whose identity fails, and the round takes its other nodes' time alone (the DDP
+# stage's ranks are most of a lab validation's CPU).
+STOP = "cpu-powersave"
 ROUNDS = [
     [("node01", "missing-gpu", 3), ("node02", "nvlink-down", 2),
-     ("node03", "pcie-degraded", 1)],
+     ("node03", "pcie-degraded", 1), ("node03", STOP, None)],
     [("node01", "ecc-uncorrectable", 5), ("node02", "row-remap-pending", 1),
-     ("node03", "burn-errors", 2)],
+     ("node02", STOP, None), ("node03", "burn-errors", 2)],
     [("node01", "slow-gpu", 6), ("node02", "driver-mismatch", None),
      ("node03", "ddp-broken", None),
      # an RDMA link that flaps during the soak (issue 40): its sysfs counters grow
      ("node01", "ib-link-flap", None)],
     # kernel faults, all logged before the run starts (same boot): each still rejects
     [("node01", "fallen-off-bus", 2), ("node02", "gsp-timeout", 5),
-     ("node03", "aer", 1),
+     ("node03", "aer", 1), ("node03", STOP, None),
      # and one whose symbol errors grow under the soak's load (issue 40)
      ("node02", "ib-symbol-errors", None)],
     [("node01", "sxid", None), ("node02", "nic-degraded", None),
-     ("node03", "xid", 2),
+     ("node03", "xid", 2), ("node03", STOP, None),
      # firmware below the lab lock's minimum (issue 40), read from sysfs where ibstat is
      # absent (issue 55: the CA type from hca_type, so ConnectX minimums still apply)
      ("node01", "firmware-old", None), ("node01", "ibstat-absent", None)],
@@ -318,7 +317,7 @@ ROUNDS = [
      ("node03", "cpu-powersave", None)],
     # DCGM (installed by the rack's lock): its level-2 memory test fails on one GPU; a
     # machine check whose log lines rotated away leaves only the kernel's taint
-    [("node02", "dcgm-fail", 4), ("node01", "machine-check", None),
+    [("node02", "dcgm-fail", 4), ("node01", "machine-check", None), ("node01", STOP, None),
      # a GPU lost under load: nvidia-smi after the soak fails as a real one does (issue 36)
      ("node03", "gpu-lost-in-soak", 1),
      # a GPU whose NIC sits on the other socket (issue 40): named by topo -m
@@ -388,7 +387,6 @@ def test_each_fault_is_rejected_with_its_check_naming_the_gpu(rack, round_):
             assert named and named["index"] == gpu, (node, kind, failing[check_id])
             serial = next(g["serial"] for g in result["gpus"] if g["index"] == gpu)
             assert named["serial"] == serial and serial in failing[check_id]["summary"]
-        assert_reproduced(rack, result)
         found = rack.metrics()      # node_exporter's textfile says the same
         # in `gpuprov nodes`' words (issue 68): no hardware finding and a gap, needs-setup
         for_setup = (not any(c["action"] in HARDWARE_ACTIONS for c in failing.values())
@@ -397,6 +395,8 @@ def test_each_fault_is_rejected_with_its_check_naming_the_gpu(rack, round_):
         assert found[("gpuprov_node_state", node, state)] == 1, (node, kind)
         assert found[("gpuprov_node_check_failing", node, failing[check_id]["action"],
                       check_id)] == 1, (node, kind)
+    for node in nodes:   # each node's saved evidence judges again to what was recorded
+        assert_reproduced(rack, nodes[node])
 
 
 def test_xid_during_the_soak_rejects_and_cleared_nodes_are_accepted_again(rack):
@@ -405,7 +405,9 @@ def test_xid_during_the_soak_rejects_and_cleared_nodes_are_accepted_again(rack):
     swapped = fault("node01", "gpu-swap", 1)
     nic = fault("node01", "nic-swap")
     nvswitch = fault("node01", "nvswitch-swap")
-    run = rack.spawn("--all", "--json", "--soak", "20")
+    # node03 sits this one out: the rounds' clearing is node01's to show (one node fewer
+    # under DDP, the stage that is most of a lab validation's CPU)
+    run = rack.spawn("node01", "node02", "--json", "--soak", "12")
     try:
         for line in run.stderr:       # progress goes to stderr with --json
             if line.startswith("node02: soak"):
@@ -420,8 +422,8 @@ def test_xid_during_the_soak_rejects_and_cleared_nodes_are_accepted_again(rack):
     kernel = blocking(nodes["node02"])["kernel_log"]
     assert kernel["gpu"]["index"] == 4 and "Xid 119" in kernel["summary"]
     assert kernel["action"] == "reset-gpu"
-    # the nodes whose faults were cleared after the rounds above: accepted again
-    assert nodes["node01"]["verdict"] == nodes["node03"]["verdict"] == "accepted"
+    # node01, whose faults were cleared after the rounds above: accepted again
+    assert nodes["node01"]["verdict"] == "accepted" and "node03" not in nodes
     old, new = swapped.split("serial ")[1].split(" -> ")
     history = rack.cli("nodes", "node01").stdout
     assert "gpu-swap" in history and f"serial {old} -> {new}" in history, history
@@ -861,7 +863,7 @@ def test_a_campaign_on_the_lab_s_slurm_accepts_the_healthy_and_drains_the_faulte
     slurm.head("scontrol update NodeName=node02 State=RESUME")
 
 
-QUICK_INTERVAL_S = 10        # HealthCheckInterval on the lab (the issue's 60 s, shortened)
+QUICK_INTERVAL_S = 6         # HealthCheckInterval on the lab (the issue's 60 s, shortened)
 QUICK_PERSIST_RUNS = 3
 FRAGMENT = "/etc/slurm/gpuprov-healthcheck.conf"
 
@@ -1129,10 +1131,10 @@ def test_kill_9_mid_soak_leaves_no_accepted_node_and_the_next_run_adopts_the_soa
     goes on on the node (its transient unit), and the next validation of the same work
     adopts it and judges the node from what the node recorded."""
     before = rack.cli("nodes").stdout
-    run = rack.spawn("node03", "--soak", "30")
+    run = rack.spawn("node03", "--soak", "15")
     run_id = run.stdout.readline().split()[1].rstrip(":")
     for line in run.stdout:
-        if line.startswith("node03: soak (30s"):   # the unit runs on the node
+        if line.startswith("node03: soak (15s"):   # the unit runs on the node
             break
     # a second validation of the same node is refused, naming the holder
     second = rack.validate("node03")
@@ -1156,14 +1158,14 @@ def test_kill_9_mid_soak_leaves_no_accepted_node_and_the_next_run_adopts_the_soa
     row = next(line for line in after.splitlines() if line.startswith("node03 "))
     assert run_id not in row and row == next(
         line for line in before.splitlines() if line.startswith("node03 "))
-    again = rack.validate("node03", "--soak", "30", "--json")   # the last --soak counts
+    again = rack.validate("node03", "--soak", "15", "--json")   # the last --soak counts
     assert f"adopted from run {run_id}" in again.stderr
     finished = report_of(again)["node03"]
     assert finished["verdict"] == "accepted"
     evidence = Path(finished["evidence_dir"])
     meta = json.loads((evidence / "meta.json").read_text())
     assert meta["burn_in"]["adopted_from"] == run_id
-    assert "Burning for 30 seconds." in (evidence / "gpu-burn.log").read_text()
+    assert "Burning for 15 seconds." in (evidence / "gpu-burn.log").read_text()
 
 
 def test_every_accepted_validation_gave_the_same_fingerprint(rack):

@@ -54,6 +54,8 @@ def site(tmp_path_factory):
     site.cluster.down()
 
 
+# a node's job runs into Slurm's smallest time limit (a minute): the test mostly waits
+@pytest.mark.waits
 def test_a_200_node_campaign_drains_exactly_the_faulted_and_accepts_nothing_it_cannot_trust(
         site):
     for node, (fault, _) in CRAFTED.items():
