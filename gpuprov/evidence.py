@@ -66,10 +66,12 @@ def _declared() -> tuple[EvidenceKind, ...]:
 KINDS: tuple[EvidenceKind, ...] = _declared()
 
 
-def collected(stage: str, profile: Any, after_soak: bool = False) -> list[EvidenceKind]:
-    """The kinds of `stage` that one command writes and `profile`'s nodes have, in order;
-    `after_soak`: those collected after the soak (the soak's, and the snapshot's again)."""
-    return [k for k in KINDS if k.command is not None and k.applies(profile)
+def collected(stage: str, profile: Any, after_soak: bool = False,
+              asked: frozenset[str] = frozenset()) -> list[EvidenceKind]:
+    """The kinds of `stage` that one command writes and `profile`'s nodes have (or the
+    inventory asks for: `asked`, EvidenceKind.when), in order; `after_soak`: those
+    collected after the soak (the soak's, and the snapshot's again)."""
+    return [k for k in KINDS if k.command is not None and k.applies(profile, asked)
             and (k.stage == stage or (after_soak and k.again_after_soak))]
 
 

@@ -15,6 +15,7 @@ import jsonschema
 import yaml
 
 from gpuprov.errors import InputError
+from gpuprov.racks import rack_profile
 from gpuprov.resources import yaml_files
 
 _NUM = {"type": "number", "exclusiveMinimum": 0}
@@ -80,6 +81,8 @@ SCHEMA = {
             ]
         },
         "nvswitch": {"type": "boolean"},
+        # an NVL72 compute tray: judged with its rack, this rack profile (racks.py)
+        "rack_profile": {"type": "string", "minLength": 1},
         "nvswitch_count": {"type": "integer", "minimum": 1},
         # NVLink5 (HGX B200): the switches are off the PCI bus, managed through this many
         # ConnectX-7 bridge functions whose VPD carries SW_MNG (data/packaging.yml nvlink5)
@@ -182,6 +185,11 @@ class Profile:
             return nvlink["matrix"][a][b]
         return nvlink["all_pairs"]
 
+    @property
+    def rack_profile(self) -> str | None:
+        """The rack profile of an NVL72 compute tray's profile, else None."""
+        return self.data.get("rack_profile")
+
     def name_matches(self, gpu_name: str | None) -> bool:
         return bool(gpu_name and re.search(self.data["gpu"]["name_pattern"], gpu_name))
 
@@ -224,4 +232,9 @@ def parse_profile(text: str, source: str) -> Profile:
         count = data["gpu"]["count"]
         if len(nvlink["matrix"]) != count or any(len(r) != count for r in nvlink["matrix"]):
             raise InputError(f"{source}: nvlink.matrix: must be {count}x{count} (gpu.count)")
+    if data.get("rack_profile"):
+        rack = rack_profile(data["rack_profile"], f"{source}: rack_profile")
+        if rack.gpus_per_tray != data["gpu"]["count"]:
+            raise InputError(f"{source}: gpu.count: {data['gpu']['count']}, a {rack.name} tray "
+                             f"has {rack.gpus_per_tray}")
     return Profile(data["name"], source, data)

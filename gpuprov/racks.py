@@ -73,10 +73,10 @@ def rack_profiles() -> dict[str, RackProfile]:
             for name, row in doc.items()}
 
 
-def rack_profile(name: str) -> RackProfile:
+def rack_profile(name: str, where: str = "rack profile") -> RackProfile:
     found = rack_profiles()
     if name not in found:
-        raise InputError(f"rack profile {name!r}: not one of {', '.join(found)}")
+        raise InputError(f"{where} {name!r}: not one of {', '.join(found)}")
     return found[name]
 
 

@@ -32,9 +32,11 @@ def verdict_of(result: NodeResult) -> str:
     return result.verdict or "interrupted"
 
 
-def as_json(run: RunRecord, results: list[NodeResult], holds: dict[str, list[Hold]]) -> dict:
-    """The run's report; `holds`: each node's open holds now (holds.holds_of)."""
-    return {
+def as_json(run: RunRecord, results: list[NodeResult], holds: dict[str, list[Hold]],
+            racks: list | None = None) -> dict:
+    """The run's report; `holds`: each node's open holds now (holds.holds_of); `racks`:
+    the NVL72 racks the run judged (validation/rack.py RackOutcome), when it judged any."""
+    report = {
         "schema": SCHEMA,
         "run": {"id": run.id, "status": run.status, "started_at": _iso(run.started_at),
                 "finished_at": _iso(run.finished_at), "inventory": run.inventory,
@@ -50,6 +52,12 @@ def as_json(run: RunRecord, results: list[NodeResult], holds: dict[str, list[Hol
             "checks": [c.as_dict() for c in r.checks],
         } for r in results],
     }
+    if racks:
+        report["racks"] = [{"rack": k.rack, "profile": k.profile, "imex": k.imex,
+                            "verdict": str(k.verdict), "summary": k.summary,
+                            "trays": {t: v and str(v) for t, v in k.trays.items()}}
+                           for k in racks]
+    return report
 
 
 def as_table(run: RunRecord, results: list[NodeResult]) -> str:

@@ -269,12 +269,15 @@ def _imex_view(tray: TrayEvidence, mode: str) -> CheckResult:
 
 
 def _one_domain(rack: str, trays: list[TrayEvidence]) -> CheckResult:
-    """One cluster UUID and one clique across the rack; a tray elsewhere is foreign."""
+    """One cluster UUID and one clique across the rack; a tray elsewhere is foreign. Only
+    GPUs that registered without a fault count: one that did not (clique 0, a failed
+    status) is its tray's finding (fabric_registration), not a second partition."""
     uuids: dict[str, set[str]] = {}
     cliques: dict[int, set[str]] = {}
     for tray in trays:
         for gpu in tray.gpus or []:
-            if gpu.fabric_state == COMPLETED and gpu.fabric_cluster_uuid not in (None, ZERO_UUID):
+            if gpu.fabric_state == COMPLETED and not _fabric_of(gpu) \
+                    and gpu.fabric_cluster_uuid not in (None, ZERO_UUID):
                 uuids.setdefault(gpu.fabric_cluster_uuid, set()).add(tray.tray)
                 cliques.setdefault(gpu.fabric_clique or 0, set()).add(tray.tray)
     if not uuids:

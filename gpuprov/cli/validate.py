@@ -159,8 +159,8 @@ def validate(nodes: tuple[str, ...], all_nodes: bool, stale: bool, max_nodes: in
     if junit_path:
         junit_path.write_text(report.as_junit(done.run, done.results))
     if as_json:
-        click.echo(json.dumps(report.as_json(done.run, done.results, done.holds), indent=2,
-                              default=str))
+        click.echo(json.dumps(report.as_json(done.run, done.results, done.holds, done.racks),
+                              indent=2, default=str))
     else:
         click.echo(report.as_table(done.run, done.results))
     sys.exit(done.exit_code)

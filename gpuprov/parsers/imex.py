@@ -111,9 +111,10 @@ def parse_sha256sum(text: str, source: str) -> str:
     return match[1]
 
 
-# Collected on the trays of an NVL72 rack (a node profile with `imex` set; none ships yet:
-# docs/rack.md). The peer list's path as NVIDIA's IMEX guide and Crusoe's IMEX setup page
-# give it (docs.crusoecloud.com networking/nv-link/imex-setup: /etc/nvidia-imex/nodes_config.cfg).
+# Collected on the trays of an NVL72 rack that runs an IMEX domain (the inventory asks for
+# it: validation/rack.py imex_asked; never where IMEX is per job or absent: docs/rack.md).
+# The peer list's path as NVIDIA's IMEX guide and Crusoe's IMEX setup page give it
+# (docs.crusoecloud.com networking/nv-link/imex-setup: /etc/nvidia-imex/nodes_config.cfg).
 IMEX_DOMAIN = EvidenceKind(
     "imex-domain.txt", "snapshot", parse_imex_domain, "nvidia-imex-ctl -N",
     "the IMEX domain as the tray sees it: its members and their state, the connectivity "

@@ -20,8 +20,9 @@ REAL_TOOL = "the real tool"
 NOT_IN_LAB = "not in the lab yet"
 
 # The collection stages, in the order a validation runs them; `fabric` is the rack's, after
-# every node's own stages (gpuprov/validation/fabric_stage.py).
-STAGES = ("identity", "snapshot", "soak", "ddp", "dcgm", "fabric")
+# every node's own stages (gpuprov/validation/fabric_stage.py); `rack` an NVL72 rack's
+# judgement over its trays' evidence, last (gpuprov/validation/rack.py)
+STAGES = ("identity", "snapshot", "soak", "ddp", "dcgm", "fabric", "rack")
 
 
 # What a kind's file is about, member by member (DESIGN.md "Coverage"): a GPU by its
@@ -58,7 +59,9 @@ class EvidenceKind:
     lab: str
     fallback: str | None = None   # read instead when `file` is absent (earlier runs' form)
     tool: str | None = None       # whose failure explains its absence (SMI_ERROR's tool)
-    when: str | None = None       # collected only where the node's profile sets this key
+    # collected only where the node's profile sets this key, or the inventory asks for it
+    # (NodeSettings.collects: IMEX where the host's rack runs a domain)
+    when: str | None = None
     again_after_soak: bool = False   # collected again (replaced) after the soak
     members: Members | None = None   # the node's members it covers (None: node-wide)
 
@@ -69,6 +72,7 @@ class EvidenceKind:
     def __str__(self) -> str:
         return self.file
 
-    def applies(self, profile: Any) -> bool:
-        """Whether a node of `profile` has this file collected (`when`'s key set)."""
-        return self.when is None or bool(profile.data.get(self.when))
+    def applies(self, profile: Any, asked: frozenset[str] = frozenset()) -> bool:
+        """Whether a node of `profile` has this file collected (`when`'s key set in the
+        profile, or among what the inventory asks of the node)."""
+        return self.when is None or self.when in asked or bool(profile.data.get(self.when))

@@ -60,6 +60,7 @@ from gpuprov.validation.campaign_return import (
 from gpuprov.validation.collect import DCGM_TIMEOUT_S
 from gpuprov.validation.fabric_rack import floor_for
 from gpuprov.validation.pipeline import NodeJob, rejudge, unreachable
+from gpuprov.validation.rack import RackOutcome, rack_stage
 from gpuprov.validation.service import (
     RunPlan,
     ValidationRequest,
@@ -203,9 +204,10 @@ class Campaign:
 
     @property
     def holds_accepted(self) -> bool:
-        """With the fabric stage, an accepted node stays reserved (and its verdict open)
-        until the fabric test over the accepted nodes has judged it too."""
-        return self.request.fabric
+        """With the fabric stage, or an NVL72 rack's trays, an accepted node stays reserved
+        (and its verdict open) until the fabric test over the accepted nodes, or its rack's
+        judgement, has judged it too."""
+        return self.request.fabric or bool(self.plan.racks)
 
     def settle(self) -> None:
         """Resumed: nodes judged accepted before the controller stopped, still reserved, are
@@ -381,6 +383,20 @@ class Campaign:
                           self.request.fabric_floor)
         fabric_stage(self.ledger, self.plan, self.request.inventory.path, self.plan.jobs,
                      floor, self.rule, self.say)
+
+    def racks(self) -> list[RackOutcome]:
+        """Each NVL72 rack with a tray here gathered into its trays' evidence, which are
+        judged again with it (validation/rack.py), while the reservation still holds them."""
+        jobs = {job.settings.node: job for job in self.plan.jobs}
+        started = self.record.started_at
+        return rack_stage(self.request.inventory, self.plan.racks, self.ledger,
+                          self.plan.run_id, lambda tray: self.ledger.rejudge_node(
+                              self.plan.run_id, escalated(self.ledger, rejudge(
+                                  jobs[tray], started), self.rule)), self.say)
+
+    def release_held(self) -> None:
+        """The verdicts held open for the fabric test or the racks made final, the accepted
+        released."""
         self.judged = {r.node: r for r in self.ledger.node_results(self.plan.run_id)}
         for node in self.judged:      # final now: what the nodes' published state reads
             self.ledger.finish_node(self.plan.run_id, node)
@@ -519,11 +535,14 @@ def run_campaign(request: ValidationRequest, say: Say, resume: str | None = None
     campaign.harvest()
     if request.fabric:
         campaign.fabric()
+    racks = campaign.racks() if plan.racks else []
+    if campaign.holds_accepted:
+        campaign.release_held()
     campaign.finish()
     publish_after_run(ledger, request.metrics_dir, request.inventory.hosts(), say)
     judged = ledger.node_results(plan.run_id)
     return ValidationRun(ledger.run(plan.run_id), judged, request.hosts, None,
-                         holds_of(ledger, judged))
+                         holds_of(ledger, judged), racks)
 
 
 def _start(request: ValidationRequest, settings: SlurmSettings, plan: RunPlan, ledger: Ledger,

@@ -116,6 +116,9 @@ class NodeSettings:
     stages: tuple[str, ...] | None = None
     recheck_holds: tuple[str, ...] = ()
     settle_s: float = 0
+    # evidence the inventory asks of this node beyond its profile's (EvidenceKind.when):
+    # "imex" on a tray of a rack that runs an IMEX domain
+    collects: frozenset[str] = frozenset()
 
     @classmethod
     def from_vars(cls, node: str, variables: dict, **fixed) -> NodeSettings:
@@ -266,7 +269,8 @@ def identity(c: Collector) -> None:
         uptime = c.run("cat /proc/uptime")
         if uptime.rc == 0:
             c.meta["uptime_at_start_s"] = float(uptime.stdout.split()[0])
-        for kind in evidence.collected("identity", c.settings.profile):
+        for kind in evidence.collected("identity", c.settings.profile,
+                                       asked=c.settings.collects):
             c.collect(kind)
         header = next((p for p in CUDNN_HEADERS if c.host.file(p).exists), None)
         if header:
@@ -300,7 +304,7 @@ def snapshot(c: Collector, after: bool) -> None:
     log and taint)."""
     with c.stage("after-soak" if after else "snapshot"):
         for kind in evidence.collected("soak" if after else "snapshot", c.settings.profile,
-                                       after_soak=after):
+                                       after_soak=after, asked=c.settings.collects):
             c.collect(kind)
         if not after:
             arm_dcgm_health(c)

@@ -33,6 +33,7 @@ def encode(settings: NodeSettings, slurm_node: str) -> bytes:
     from gpuprov.validation.collect import NodeSettings
     plain = {f.name: getattr(settings, f.name) for f in fields(NodeSettings)
              if f.name not in _OBJECTS}
+    plain["collects"] = sorted(settings.collects)     # a set: JSON has lists
     lock = settings.lock.as_dict() if settings.lock else None
     profile = settings.profile
     return (json.dumps({
@@ -74,7 +75,8 @@ def read(path: Path, sha256: str) -> tuple[NodeSettings, str]:
     doc = header(path, sha256)
     lock = doc["lock"]
     settings = NodeSettings(
-        **doc["settings"], profile=Profile(**doc["profile"]),
+        **{**doc["settings"], "collects": frozenset(doc["settings"].get("collects", ()))},
+        profile=Profile(**doc["profile"]),
         lock=Lock.from_vars({f"gpuprov_{k}": v for k, v in lock.items()}, f"{path} lock")
         if lock else None)
     return settings, doc["slurm_node"]

@@ -45,6 +45,7 @@ from gpuprov.validation.fabric_rack import (
 from gpuprov.validation.fabric_stage import FabricSettings
 from gpuprov.validation.pipeline import NodeJob, rejudge, validate_all
 from gpuprov.validation.progress import view_for
+from gpuprov.validation.rack import RackOutcome, imex_asked, rack_stage, run_racks
 
 Say = Callable[[str], None]
 
@@ -78,6 +79,7 @@ class ValidationRun:
     hosts: list[str]
     tripped: object = None                 # Slurm's circuit breaker, when it tripped
     holds: dict[str, list[holds.Hold]] = field(default_factory=dict)   # each node's, after
+    racks: list[RackOutcome] = field(default_factory=list)   # NVL72 racks with a tray here
 
 
     @property
@@ -108,6 +110,7 @@ class RunPlan:
     profiles: dict[str, Profile]
     variables: dict[str, dict]
     places: dict
+    racks: dict = field(default_factory=dict)   # NVL72 racks with a tray in the run
 
 
 def plan_run(request: ValidationRequest, run_id: str | None = None) -> RunPlan:
@@ -119,7 +122,11 @@ def plan_run(request: ValidationRequest, run_id: str | None = None) -> RunPlan:
     plan = RunPlan(run_id, evidence_base, [], {}, {}, {}, places)
     for host in request.hosts:
         variables = plan.variables[host] = request.inventory.variables(host)
-        profile = plan.profiles[host] = node_profile(host, variables, request.profile)
+        plan.profiles[host] = node_profile(host, variables, request.profile)
+    plan.racks = run_racks(request.inventory, request.hosts, plan.profiles)
+    rack_of = {tray: rack for rack in plan.racks.values() for tray in rack.trays}
+    for host in request.hosts:
+        variables, profile = plan.variables[host], plan.profiles[host]
         lock = Lock.of_host(variables, f"host {host}")
         plan.locks[host] = lock.as_dict() if lock else None
         settings = NodeSettings.from_vars(
@@ -128,6 +135,8 @@ def plan_run(request: ValidationRequest, run_id: str | None = None) -> RunPlan:
             soak_after_identity_failure=request.soak_after_identity_failure,
             dcgm_level=request.dcgm_level or int((profile.data.get("dcgm") or {}).get("level",
                                                                                       2)))
+        if host in rack_of:
+            settings = replace(settings, collects=imex_asked(rack_of[host]))
         if request.recheck:
             settings = _recheck(settings, request.fabric)
         plan.jobs.append(NodeJob(settings, request.inventory.path, evidence_base / host,
@@ -187,6 +196,11 @@ def validate(request: ValidationRequest, say: Say, warn: Say) -> ValidationRun:
     if request.fabric:
         floor = floor_for(request.hosts, plan.variables, plan.profiles, request.fabric_floor)
         fabric_stage(ledger, plan, path, jobs, floor, rule, say)
+    by_node = {job.settings.node: job for job in jobs}
+    started = {r.node: r.started_at for r in ledger.node_results(plan.run_id)}
+    racks = rack_stage(request.inventory, plan.racks, ledger, plan.run_id,
+                       lambda tray: ledger.rejudge_node(plan.run_id, escalated(
+                           ledger, rejudge(by_node[tray], started[tray]), rule)), say)
     ledger.finish_validation(plan.run_id)
     results = ledger.node_results(plan.run_id)
     left = holds.holds_of(ledger, results)
@@ -204,7 +218,8 @@ def validate(request: ValidationRequest, say: Say, warn: Say) -> ValidationRun:
         statuses = node_statuses(ledger, time.time(), judged)
         gate.publish({host: statuses[host] for host in judged})
     publish_after_run(ledger, request.metrics_dir, request.inventory.hosts(), warn)
-    return ValidationRun(ledger.run(plan.run_id), results, request.hosts, tripped, left)
+    return ValidationRun(ledger.run(plan.run_id), results, request.hosts, tripped, left,
+                         racks)
 
 
 def escalated(ledger: Ledger, result: NodeResult, rule: tuple[int, float]) -> NodeResult:

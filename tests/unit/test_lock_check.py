@@ -163,9 +163,8 @@ def test_unknown_profile_is_bad_input(rack):
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.splitlines() == [
         "gpuprov: error: host node05: gpuprov_profile: unknown profile 'l40s-pcie-9' (shipped: "
-        "a100-sxm-4, a100-sxm-8, b200-sxm-8, h100-sxm-8, h200-sxm-8, l40s-pcie-4, l40s-pcie-8; "
-        "or a path "
-        "to a .yml)"]
+        "a100-sxm-4, a100-sxm-8, b200-sxm-8, gb200-nvl72-tray, gb300-nvl72-tray, h100-sxm-8, "
+        "h200-sxm-8, l40s-pcie-4, l40s-pcie-8; or a path to a .yml)"]
 
 
 def test_malformed_inventory_names_file_and_line(rack):

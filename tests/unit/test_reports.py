@@ -32,10 +32,11 @@ def test_junit_loads_in_a_junit_parser(recorded, tmp_path):
     text = path.read_text()
     assert '<property name="action" value="rma" />' in text
     skipped = [c.name for c in suites["node07"] if any(isinstance(r, Skipped) for r in c.result)]
-    # the H100 profile skips only NVLink5's bridges; no fabric stage ran, no nccl-tests or
-    # DCGM installed, and the lock sets no firmware minimum
+    # the H100 profile skips only NVLink5's bridges and the NVL72 tray's rack checks; no
+    # fabric stage ran, no nccl-tests or DCGM installed, and the lock sets no firmware minimum
     assert skipped == ["firmware", "nvlink5_bridges", "nccl_bandwidth", "nvbandwidth",
-                       "gdrcopy", "dcgm_diag", "dcgm_health", "fabric", "fabric_rails"]
+                       "gdrcopy", "dcgm_diag", "dcgm_health", "fabric", "fabric_rails",
+                       "rack_tray", "rack"]
 
 
 def test_json_matches_the_documented_schema(recorded):
