@@ -43,6 +43,7 @@ ADDRESSES = {t: f"10.0.0.{i + 1}" for i, t in enumerate(TRAYS)}
 CLUSTER = "00000001-0000-0000-0000-000000000001"       # the capture's own
 FOREIGN = "9c6f5af3-53bf-49b5-a436-b66766c413c3"       # a GB200 of another rack (gpud#1106)
 TRAY = load_profile("gb200-nvl72-tray")
+RACK_CHECKS = ("rack_tray", "rack")     # what these tests judge (the rest: not built here)
 FM_INACTIVE = ("Id=nvidia-fabricmanager.service\nLoadState=loaded\nActiveState=inactive\n"
                "SubState=dead\nUnitFileState=disabled\n")
 CONFIG_SHA = "a" * 64
@@ -94,13 +95,13 @@ def _validated(tmp_path: Path, dirs: dict[str, Path], imex: str = "domain",
         settings = NodeSettings(node=tray, profile=TRAY, lock=None, run_id=run_id,
                                 soak_seconds=30)
         jobs[tray] = NodeJob(settings, directory, directory, directory)
-        judgement = judge(Evidence(directory), TRAY, None)
+        judgement = judge(Evidence(directory), TRAY, None, only=RACK_CHECKS)
         ledger.record_node(run_id, _result(jobs[tray], 1.0, judgement.verdict,
                                            judgement.reason(), judgement))
     racks = run_racks(inventory, list(dirs), {t: TRAY for t in dirs})
 
     def rejudge(tray: str) -> None:
-        judgement = judge(Evidence(dirs[tray]), TRAY, None)
+        judgement = judge(Evidence(dirs[tray]), TRAY, None, only=RACK_CHECKS)
         ledger.rejudge_node(run_id, _result(jobs[tray], 1.0, judgement.verdict,
                                             judgement.reason(), judgement))
     said = []
@@ -137,15 +138,15 @@ def test_a_healthy_rack_passes_both_rack_checks_on_every_tray(tmp_path):
     assert "IMEX node #0 READY" in checks["tray01"]["rack_tray"].summary
     assert checks["tray09"]["rack"].summary.startswith("rack rack-a (gb200-nvl72, IMEX "
                                                        "domain): one cluster " + CLUSTER)
-    # the rest of a tray's evidence was not built here: the rack's verdict says so, tray by
-    # tray, and never claims an acceptance
-    assert outcome.verdict == Verdict.REJECTED and said.startswith(
-        "rack rack-a: REJECTED (gb200-nvl72, IMEX domain, 18 trays): 18 of 18 trays not "
-        "accepted")
+    # judged on the rack's checks alone here (the rest of a tray's evidence is not built):
+    # every tray accepted, so the rack is
+    assert outcome.verdict == Verdict.ACCEPTED and said == (
+        "rack rack-a: ACCEPTED (gb200-nvl72, IMEX domain, 18 trays): every tray accepted")
     # the JSON report carries the rack's verdict and its trays', as its schema says
     document = report.as_json(ledger.run("v1"), ledger.node_results("v1"), {}, [outcome])
     jsonschema.validate(document, json.loads(SCHEMA.read_text()))
-    assert document["racks"][0]["trays"]["tray01"] == "rejected"
+    assert document["racks"][0]["verdict"] == "accepted"
+    assert document["racks"][0]["trays"] == dict.fromkeys(TRAYS, "accepted")
     # the rack is in each tray's evidence, and judged the same again from it alone
     copy = tmp_path / "copy"
     shutil.copytree(dirs["tray04"], copy)

@@ -41,16 +41,18 @@ def judgement(evidence: Evidence, members: RackMembers) -> RackJudgement:
     return _judged[evidence]
 
 
-def _members(ctx: Context, r: Results) -> tuple[RackMembers | None, CheckResult | None]:
+def _rack_of(ctx: Context, r: Results) -> tuple[RackMembers, RackJudgement] | CheckResult:
+    """The tray's rack and its judgement; a rack of another profile than the tray's, or
+    of none gpuprov knows, is the setup's finding."""
     members = ctx.evidence.read(RACK_MEMBERS)
     if members.profile != ctx.profile.rack_profile:
-        return None, r.unseen(f"rack {members.rack} judged as a {members.profile}, this "
-                              f"tray's profile belongs to a {ctx.profile.rack_profile}")
+        return r.unseen(f"rack {members.rack} judged as a {members.profile}, this tray's "
+                        f"profile belongs to a {ctx.profile.rack_profile}")
     try:
         rack_profile(members.profile)
     except InputError as exc:
-        return None, r.unseen(str(exc))
-    return members, None
+        return r.unseen(str(exc))
+    return members, judgement(ctx.evidence, members)
 
 
 def _worst(r: Results, checks: list[CheckResult], prefix: str, passed: str) -> CheckResult:
@@ -69,18 +71,22 @@ def _worst(r: Results, checks: list[CheckResult], prefix: str, passed: str) -> C
     return r.passed(passed, values)
 
 
-@check("rack_tray", stage="rack", needs=(RACK_MEMBERS,), action=Action.RESET_GPU,
-       applies=_is_tray, skip_reason="not an NVL72 compute tray (no rack_profile)",
+# what both checks declare alike: judged last, from rack/, on a tray only
+_ON_TRAYS = {"stage": "rack", "needs": (RACK_MEMBERS,), "applies": _is_tray,
+             "skip_reason": "not an NVL72 compute tray (no rack_profile)"}
+
+
+@check("rack_tray", action=Action.RESET_GPU, **_ON_TRAYS,
        rule="this tray as its rack's judgement sees it: its GPUs' count, each GPU's fabric "
             "registration (Completed and Success, a clique and cluster UUID that are not zero, "
             "a health mask with no fault, decoded), the host's fabric manager off where the "
             "rack profile says it must stay off, its IMEX member READY where the rack runs a "
             "domain, and its GPUs in the rack's own cluster (not a foreign tray)")
 def rack_tray(ctx: Context, r: Results) -> CheckResult:
-    members, refused = _members(ctx, r)
-    if refused:
-        return refused
-    judged = judgement(ctx.evidence, members)
+    found = _rack_of(ctx, r)
+    if isinstance(found, CheckResult):
+        return found
+    members, judged = found
     node = ctx.evidence.meta.get("node")
     if node not in judged.trays:
         return r.unseen(f"rack {members.rack}: this tray ({node}) is not one of its trays "
@@ -98,18 +104,17 @@ def rack_tray(ctx: Context, r: Results) -> CheckResult:
         c.summary.removeprefix(f"{node}: ") for c in checks if c.status == Status.PASS))
 
 
-@check("rack", stage="rack", needs=(RACK_MEMBERS,), action=Action.NONE,
-       applies=_is_tray, skip_reason="not an NVL72 compute tray (no rack_profile)",
+@check("rack", action=Action.NONE, **_ON_TRAYS,
        rule="the tray's rack as one NVLink domain: every tray of its profile in the "
             "inventory, one cluster UUID and clique, the IMEX domain UP with every tray READY "
             "and connected (only where the rack runs a domain), one nodes_config.cfg, IMEX "
             "version and driver on every tray; a fault every tray shows alike (no GPU "
             "registered) is the rack's, its switch trays'")
 def rack(ctx: Context, r: Results) -> CheckResult:
-    members, refused = _members(ctx, r)
-    if refused:
-        return refused
-    judged = judgement(ctx.evidence, members)
+    found = _rack_of(ctx, r)
+    if isinstance(found, CheckResult):
+        return found
+    members, judged = found
     # a foreign tray is that tray's finding (rack_tray), not the rest of the rack's
     rack_wide = [c for c in judged.rack_checks
                  if not (c.id == "rack_fabric" and c.values.get("foreign"))]
