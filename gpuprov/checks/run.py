@@ -48,6 +48,9 @@ UNOBSERVABLE = {
     "kernel_log": "the kernel's fatal GPU events",
     "driver_version": "the driver the lock pins",
     "cuda_compat": "the CUDA the driver runs",
+    # an NVL72 tray is usable only as a member of its rack's NVLink domain
+    "rack_tray": "the tray's place in its rack's NVLink domain",
+    "rack": "the rack's NVLink domain, of which the tray is a part",
 }
 
 

@@ -73,10 +73,13 @@ class RackOutcome:
 def gather(inventory: Inventory, rack: RackSpec, judged: dict[str, NodeResult],
            latest: dict[str, NodeResult]) -> RackMembers:
     """The rack's trays and the evidence read for each: this run's where the tray was
-    judged in it, else its latest validation's, else none."""
+    judged in it, else its latest validation's, else none. A tray this run could not reach
+    has none: what it is now was not seen."""
     trays = []
     for tray in rack.trays:
         result = judged.get(tray) or latest.get(tray)
+        if result is not None and result.judged == Verdict.UNREACHABLE:
+            result = None
         directory = result.evidence_dir if result and Path(result.evidence_dir).is_dir() \
             else None
         trays.append(RackTray(tray, _address(inventory, tray),
@@ -121,7 +124,10 @@ def rack_stage(inventory: Inventory, racks: dict[str, RackSpec], ledger: Ledger,
     outcomes = []
     for rack in racks.values():
         members = gather(inventory, rack, judged, latest)
-        ours = [t for t in rack.trays if t in judged and Path(judged[t].evidence_dir).is_dir()]
+        # an unreachable tray keeps its verdict: what it left behind is the rack's missing
+        # evidence, never judged as the tray's own
+        ours = [t for t in rack.trays if t in judged and judged[t].judged != Verdict.UNREACHABLE
+                and Path(judged[t].evidence_dir).is_dir()]
         for tray in ours:
             write_rack_evidence(Path(judged[tray].evidence_dir), members)
             rejudge(tray)
@@ -137,9 +143,10 @@ def _outcome(rack: RackSpec, ledger: Ledger, run_id: str,
     now = {r.node: r for r in ledger.node_results(run_id)}
     verdicts = {t: (now[t].judged if t in now else latest[t].verdict if t in latest
                     else None) for t in rack.trays}
-    # the trays never validated first: what no verdict of this run can show
+    # the trays never validated, then those not reached, first: what no judgement shows
+    order = {None: 0, Verdict.UNREACHABLE: 1}
     rejected = sorted((t for t, v in verdicts.items() if v != Verdict.ACCEPTED),
-                      key=lambda t: (verdicts[t] is not None, t))
+                      key=lambda t: (order.get(verdicts[t], 2), t))
     if not rejected:
         return RackOutcome(rack.name, rack.profile.name, rack.imex, Verdict.ACCEPTED, verdicts,
                            "every tray accepted")

@@ -79,6 +79,8 @@ def test_another_profile_s_observe_list_does_not_apply(hot_node, tmp_path):
     ("observe: {profiles: {h100-sxm-8: [gpu_inventory]}}\n",
      "observe: 'gpu_inventory' cannot be observed: it judges the GPUs' count and identity"),
     ("observe: [driver_version]\n", "observe: 'driver_version' cannot be observed"),
+    ("observe: [rack]\n", "observe: 'rack' cannot be observed: it judges the rack's NVLink "
+                          "domain"),
 ])
 def test_a_bad_observe_setting_is_one_line_exit_2(hot_node, tmp_path, config, message):
     result = gpuprov("evaluate", str(hot_node), "--profile", "h100-sxm-8",

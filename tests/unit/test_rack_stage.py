@@ -270,3 +270,40 @@ def test_a_campaign_request_carries_what_the_inventory_asks_the_tray_to_collect(
         fh.flush()
         read, _ = node_request.read(Path(fh.name), hashlib.sha256(data).hexdigest())
     assert read.collects == frozenset({"imex"})
+
+
+def test_an_unreachable_tray_keeps_its_verdict_and_the_rack_is_not_accepted(tmp_path):
+    """A tray that went unreachable mid-run left a directory behind: it is not judged as
+    the tray's own (its verdict stays unreachable), nor read for the rack, whose other
+    trays then cannot be judged as one domain: missing, fix-setup, not accepted."""
+    from gpuprov.validation.pipeline import unreachable
+    dirs = {t: _tray_dir(tmp_path / "ev", t) for t in TRAYS}
+    inventory = _inventory(tmp_path)
+    ledger = Ledger(tmp_path / "ledger.sqlite3")
+    ledger.start_run("v1", "validate", str(inventory.path), TRAYS, {}, {}, "/ev")
+    jobs = {t: NodeJob(NodeSettings(node=t, profile=TRAY, lock=None, run_id="v1",
+                                    soak_seconds=30), d, d, d) for t, d in dirs.items()}
+    for tray, job in jobs.items():
+        if tray == "tray06":
+            ledger.record_node("v1", unreachable(job, 1.0, "unreachable: ssh: timed out"))
+            continue
+        judgement = judge(Evidence(dirs[tray]), TRAY, None, only=RACK_CHECKS)
+        ledger.record_node("v1", _result(job, 1.0, judgement.verdict, judgement.reason(),
+                                         judgement))
+    rejudged = []
+
+    def rejudge(tray: str) -> None:
+        rejudged.append(tray)
+        judgement = judge(Evidence(dirs[tray]), TRAY, None, only=RACK_CHECKS)
+        ledger.rejudge_node("v1", _result(jobs[tray], 1.0, judgement.verdict,
+                                          judgement.reason(), judgement))
+    [outcome] = rack_stage(inventory, run_racks(inventory, TRAYS, dict.fromkeys(TRAYS, TRAY)),
+                           ledger, "v1", rejudge, lambda line: None)
+    assert "tray06" not in rejudged and len(rejudged) == 17
+    assert not (dirs["tray06"] / "rack").exists()
+    assert outcome.verdict == Verdict.REJECTED and outcome.trays["tray06"] == \
+        Verdict.UNREACHABLE
+    assert "tray06: unreachable: ssh: timed out" in outcome.summary
+    rack = _rack_checks(ledger)["tray01"]["rack"]
+    assert (rack.status, rack.action) == (Status.MISSING, Action.FIX_SETUP), rack
+    assert "tray06 not collected" in rack.summary
