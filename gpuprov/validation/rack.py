@@ -88,8 +88,12 @@ def gather(inventory: Inventory, rack: RackSpec, judged: dict[str, NodeResult],
 
 
 def _address(inventory: Inventory, tray: str) -> str:
-    """The address the rack's IMEX peer list names the tray by: its ansible_host."""
-    return str(inventory.variables(tray, also=("ansible_host",)).get("ansible_host") or tray)
+    """The address the rack's IMEX peer list names the tray by: `gpuprov_imex_address` where
+    IMEX runs on another network than the one gpuprov reaches the tray on, else its
+    ansible_host (a per-job prolog writes the job's Slurm NodeAddr into nodes_config.cfg:
+    Azure/cyclecloud-slurm imex_prolog.sh, fleet-scale.md 3.1)."""
+    found = inventory.variables(tray, also=("ansible_host",))
+    return str(found.get("gpuprov_imex_address") or found.get("ansible_host") or tray)
 
 
 def write_rack_evidence(directory: Path, members: RackMembers) -> None:
@@ -131,16 +135,17 @@ def rack_stage(inventory: Inventory, racks: dict[str, RackSpec], ledger: Ledger,
         for tray in ours:
             write_rack_evidence(Path(judged[tray].evidence_dir), members)
             rejudge(tray)
-        outcomes.append(_outcome(rack, ledger, run_id, latest))
+    now = {r.node: r for r in ledger.node_results(run_id)}    # every rack's trays judged again
+    for rack in racks.values():
+        outcomes.append(_outcome(rack, now, latest))
         said = outcomes[-1]
         say(f"rack {rack.name}: {str(said.verdict).upper()} ({rack.profile.name}, IMEX "
             f"{rack.imex}, {len(rack.trays)} trays): {said.summary}")
     return outcomes
 
 
-def _outcome(rack: RackSpec, ledger: Ledger, run_id: str,
+def _outcome(rack: RackSpec, now: dict[str, NodeResult],
              latest: dict[str, NodeResult]) -> RackOutcome:
-    now = {r.node: r for r in ledger.node_results(run_id)}
     verdicts = {t: (now[t].judged if t in now else latest[t].verdict if t in latest
                     else None) for t in rack.trays}
     # the trays never validated, then those not reached, first: what no judgement shows

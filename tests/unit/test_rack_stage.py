@@ -31,7 +31,7 @@ from gpuprov.profiles import load_profile
 from gpuprov.validation import node_request
 from gpuprov.validation.collect import NodeSettings
 from gpuprov.validation.pipeline import NodeJob, _result
-from gpuprov.validation.rack import imex_asked, rack_stage, run_racks
+from gpuprov.validation.rack import gather, imex_asked, rack_stage, run_racks
 from tests import evidence_builder as eb
 from tests.conftest import gpuprov
 from tests.unit.test_nvl_rack import _imex_text
@@ -307,3 +307,25 @@ def test_an_unreachable_tray_keeps_its_verdict_and_the_rack_is_not_accepted(tmp_
     rack = _rack_checks(ledger)["tray01"]["rack"]
     assert (rack.status, rack.action) == (Status.MISSING, Action.FIX_SETUP), rack
     assert "tray06 not collected" in rack.summary
+
+
+def test_a_rack_wide_fabric_fault_charges_no_tray_with_a_hardware_action(tmp_path):
+    """No GPU of the rack registered (its switch trays, its partition): every tray's `rack`
+    check names the rack, with no hardware action (no tray's offence, no tray's RMA)."""
+    waiting = _capture_xml().replace("<state>Completed</state>", "<state>In Progress</state>")
+    dirs = {t: _tray_dir(tmp_path / "ev", t, xml=waiting) for t in TRAYS}
+    ledger, _ = _validated(tmp_path, dirs)
+    for checks in _rack_checks(ledger).values():
+        rack = checks["rack"]
+        assert rack.status == Status.FAIL and rack.action == Action.NONE, rack
+        assert "no GPU of the 18 trays registered with the fabric" in rack.summary
+
+
+def test_the_imex_address_may_be_another_network_s(tmp_path):
+    inventory = _inventory(tmp_path)
+    inventory.path.write_text(inventory.path.read_text().replace(
+        "gpuprov_imex=domain", "gpuprov_imex=domain\ngpuprov_imex_address=192.0.2.7"))
+    [tray] = [t for t in gather(Inventory(inventory.path), run_racks(
+        Inventory(inventory.path), ["tray01"], {"tray01": TRAY})["rack-a"], {}, {}).trays
+        if t.tray == "tray01"]
+    assert tray.address == "192.0.2.7"

@@ -7,6 +7,7 @@ tray alone."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from weakref import WeakKeyDictionary
 
 from gpuprov.checks.context import Context
@@ -14,7 +15,7 @@ from gpuprov.checks.nvl_rack import RackJudgement, judge_rack, tray_from_evidenc
 from gpuprov.checks.registry import Results, check
 from gpuprov.errors import InputError
 from gpuprov.evidence import Evidence
-from gpuprov.model import BLOCKING, Action, CheckResult, Status
+from gpuprov.model import BLOCKING, HARDWARE_ACTIONS, Action, CheckResult, Status
 from gpuprov.parsers.rack_members import RACK_MEMBERS, RackMembers
 from gpuprov.profiles import Profile
 from gpuprov.racks import rack_profile
@@ -120,6 +121,10 @@ def rack(ctx: Context, r: Results) -> CheckResult:
                  if not (c.id == "rack_fabric" and c.values.get("foreign"))]
     passed = [c.summary.removeprefix(f"{members.rack}: ") for c in rack_wide
               if c.status not in BLOCKING and c.status != Status.SKIP]
+    # a rack-wide cause is outside this tray (its switch trays, its partition): named, and
+    # no hardware action on the tray, so it counts toward no tray's offences nor its RMA
+    rack_wide = [replace(c, action=Action.NONE) if c.action in HARDWARE_ACTIONS else c
+                 for c in rack_wide]
     return _worst(r, rack_wide, f"rack {members.rack}: ",
                   f"rack {members.rack} ({members.profile}, IMEX {members.imex}): "
                   + "; ".join(passed))
