@@ -72,7 +72,13 @@ class EmulatedCluster:
     @property
     def env(self) -> dict[str, str]:
         """What a Slurm client (sinfo, sbatch…, and gpuprov) needs to reach it."""
-        return {**os.environ, "SLURM_CONF": str(self.conf)}
+        # jobs inherit TMPDIR (sbatch exports the caller's environment): what a job
+        # leaves behind stays in the cluster's directory, never the machine's /tmp
+        return {**os.environ, "SLURM_CONF": str(self.conf), "TMPDIR": str(self.tmp)}
+
+    @property
+    def tmp(self) -> Path:
+        return self.root / "tmp"
 
     @property
     def known_hosts(self) -> Path:
@@ -121,7 +127,7 @@ class EmulatedCluster:
 
     def up(self, timeout: float = 600) -> None:
         """munged, slurmctld and every slurmd started; back once every node is idle."""
-        for sub in ("munge", "ctld", "spool", "run", "log", "keys", "shared"):
+        for sub in ("munge", "ctld", "spool", "run", "log", "keys", "shared", "tmp"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
         os.chmod(self.root / "munge", 0o700)
         key = self.root / "munge" / "munge.key"

@@ -51,6 +51,9 @@ def job_script(collector: str, request: bytes, out_dir: str, log_here: bool) -> 
     lines += [
         'request=$(mktemp "${TMPDIR:-/tmp}/gpuprov-request.XXXXXX")',
         "trap 'rm -f \"$request\"' EXIT",
+        # sh runs no EXIT trap when a signal ends it: Slurm's TERM at a time limit or
+        # scancel would leave the request behind on the node
+        "trap 'exit 143' HUP INT TERM",
         f"cat >\"$request\" <<'{_END}'",
         text.rstrip("\n"),
         _END,

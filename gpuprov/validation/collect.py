@@ -387,14 +387,36 @@ def telemetry(c: Collector, sampler: str, samples: str, status: str) -> None:
                          text or "no output\n")
 
 
-def ddp_smoke(c: Collector, gpus: int) -> None:
-    """The DDP probe under torchrun, one rank per GPU nvidia-smi listed (one without)."""
+# Where torch sees no CUDA GPU the probe runs on gloo between CPU processes: its ranks test
+# the collective path and their agreement, not the GPUs (ddp_smoke judges a gloo run's
+# ranks by its own world size), and two show that as well as eight. Each rank imports
+# torch: eight of them cost a CPU-only node (and the lab) seconds a rank for nothing.
+GLOO_RANKS = 2
+
+
+def ddp_ranks(gpus_listed: int, torch_cuda_gpus: int | None) -> int:
+    """One rank per GPU nvidia-smi listed (one without any); at most GLOO_RANKS where torch
+    saw no CUDA GPU. Unknown (no readable torch record): one per GPU listed."""
+    ranks = max(gpus_listed, 1)
+    return min(ranks, GLOO_RANKS) if torch_cuda_gpus == 0 else ranks
+
+
+def torch_cuda_gpus(before: evidence.Evidence) -> int | None:
+    """How many CUDA GPUs the identity stage's torch probe saw; None where unknown."""
+    try:
+        env = before.read(TORCH_ENV)
+    except ParseError:
+        return None
+    return env.get("device_count") if env else None
+
+
+def ddp_smoke(c: Collector, ranks: int) -> None:
+    """The DDP probe under torchrun with `ranks` ranks (ddp_ranks)."""
     with c.stage("ddp"):
         python = c.meta.get("pytorch_env") and f"{c.meta['pytorch_env']}/bin/python"
         if not python:
             c.skip("ddp", "no PyTorch environment to run the DDP probe in")
             return
-        ranks = max(gpus, 1)
         probe = c.upload("ddp_smoke.py", probe_source("ddp_smoke"))
         out = f"{c.workdir}/ddp-smoke.json"
         limit = c.settings.ddp_timeout_s

@@ -329,9 +329,10 @@ def _perftest(client: FabricNode, server: FabricNode, rails: list[str],
         f"{flags} > {workdir}/server-{rail}.txt 2>&1 < /dev/null & "
         f"echo $! >> {workdir}/servers.pid;" for i, rail in enumerate(rails))
     # every server listening (ss) before a client connects, which perftest's client does
-    # once, without retrying; after 10 s the clients go anyway and fail with their own words
+    # once, without retrying; after 25 s the clients go anyway and fail with their own words
+    # (a loaded two-core lab starting eight servers at once has needed more than 10)
     ports = " ".join(str(base_port + i) for i in range(len(rails)))
-    ready = (f"for i in $(seq 50); do n=0; for p in {ports}; do ss -Hltn \"sport = :$p\" | "
+    ready = (f"for i in $(seq 125); do n=0; for p in {ports}; do ss -Hltn \"sport = :$p\" | "
              f"grep -q . && n=$((n+1)); done; [ $n -ge {len(rails)} ] && exit 0; sleep 0.2; "
              "done")
     _run(server.host, f"mkdir -p {workdir} && {{ {serve} {ready}; }}", 30)

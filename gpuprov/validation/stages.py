@@ -34,9 +34,10 @@ def _soak(c: collect.Collector, step: Step) -> None:
 
 
 def _ddp(c: collect.Collector, step: Step) -> None:
-    # as many ranks as the identity snapshot's nvidia-smi listed GPUs
-    listed = collect.gpus_listed(Evidence(c.directory))
-    collect.ddp_smoke(c, len(listed))
+    # as many ranks as the identity snapshot's nvidia-smi listed GPUs (two on gloo)
+    before = Evidence(c.directory)
+    listed = collect.gpus_listed(before)
+    collect.ddp_smoke(c, collect.ddp_ranks(len(listed), collect.torch_cuda_gpus(before)))
     collect.fingerprint(c, listed)
     collect.nccl_tests(c, len(listed))
     collect.nvbandwidth(c)

@@ -47,3 +47,22 @@ def test_the_real_h200_passes_every_gpu_check_and_fails_only_for_its_setup():
     assert checks["container_toolkit"]["summary"] == ("the lock installs none "
                                                       "(container_toolkit_version empty)")
     assert checks["gdrcopy"]["status"] == "skip"
+
+
+def test_the_ddp_run_has_a_rank_per_gpu_where_torch_sees_cuda_and_two_on_gloo(tmp_path):
+    from gpuprov.evidence import Evidence
+    from gpuprov.validation.collect import GLOO_RANKS, ddp_ranks, torch_cuda_gpus
+
+    real = torch_cuda_gpus(Evidence(NODE / "evidence"))   # the H200's torch saw its GPU
+    assert real == 1 and ddp_ranks(1, real) == 1 and ddp_ranks(8, 8) == 8
+    record = json.loads((NODE / "evidence/torch-env.json").read_text())
+    cpu = tmp_path / "cpu"
+    cpu.mkdir()
+    (cpu / "torch-env.json").write_text(json.dumps(
+        record | {"torch_version": "2.13.0+cpu", "cuda_version": None, "device_count": 0}))
+    assert torch_cuda_gpus(Evidence(cpu)) == 0
+    assert ddp_ranks(8, 0) == GLOO_RANKS == 2 and ddp_ranks(1, 0) == 1 and ddp_ranks(0, 0) == 1
+    # no readable torch record: a rank per GPU listed, as before the rule
+    assert torch_cuda_gpus(Evidence(tmp_path)) is None and ddp_ranks(8, None) == 8
+    (cpu / "torch-env.json").write_text("{not json")
+    assert torch_cuda_gpus(Evidence(cpu)) is None

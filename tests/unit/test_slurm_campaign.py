@@ -133,6 +133,8 @@ def test_a_200_node_campaign_drains_exactly_the_faulted_and_accepts_nothing_it_c
         assert "ended NODE_FAIL" in verdicts[node].reason
         assert reasons[node] == ("down*", "Not responding")
     assert "ended TIMEOUT (TimeLimit)" in verdicts[TIMEOUT].reason
+    # a job Slurm ended with TERM removed its request; only nodes that died keep theirs
+    assert len(list(site.cluster.tmp.glob("gpuprov-request.*"))) == len(KILLED)
     assert reasons[TIMEOUT][0] == "drained"
     for node in accepted:
         assert reasons[node] == ("idle", "none"), node
