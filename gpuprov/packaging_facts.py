@@ -21,6 +21,11 @@ def driver_names_branch(branch: str) -> str:
 
 
 def fabric_names_branch(branch: str) -> str:
-    """... and fabric manager's and NSCQ's: nothing from R580."""
+    """... and fabric manager's, NSCQ's and IMEX's: nothing from R580."""
     first = int(facts()["nvidia_cuda_repository"]["fabric_names_unsuffixed_from"])
     return "" if int(branch) >= first else f"-{branch}"
+
+
+def imex_package(branch: str) -> str:
+    """IMEX's package in NVIDIA's CUDA repository for a driver branch."""
+    return f"{facts()['imex']['package']}{fabric_names_branch(branch)}"

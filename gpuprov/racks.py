@@ -124,3 +124,20 @@ def inventory_racks(hosts: list[str], variables: Callable[[str], dict]) -> dict[
                              f"{chosen.trays}")
         racks[name] = RackSpec(name, chosen, imex, tuple(host for host, _ in trays))
     return racks
+
+
+def imex_address(host: str, found: dict) -> str:
+    """The address a rack's IMEX peer list names a tray by: `gpuprov_imex_address` where
+    IMEX runs on another network than the one gpuprov reaches the tray on, else its
+    ansible_host (a per-job prolog writes the job's Slurm NodeAddr into nodes_config.cfg:
+    Azure/cyclecloud-slurm imex_prolog.sh, fleet-scale.md 3.1), else its name. `found`: the
+    host's inventory variables, ansible_host among them."""
+    return str(found.get("gpuprov_imex_address") or found.get("ansible_host") or host)
+
+
+def playbook_racks(racks: dict[str, RackSpec], variables: Callable[[str], dict]) -> dict:
+    """What the playbook's IMEX tasks need of each rack (gpuprov_racks): its deployment and
+    its members' IMEX addresses, in the inventory's order."""
+    return {r.name: {"imex": r.imex, "members": [imex_address(t, variables(t))
+                                                 for t in r.trays]}
+            for r in racks.values()}

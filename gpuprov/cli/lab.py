@@ -21,8 +21,8 @@ def lab() -> None:
 
 
 @lab.command()
-@click.option("--nodes", "count", type=int, default=3, show_default=True,
-              help="How many nodes (node01, node02, …).")
+@click.option("--nodes", "count", type=int, default=None,
+              help="How many nodes (node01, node02, …).  [default: 3]")
 @click.option("--kind", "kind_choices", multiple=True, metavar="[NODE=]KIND",
               help="Hardware kind of one node (NODE=KIND) or of all (KIND); repeatable. "
                    f"Kinds: {', '.join(kinds.names())}. Default: a mix, in that order: "
@@ -30,10 +30,15 @@ def lab() -> None:
 @click.option("--slurm", "with_slurm", is_flag=True,
               help="Also a Slurm cluster: slurmctld on a head node (slurmctl), slurmd on every "
                    "node, over the lab fabric; kept by later `up`s until `lab down`.")
-def up(count: int, kind_choices: tuple[str, ...], with_slurm: bool) -> None:
+@click.option("--rack", metavar="PROFILE",
+              help="The lab is one rack: the rack profile's compute trays (gb200-nvl72: 18) as "
+                   "nodes, one NVLink domain in the inventory (docs/rack.md). Not with --nodes "
+                   "or --kind; kept by later `up`s until `lab down`.")
+def up(count: int | None, kind_choices: tuple[str, ...], with_slurm: bool,
+       rack: str | None) -> None:
     """Start the lab (build the node image and mirror the first time). Idempotent."""
     lab_ = _lab()
-    plan = lab_.up(count, list(kind_choices), with_slurm)
+    plan = lab_.up(count, list(kind_choices), with_slurm, rack)
     for node, kind in plan.items():
         click.echo(f"{node}\t{kind}\tup")
     click.echo(f"inventory: {lab_.paths.inventory}")

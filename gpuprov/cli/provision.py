@@ -26,6 +26,7 @@ from gpuprov.model import HostOutcome
 from gpuprov.provision.runner import Options
 from gpuprov.provision.service import ProvisionRequest
 from gpuprov.provision.service import provision as run_provisioning
+from gpuprov.racks import inventory_racks, playbook_racks
 
 BATCH = re.compile(r"^[1-9]\d*%?$")
 
@@ -81,7 +82,8 @@ def _rollback_lock(ledger: Ledger, hosts: list[str]) -> tuple:
 @options.inventory
 @options.limit
 @click.option("--tags", "-t", metavar="TAGS", help="Only these roles' tags (comma-separated): "
-              "nouveau, driver, cuda, cudnn, docker, container_toolkit, gpu_burn, pytorch.")
+              "nouveau, driver, cuda, cudnn, imex, docker, container_toolkit, gpu_burn, "
+              "pytorch.")
 @click.option("--check", is_flag=True, help="Report what would change; change nothing.")
 @click.option("--diff", is_flag=True, help="Show file differences (with --check: would-be).")
 @click.option("--forks", type=click.IntRange(1, 500), default=20, show_default=True,
@@ -106,6 +108,18 @@ def _rollback_lock(ledger: Ledger, hosts: list[str]) -> tuple:
 @click.option("--full", is_flag=True,
               help="Run every task on every host, even those in sync with their last full "
                    "run (by default such a host is skipped, saying so).")
+def _racks(inventory: Inventory, hosts: list[str]) -> dict:
+    """The NVL72 racks of the hosts asked for, whole (every tray's IMEX address, asked or
+    not: one peer list for the rack), for the playbook's IMEX tasks."""
+    def found(host: str) -> dict:
+        return inventory.variables(host, also=("ansible_host",))
+
+    if not any(found(host).get("gpuprov_rack") for host in hosts):
+        return {}       # no tray asked for: the rest of a large inventory is not read
+    racks = inventory_racks(inventory.hosts(), found)
+    return playbook_racks({n: r for n, r in racks.items() if set(r.trays) & set(hosts)}, found)
+
+
 def provision(rollback_nodes: tuple[str, ...], inventory_option: str | None, limit: str | None,
               tags: str | None, check: bool, diff: bool, forks: int, serial: str | None,
               allow_reboot: bool, reboot_serial: str, retry_failed: bool, with_slurm: bool,
@@ -139,7 +153,7 @@ def provision(rollback_nodes: tuple[str, ...], inventory_option: str | None, lim
                        forks=forks, serial=serial, allow_reboot=allow_reboot,
                        reboot_serial=reboot_serial, strategy=strategy,
                        lock_overrides={f"{LOCK_PREFIX}{k}": v for k, v in target[1].items()}
-                       if target else {})
+                       if target else {}, racks=_racks(inventory, hosts))
     done = run_provisioning(ProvisionRequest(
         inventory, playbook,
         {h: target[1] if target else plans[h].recorded_lock() for h in hosts},

@@ -83,8 +83,9 @@ def nvswitch_serial(seed: bytes, bus: str) -> str:
     return "-".join([*(own[i:i + 2] for i in range(0, 10, 2)), DSN_SUFFIX])
 
 
-def describe(node: str, kind: str) -> dict:
-    """The hardware description written on the node."""
+def describe(node: str, kind: str, nvl_domain: dict | None = None) -> dict:
+    """The hardware description written on the node; a rack's tray carries what its GPUs
+    registered with the rack's fabric (`nvl_domain`, lab/racks.py)."""
     spec = load(kind)
     seed = hashlib.sha256(f"{node}/{kind}".encode()).digest()
     serial_base = int.from_bytes(seed[:5], "big") % 10**12
@@ -114,4 +115,5 @@ def describe(node: str, kind: str) -> dict:
             "nvswitch_serials": {bus: nvswitch_serial(seed, bus) for bus in switches},
             # each switch's firmware as the driver reports it; None: it reports N/A
             "nvswitch_bios": {bus: bios for bus in switches},
-            "fabric": fabric.description(node), "faults": []}
+            "fabric": fabric.description(node), "faults": [],
+            **({"nvl_domain": nvl_domain} if nvl_domain else {})}

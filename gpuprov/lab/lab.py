@@ -23,6 +23,7 @@ from gpuprov.lab import (
     kinds,
     mirror,
     nodes,
+    racks,
     slurm,
     sshkeys,
 )
@@ -46,7 +47,10 @@ def plan_kinds(count: int, choices: list[str]) -> dict[str, str]:
     plan = {name: kinds.default_for(i) for i, name in enumerate(names, start=1)}
     for choice in choices:
         node, sep, kind = choice.rpartition("=")
-        kinds.load(kind)  # unknown kind: one-line error, exit 2
+        rack = kinds.load(kind).get("rack_tray")  # unknown kind: one-line error, exit 2
+        if rack:
+            raise InputError(f"--kind {choice}: {kind} is a rack's compute tray: "
+                             f"`gpuprov lab up --rack {rack}` brings up its rack")
         if not sep:
             plan = dict.fromkeys(names, kind)
         elif node not in plan:
@@ -76,11 +80,18 @@ class Lab:
         except FileNotFoundError:
             return {}
 
-    def has_slurm(self) -> bool:
+    def _recorded(self, key: str):
         try:
-            return bool(json.loads(self.paths.state_file.read_text()).get("slurm"))
+            return json.loads(self.paths.state_file.read_text()).get(key)
         except FileNotFoundError:
-            return False
+            return None
+
+    def has_slurm(self) -> bool:
+        return bool(self._recorded("slurm"))
+
+    def rack(self) -> str | None:
+        """The rack profile the lab's nodes are trays of (`up --rack`); None: no rack."""
+        return self._recorded("rack")
 
     def require_node(self, node: str) -> None:
         known = self.recorded_nodes()
@@ -89,10 +100,17 @@ class Lab:
         if node not in known:
             raise InputError(f"unknown node {node!r} (lab nodes: {', '.join(known)})")
 
-    def up(self, count: int = 3, kind_choices: list[str] | None = None,
-           with_slurm: bool = False) -> dict[str, str]:
-        """The lab as asked; a lab that has Slurm keeps it (`lab down` ends it)."""
-        plan = plan_kinds(count, kind_choices or [])
+    def up(self, count: int | None = None, kind_choices: list[str] | None = None,
+           with_slurm: bool = False, rack: str | None = None) -> dict[str, str]:
+        """The lab as asked; a lab that has Slurm keeps it (`lab down` ends it). `rack`: the
+        rack profile's trays instead of `count` nodes; a rack lab asked for nothing else
+        stays one."""
+        if rack is None and count is None and not kind_choices:
+            rack = self.rack()
+        if rack is not None and (count is not None or kind_choices):
+            raise InputError("--rack brings up the rack's trays: not with --nodes or --kind")
+        plan = racks.plan(rack) if rack else plan_kinds(count or 3, kind_choices or [])
+        domain = racks.domain() if rack else None
         with_slurm = with_slurm or self.has_slurm()
         host_limits.check_room_for(len(plan) + (1 if with_slurm else 0))
         docker.ensure_engine()
@@ -121,7 +139,7 @@ class Lab:
                     docker.remove(docker.container_name(node))
                     current = None
                 if current is None:
-                    spec = nodes.NodeSpec(node, kind, tag, kinds.describe(node, kind))
+                    spec = nodes.NodeSpec(node, kind, tag, kinds.describe(node, kind, domain))
                     config = nodes.config_tar(
                         spec, sshkeys.host_key(self.paths, node), client_pub, keyring,
                         recipe.suite,
@@ -141,8 +159,8 @@ class Lab:
                 slurm.ensure(self.paths, list(plan), self.log)
 
             self.paths.state_file.write_text(json.dumps(
-                {"nodes": plan, "image": tag, "slurm": with_slurm}, indent=2))
-            write_inventory(self.paths, plan)
+                {"nodes": plan, "image": tag, "slurm": with_slurm, "rack": rack}, indent=2))
+            write_inventory(self.paths, plan, rack)
         return plan
 
     def reset(self, names: list[str]) -> list[str]:
@@ -159,7 +177,11 @@ class Lab:
             for node in chosen:
                 docker.remove(docker.container_name(node))
                 self.log(f"{node}: removed for a fresh install")
-        self.up(len(recorded), [f"{node}={kind}" for node, kind in recorded.items()])
+        rack = self.rack()
+        if rack:
+            self.up(rack=rack)
+        else:
+            self.up(len(recorded), [f"{node}={kind}" for node, kind in recorded.items()])
         return chosen
 
     def power_off(self, names: list[str]) -> list[str]:

@@ -35,7 +35,7 @@ LIB = node.LIB_DIR
 UNIT_DIR = "/usr/lib/systemd/system"
 SIM_SOURCES = Path(sim.__file__).parent
 SIM_MODULES = ("__init__", "node", "render", "nvidia_smi", "gpu_burn", "daemons", "dcgmi",
-               "nccl_tests", "nvbandwidth")
+               "nccl_tests", "nvbandwidth", "imex")
 MODULE_UNIT = "gpuprov-lab-nvidia-module.service"
 # each flavour's nvidia module declares its license (parsers/system.py)
 MODULE_LICENSES = {"proprietary": PROPRIETARY_LICENSE, "open": OPEN_LICENSE}
@@ -133,6 +133,7 @@ def driver_packages(branch: str, version: str, revision: str) -> Iterator[Deb]:
     fabric = packaging_facts.fabric_names_branch(branch)
     yield from _userspace(version, dv, names=b, fabric_names=fabric,
                           fabric_version=f"{version}-1")
+    yield imex_package(branch, version)
     nvlink5 = packaging_facts.facts()["nvlink5"]
     if int(branch) >= nvlink5["nvsdm_from_branch"]:
         yield _exclusive(Deb(f"{nvlink5['nvsdm_package']}{fabric}", f"{version}-1",
@@ -283,6 +284,38 @@ def _userspace(version: str, dv: str, names: str, fabric_names: str,
     yield _exclusive(Deb(f"libnvidia-nscq{fabric_names}", fabric_version, "NVSwitch "
                          "Configuration and Query library (stand-in)")
                      .add(f"{LIB}/libnvidia-nscq.so.{version}", "stand-in\n"), "libnvidia-nscq")
+
+
+def imex_package(branch: str, version: str) -> Deb:
+    """NVIDIA IMEX at the driver's version (data/packaging.yml `imex`): the daemon, its
+    control tool, the config file and the unit, installed disabled (the nvidia_imex role
+    enables it where the rack runs a domain). Its version may differ from the libraries'
+    (the imex-version-mismatch fault installs the other), so it needs them at any version:
+    the simulator's modules come with them."""
+    imex = packaging_facts.facts()["imex"]
+    deb = (Deb(packaging_facts.imex_package(branch), f"{version}-1",
+                "IMEX Manager for NVIDIA based systems (stand-in)\nThe daemon of an NVLink "
+                "domain's memory export and import; in the gpuprov lab it answers its peers "
+                "over the lab fabric.",
+                depends=[f"libnvidia-compute{names_branch(branch)}"])
+            .add(imex["daemon"], _python_tool("imex", (
+                f"daemon(sys.argv[1:], version={version!r}, config={imex['config']!r}, "
+                f"nodes={imex['nodes_config']!r}, server_port={imex['server_port']}, "
+                f"cmd_port={imex['cmd_port']})")), 0o755)
+            .add(imex["ctl"], _python_tool("imex", (
+                f"ctl(sys.argv[1:], config={imex['config']!r}, "
+                f"cmd_port={imex['cmd_port']})")), 0o755)
+            .add(imex["config"], (
+                "# NVIDIA IMEX configuration file (gpuprov lab stand-in: the options the\n"
+                "# simulated daemon reads, named and defaulted as the real file's)\n"
+                f"SERVER_PORT={imex['server_port']}\nIMEX_CMD_ENABLED=1\n"
+                f"IMEX_CMD_PORT={imex['cmd_port']}\n"
+                f"IMEX_NODE_CONFIG_FILE={imex['nodes_config']}\nBIND_INTERFACE_IP=\n"))
+            .add(f"{UNIT_DIR}/{imex['unit']}", _unit(
+                "NVIDIA IMEX service", f"{imex['daemon']} -c {imex['config']}",
+                "After=network-online.target\n")))
+    deb.conffiles.append(imex["config"])
+    return deb
 
 
 def _loads_at_boot(deb: Deb) -> None:

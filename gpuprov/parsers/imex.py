@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 
 from gpuprov.parsers.errors import ParseError
-from gpuprov.parsers.kind import NOT_IN_LAB, EvidenceKind
+from gpuprov.parsers.kind import REAL_TOOL, EvidenceKind
 
 CONNECTED = "C"
 UP = "UP"
@@ -118,9 +118,9 @@ def parse_sha256sum(text: str, source: str) -> str:
 IMEX_DOMAIN = EvidenceKind(
     "imex-domain.txt", "snapshot", parse_imex_domain, "nvidia-imex-ctl -N",
     "the IMEX domain as the tray sees it: its members and their state, the connectivity "
-    "table, the domain's state", lab=NOT_IN_LAB, when="imex")
+    "table, the domain's state", lab="sim/imex.py", when="imex")
 IMEX_NODES_CONFIG = EvidenceKind(
     "imex-nodes-config.sha256", "snapshot", parse_sha256sum,
     "sha256sum /etc/nvidia-imex/nodes_config.cfg",
     "the digest of the tray's IMEX peer list (the same on every tray of a domain)",
-    lab=NOT_IN_LAB, when="imex")
+    lab=REAL_TOOL, when="imex")

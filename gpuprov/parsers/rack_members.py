@@ -15,7 +15,7 @@ import json
 from dataclasses import asdict, dataclass, field
 
 from gpuprov.parsers.errors import ParseError
-from gpuprov.parsers.kind import NOT_IN_LAB, EvidenceKind
+from gpuprov.parsers.kind import REAL_TOOL, EvidenceKind
 
 SCHEMA = "gpuprov.rack-members/1"
 
@@ -56,4 +56,4 @@ RACK_MEMBERS = EvidenceKind(
     "rack/rack.json", "rack", parse_rack_members, None,
     "the NVL72 rack this tray was judged with (`validate`'s rack stage): its profile, IMEX "
     "deployment and trays, each tray's evidence copied beside it under rack/<tray>/",
-    lab=NOT_IN_LAB)
+    lab=REAL_TOOL)      # gpuprov's own rack stage writes it, in the lab as anywhere

@@ -69,6 +69,7 @@ class Options:
     lock_overrides: dict = field(default_factory=dict)   # a rollback's lock, over the inventory's
     strategy: str = "mitogen"                            # settings.ansible_strategy()
     quick_check_dir: Path | None = None   # the quick check's files (quick_check_files.py)
+    racks: dict = field(default_factory=dict)   # gpuprov_racks (racks.playbook_racks)
 
 
 @dataclass
@@ -226,6 +227,8 @@ def run_playbook(run_dir: Path, run_id: str, options: Options, listener: Listene
     extravars.update(options.lock_overrides)
     if options.quick_check_dir:
         extravars["gpuprov_slurm_healthcheck_files"] = str(options.quick_check_dir)
+    if options.racks:
+        extravars["gpuprov_racks"] = options.racks
     cmdline = " ".join(flag for flag, wanted in (("--check", options.check),
                                                   ("--diff", options.diff)) if wanted)
     sink = EventSink(options.hosts, listener)

@@ -27,7 +27,7 @@ from gpuprov.parsers.rack_members import RACK_MEMBERS, RackMembers, RackTray
 from gpuprov.parsers.smi_gpu import SMI_BEFORE, GpuSnapshot
 from gpuprov.parsers.system import PACKAGES, SYSTEMCTL
 from gpuprov.profiles import Profile
-from gpuprov.racks import RackSpec, inventory_racks
+from gpuprov.racks import RackSpec, imex_address, inventory_racks
 
 # what the rack's judgement reads of each tray (nvl_rack.tray_from_evidence), and the
 # records of their commands' failures
@@ -88,12 +88,7 @@ def gather(inventory: Inventory, rack: RackSpec, judged: dict[str, NodeResult],
 
 
 def _address(inventory: Inventory, tray: str) -> str:
-    """The address the rack's IMEX peer list names the tray by: `gpuprov_imex_address` where
-    IMEX runs on another network than the one gpuprov reaches the tray on, else its
-    ansible_host (a per-job prolog writes the job's Slurm NodeAddr into nodes_config.cfg:
-    Azure/cyclecloud-slurm imex_prolog.sh, fleet-scale.md 3.1)."""
-    found = inventory.variables(tray, also=("ansible_host",))
-    return str(found.get("gpuprov_imex_address") or found.get("ansible_host") or tray)
+    return imex_address(tray, inventory.variables(tray, also=("ansible_host",)))
 
 
 def write_rack_evidence(directory: Path, members: RackMembers) -> None:

@@ -74,9 +74,10 @@ def _tray_dir(root: Path, tray: str, *, xml: str | None = None, imex: str | None
     return directory
 
 
-def _inventory(tmp_path: Path, imex: str = "domain", trays=TRAYS) -> Inventory:
+def _inventory(tmp_path: Path, imex: str = "domain", trays=TRAYS,
+               addresses: dict[str, str] = ADDRESSES) -> Inventory:
     path = tmp_path / "rack.ini"
-    path.write_text("[rack_a]\n" + "".join(f"{t} ansible_host={ADDRESSES[t]}\n" for t in trays)
+    path.write_text("[rack_a]\n" + "".join(f"{t} ansible_host={addresses[t]}\n" for t in trays)
                     + "[rack_a:vars]\ngpuprov_rack=rack-a\ngpuprov_rack_profile=gb200-nvl72\n"
                     f"gpuprov_profile=gb200-nvl72-tray\ngpuprov_imex={imex}\n"
                     "[hgx]\nnode01 gpuprov_profile=h100-sxm-8\n")
@@ -84,10 +85,11 @@ def _inventory(tmp_path: Path, imex: str = "domain", trays=TRAYS) -> Inventory:
 
 
 def _validated(tmp_path: Path, dirs: dict[str, Path], imex: str = "domain",
-               run_id: str = "v1") -> tuple[Ledger, list]:
+               run_id: str = "v1", addresses: dict[str, str] = ADDRESSES
+               ) -> tuple[Ledger, list]:
     """The trays' run as `validate` records it, then its rack stage; the ledger and what
-    the stage said of each rack."""
-    inventory = _inventory(tmp_path, imex)
+    the stage said of each rack (`addresses`: the trays and their IMEX addresses)."""
+    inventory = _inventory(tmp_path, imex, list(addresses), addresses)
     ledger = Ledger(tmp_path / "ledger.sqlite3")
     ledger.start_run(run_id, "validate", str(inventory.path), list(dirs), {}, {}, "/ev")
     jobs = {}

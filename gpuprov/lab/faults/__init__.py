@@ -11,8 +11,8 @@ by subsystem, one module each; a new one is its function and its FaultKind there
 from __future__ import annotations
 
 from gpuprov.errors import InputError
-from gpuprov.lab import docker, fabric, kinds
-from gpuprov.lab.faults import gpu, gpudirect, host, network, nvswitch, provisioning
+from gpuprov.lab import docker, fabric, kinds, racks
+from gpuprov.lab.faults import gpu, gpudirect, host, network, nvswitch, provisioning, rack
 from gpuprov.lab.faults.base import FABRIC_MANAGER_LOG, Expect, FaultKind, NodeAccess
 from gpuprov.lab.faults.network import PORT_RANGE_SYSCTL
 from gpuprov.lab.faults.provisioning import DPKG_STATUS
@@ -20,7 +20,7 @@ from gpuprov.lab.sim import node as sim_node
 
 __all__ = ["FAULTS", "Expect", "FaultKind", "clear", "inject"]
 
-FAULTS = {f.name: f for module in (gpu, nvswitch, network, gpudirect, host, provisioning)
+FAULTS = {f.name: f for module in (gpu, nvswitch, network, gpudirect, host, provisioning, rack)
           for f in module.FAULTS}
 
 
@@ -99,6 +99,10 @@ def clear(node: str) -> list[str]:
                 f"Package: {victim}\nStatus: install ok installed\n"))
         if "unmount" in undo:   # a restarted node has lost the mount already
             docker.exec_in(access.container, "umount", undo["unmount"], check=False)
+        for command in undo.get("commands", []):     # last: after the files they read
+            docker.exec_in(access.container, "sh", "-ec", command)
         cleared.append(fault["kind"])
-    access.save(kinds.describe(node, hw["kind"]))
+    # a rack's tray keeps its place in the rack's (healthy) NVLink domain
+    access.save(kinds.describe(node, hw["kind"], racks.domain() if hw.get("nvl_domain")
+                               else None))
     return cleared

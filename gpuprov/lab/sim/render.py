@@ -113,7 +113,26 @@ def _telemetry(hw: dict, gpu: dict, elapsed: float | None) -> dict:
     return values
 
 
+# A rack tray's fabric rows (issue 72): what the tray's GPUs registered with the rack's NVLink
+# fabric, written into each tray's description by `gpuprov lab up --rack` (lab/racks.py) and
+# changed by the rack faults. A real GB200 tray prints Completed / Success, clique 2, one
+# cluster UUID and every health row clear (tests/fixtures/nvidia-smi-q/gb200-x4-…); the
+# rows' labels and XML names as gpuprov's own H200 capture prints them.
+HEALTH_ROWS = (("summary", "Summary"), ("bandwidth", "Bandwidth"),
+               ("route_recovery_in_progress", "Route Recovery in progress"),
+               ("route_unhealthy", "Route Unhealthy"),
+               ("access_timeout_recovery", "Access Timeout Recovery"),
+               ("incorrect_configuration", "Incorrect Configuration"),
+               ("partition_assigned", "Partition Assigned"))
+HEALTHY = {"summary": "Healthy", "bandwidth": "Full", "route_recovery_in_progress": "False",
+           "route_unhealthy": "False", "access_timeout_recovery": "False",
+           "incorrect_configuration": "N/A", "partition_assigned": "N/A"}
+
+
 def _fabric(hw: dict, live: Live) -> tuple[str, str]:
+    if hw.get("nvl_domain"):        # registered through the rack's switch trays, not the host
+        domain = hw["nvl_domain"]
+        return domain["state"], domain["status"]
     if not hw["nvswitch"]:
         return "N/A", "N/A"
     if hw.get("fabric_degraded"):   # GPUs never finish registering with the fabric
@@ -199,8 +218,19 @@ def gpu_fields(hw: dict, gpu: dict, driver: str, live: Live) -> list[Field]:
            _f("gpu_temp", "GPU Current Temp", f"{temperature(hw, gpu)} C")),
         _s("gpu_power_readings", "GPU Power Readings",
            _f("current_power_limit", "Current Power Limit", f"{spec['power_limit_w']:.2f} W")),
-        _s("fabric", "Fabric", _f("state", "State", state), _f("status", "Status", status)),
+        _fabric_block(hw, gpu, state, status),
     ]
+
+
+def _fabric_block(hw: dict, gpu: dict, state: str, status: str) -> Field:
+    domain = hw.get("nvl_domain")
+    if not domain:
+        return _s("fabric", "Fabric", _f("state", "State", state), _f("status", "Status", status))
+    health = {**HEALTHY, **gpu.get("nvl_health", {})}
+    return _s("fabric", "Fabric", _f("state", "State", state), _f("status", "Status", status),
+              _f("cliqueId", "CliqueId", domain["clique_id"]),
+              _f("clusterUuid", "ClusterUUID", domain["cluster_uuid"]),
+              _s("health", "Health", *(_f(tag, label, health[tag]) for tag, label in HEALTH_ROWS)))
 
 
 def _xml(fields: list[Field], depth: int) -> str:
