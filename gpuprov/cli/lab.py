@@ -25,7 +25,7 @@ def lab() -> None:
               help="How many nodes (node01, node02, …).  [default: 3]")
 @click.option("--kind", "kind_choices", multiple=True, metavar="[NODE=]KIND",
               help="Hardware kind of one node (NODE=KIND) or of all (KIND); repeatable. "
-                   f"Kinds: {', '.join(kinds.names())}. Default: a mix, in that order: "
+                   f"Kinds: {', '.join(kinds.node_kinds())}. Default: a mix, in that order: "
                    f"{', '.join(kinds.DEFAULT_CYCLE)}.")
 @click.option("--slurm", "with_slurm", is_flag=True,
               help="Also a Slurm cluster: slurmctld on a head node (slurmctl), slurmd on every "

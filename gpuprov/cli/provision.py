@@ -77,6 +77,21 @@ def _rollback_lock(ledger: Ledger, hosts: list[str]) -> tuple:
     return next(iter(targets.values()))
 
 
+def _racks(inventory: Inventory, hosts: list[str]) -> tuple[dict, dict[str, str]]:
+    """The NVL72 racks of the hosts asked for, whole (every tray's IMEX address, asked or
+    not: one peer list for the rack), as the playbook's IMEX tasks take them; and each
+    asked tray's rack (provisioned one rack at a time)."""
+    def found(host: str) -> dict:
+        return inventory.variables(host, also=("ansible_host",))
+
+    if not any(found(host).get("gpuprov_rack") for host in hosts):
+        return {}, {}   # no tray asked for: the rest of a large inventory is not read
+    racks = {n: r for n, r in inventory_racks(inventory.hosts(), found).items()
+             if set(r.trays) & set(hosts)}
+    return playbook_racks(racks, found), {t: r.name for r in racks.values() for t in r.trays
+                                           if t in hosts}
+
+
 @click.command()
 @click.argument("rollback_nodes", nargs=-1, metavar="[--rollback NODE…]")
 @options.inventory
@@ -108,18 +123,6 @@ def _rollback_lock(ledger: Ledger, hosts: list[str]) -> tuple:
 @click.option("--full", is_flag=True,
               help="Run every task on every host, even those in sync with their last full "
                    "run (by default such a host is skipped, saying so).")
-def _racks(inventory: Inventory, hosts: list[str]) -> dict:
-    """The NVL72 racks of the hosts asked for, whole (every tray's IMEX address, asked or
-    not: one peer list for the rack), for the playbook's IMEX tasks."""
-    def found(host: str) -> dict:
-        return inventory.variables(host, also=("ansible_host",))
-
-    if not any(found(host).get("gpuprov_rack") for host in hosts):
-        return {}       # no tray asked for: the rest of a large inventory is not read
-    racks = inventory_racks(inventory.hosts(), found)
-    return playbook_racks({n: r for n, r in racks.items() if set(r.trays) & set(hosts)}, found)
-
-
 def provision(rollback_nodes: tuple[str, ...], inventory_option: str | None, limit: str | None,
               tags: str | None, check: bool, diff: bool, forks: int, serial: str | None,
               allow_reboot: bool, reboot_serial: str, retry_failed: bool, with_slurm: bool,
@@ -149,11 +152,12 @@ def provision(rollback_nodes: tuple[str, ...], inventory_option: str | None, lim
     metrics_dir = None if check else configured_textfile_dir()
     if with_slurm and check:
         raise InputError("--slurm and --check: a check run changes nothing, no drain needed")
+    racks, rack_of = _racks(inventory, hosts)
     playbook = Options(inventory=path, hosts=hosts, check=check, diff=diff, tags=tags,
                        forks=forks, serial=serial, allow_reboot=allow_reboot,
                        reboot_serial=reboot_serial, strategy=strategy,
                        lock_overrides={f"{LOCK_PREFIX}{k}": v for k, v in target[1].items()}
-                       if target else {}, racks=_racks(inventory, hosts))
+                       if target else {}, racks=racks)
     done = run_provisioning(ProvisionRequest(
         inventory, playbook,
         {h: target[1] if target else plans[h].recorded_lock() for h in hosts},
@@ -161,7 +165,7 @@ def provision(rollback_nodes: tuple[str, ...], inventory_option: str | None, lim
         slurm=site_settings.slurm() if with_slurm else None,
         variables={h: inventory.variables(h) for h in hosts} if with_slurm else None,
         metrics_dir=metrics_dir, keep_baselines=not check and not tags,
-        skip_in_sync=not (check or tags or full or rollback)),
+        skip_in_sync=not (check or tags or full or rollback), rack_of=rack_of),
         click.echo, lambda line: click.echo(line, err=True))
     click.echo(_summary(done.outcomes))
     click.echo(f"log: {done.log_path}" if done.log_path.exists()

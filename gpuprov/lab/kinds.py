@@ -26,6 +26,11 @@ def names() -> list[str]:
     return sorted(yaml_files(KINDS_FOLDER))
 
 
+def node_kinds() -> list[str]:
+    """The kinds a node of `lab up --kind` may be (a rack's trays come up with their rack)."""
+    return [k for k in names() if not load(k).get("rack_tray")]
+
+
 def load(kind: str) -> dict:
     files = yaml_files(KINDS_FOLDER)
     if kind not in files:

@@ -215,8 +215,9 @@ class EventSink:
 
 def run_playbook(run_dir: Path, run_id: str, options: Options, listener: Listener
                  ) -> tuple[list[HostOutcome], Path, dict[str, Touched]]:
-    """Run the playbook; returns each host's outcome, the path of the full log, and the
-    files and units each host's task results named."""
+    """Run the playbook (`run_id`: its ident in the run's directory); returns each host's
+    outcome, the path of the full log, and the files and units each host's task results
+    named."""
     if not PLAYBOOK.is_file():
         raise EnvironmentProblem(f"{PLAYBOOK} not found: this gpuprov install lacks its "
                                  f"collection {collection.FQCN}; reinstall it")

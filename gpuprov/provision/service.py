@@ -9,7 +9,7 @@ chooses the hosts, prints the judgements, calls `provision()` and renders what i
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from gpuprov.config import state_dir
@@ -43,6 +43,8 @@ class ProvisionRequest:
     keep_baselines: bool = False
     # skip the hosts in sync with their baseline (not with --full or --rollback)
     skip_in_sync: bool = False
+    # tray -> its NVL72 rack, for the trays asked for: a change goes one rack at a time
+    rack_of: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -99,6 +101,48 @@ def _new_baselines(ledger: Ledger, request: ProvisionRequest, run_id: str,
     ledger.record_baselines(run_id, [b for b in taken if b is not None] + carried)
 
 
+def rack_batches(hosts: list[str], rack_of: dict[str, str]
+                 ) -> list[tuple[str | None, list[str]]]:
+    """The hosts as the playbook takes them: each NVL72 rack's trays together, rack after
+    rack in the order their first tray comes, then every other host (rack None)."""
+    batches: dict[str | None, list[str]] = {}
+    for host in hosts:
+        batches.setdefault(rack_of.get(host), []).append(host)
+    others = batches.pop(None, [])
+    return [*batches.items(), *([(None, others)] if others else [])]
+
+
+def _run_by_rack(run_dir: Path, run_id: str, options, view, rack_of: dict[str, str],
+                 say: Say) -> tuple[list[HostOutcome], Path, dict]:
+    """The playbook over the hosts, one NVL72 rack at a time ("the smallest unit of change
+    is 18 compute trays", NVIDIA/DCGM#313): a rack that does not converge stops the run
+    before the next rack is touched; hosts of no rack go last. Without racks: one run."""
+    batches = rack_batches(options.hosts, rack_of)
+    if len(batches) == 1 and batches[0][0] is None:
+        return run_playbook(run_dir, run_id, options, view)
+    outcomes: list[HostOutcome] = []
+    touched: dict = {}
+    logs: list[Path] = []
+    stopped = None
+    for number, (rack, hosts) in enumerate(batches, start=1):
+        if stopped:
+            outcomes += [HostOutcome(h, Outcome.FAILED, detail=(
+                f"not provisioned: rack {stopped} did not converge first (a change goes "
+                "one rack at a time)")) for h in hosts]
+            continue
+        say(f"{f'rack {rack}' if rack else 'hosts of no rack'}: {len(hosts)} host(s) "
+            f"({number} of {len(batches)})")
+        done, log, named = run_playbook(run_dir, run_id if number == 1 else
+                                        f"{run_id}-{number}", replace(options, hosts=hosts),
+                                        view)
+        outcomes += done
+        touched.update(named)
+        logs.append(log)
+        if rack and any(o.outcome in (Outcome.FAILED, Outcome.UNREACHABLE) for o in done):
+            stopped = rack
+    return outcomes, logs[0] if len(logs) == 1 else logs[0].parent.parent, touched
+
+
 def provision(request: ProvisionRequest, say: Say, warn: Say) -> ProvisionRun:
     ledger = Ledger()
     run_id = new_run_id("provision")
@@ -145,7 +189,8 @@ def provision(request: ProvisionRequest, say: Say, warn: Say) -> ProvisionRun:
     touched: dict = {}
     if options.hosts:
         with view_for(options.hosts) as view:
-            outcomes, log_path, touched = run_playbook(run_dir, run_id, options, view)
+            outcomes, log_path, touched = _run_by_rack(run_dir, run_id, options, view,
+                                                       request.rack_of, say)
     outcomes = sorted([*outcomes, *skipped.values()], key=lambda o: hosts.index(o.host))
     if request.keep_baselines:
         _new_baselines(ledger, request, run_id, outcomes, touched, plans, inputs, skipped)

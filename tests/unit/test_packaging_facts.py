@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 
+import jinja2
 import pytest
 import yaml
 
@@ -45,6 +46,19 @@ def test_the_driver_role_names_packages_as_the_facts_say(branch):
     assert rendered["nvidia_driver_names_branch"] == packaging_facts.driver_names_branch(branch)
     assert (rendered["nvidia_driver_fabric_names_branch"]
             == packaging_facts.fabric_names_branch(branch))
+
+
+@pytest.mark.parametrize("branch", ["570", "580", "590"])
+def test_the_driver_role_names_imex_as_the_facts_say_and_the_imex_role_its_files(branch):
+    rendered = render_role_vars("nvidia_driver", {"nvidia_driver_version": f"{branch}.1.2"}, [
+        "nvidia_driver_branch", "nvidia_driver_fabric_names_branch"])
+    packages = [jinja2.Template(name).render(rendered)
+                for name in _defaults("nvidia_driver")["nvidia_driver_imex_packages"]]
+    assert packages == [packaging_facts.imex_package(branch)]
+    imex = _defaults("nvidia_imex")
+    assert imex["nvidia_imex_unit"] == FACTS["imex"]["unit"]
+    assert imex["nvidia_imex_nodes_config"] == FACTS["imex"]["nodes_config"]
+    assert "nvidia-imex" in _defaults("nvidia_driver")["nvidia_driver_stop_before_replace"]
 
 
 def test_the_persistence_drop_in_runs_the_packaged_command_with_persistence_mode_on():
