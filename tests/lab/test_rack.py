@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 
-from gpuprov.lab import fabric
 from gpuprov.lab.faults import FAULTS
 from gpuprov.parsers.imex import parse_imex_domain
 from tests.conftest import gpuprov
@@ -55,6 +54,7 @@ def test_a_gb200_nvl72_rack_is_provisioned_as_one_domain_and_judged_as_the_unit(
         inventory = Path(hosts).read_text()
         group = inventory.split("[lab_rack]\n", 1)[1].split("\n\n", 1)[0].split()
         assert group == TRAYS and "gpuprov_rack_profile=gb200-nvl72" in inventory
+        rack_name = re.search(r"(?m)^gpuprov_rack=(\S+)$", inventory)[1]    # lab 4's own
 
         def on(tray: str, command: str) -> str:
             return gpuprov("lab", "ssh", tray, "--", command, env=env, check=True).stdout
@@ -66,8 +66,10 @@ def test_a_gb200_nvl72_rack_is_provisioned_as_one_domain_and_judged_as_the_unit(
         digests = {on(t, "sha256sum /etc/nvidia-imex/nodes_config.cfg").split()[0]
                    for t in TRAYS}
         assert len(digests) == 1, digests
-        assert on("node01", "cat /etc/nvidia-imex/nodes_config.cfg").split() == [
-            fabric.address(t) for t in TRAYS]
+        # each tray's IMEX address, its lab fabric address, in the inventory's order
+        addresses = re.findall(r"(?m)^node\d+ .*gpuprov_imex_address=(\S+)", inventory)
+        assert len(addresses) == 18 and all(a.startswith("198.18.3.") for a in addresses)
+        assert on("node01", "cat /etc/nvidia-imex/nodes_config.cfg").split() == addresses
         domain = parse_imex_domain(on("node18", "nvidia-imex-ctl -N"), "node18")
         assert domain.state == "UP" and [n.state for n in domain.nodes] == ["READY"] * 18
         assert on("node02", "systemctl is-enabled nvidia-imex; systemctl is-active "
@@ -77,14 +79,21 @@ def test_a_gb200_nvl72_rack_is_provisioned_as_one_domain_and_judged_as_the_unit(
         healthy = _validate(env, hosts)
         [rack] = healthy["racks"]
         assert (rack["rack"], rack["profile"], rack["imex"]) == (
-            "lab-rack", "gb200-nvl72", "domain")
+            rack_name, "gb200-nvl72", "domain")
         for tray, node in healthy["nodes"].items():
             checks = _checks(node)
             assert (checks["rack_tray"]["status"], checks["rack"]["status"]) == (
                 "pass", "pass"), (tray, checks["rack_tray"], checks["rack"])
-            # a light tray: rejected only for the stack it was not given
+            # a light tray: rejected only for the stack and settings it was not given
+            # (setup and configuration findings), never with a hardware action
             bad = [c for c in node["checks"] if c["status"] in ("fail", "missing")]
-            assert bad and {c["action"] for c in bad} == {NOT_PROVISIONED}, (tray, bad)
+            assert bad and not {c["action"] for c in bad} & HARDWARE, (tray, bad)
+            assert NOT_PROVISIONED in {c["action"] for c in bad}
+
+        # the scheduler's topology from the fabric's own identity: the rack's trays, one block
+        block = gpuprov("rack", "-i", hosts, "--topology", env=env)
+        assert block.returncode == 0, block.stderr
+        assert f"BlockName={rack_name} Nodes={','.join(TRAYS)}" in block.stdout, block.stdout
 
         for tray, (fault, gpu) in FAULTED.items():
             injected = gpuprov("lab", "fault", tray, fault,
@@ -102,7 +111,7 @@ def test_a_gb200_nvl72_rack_is_provisioned_as_one_domain_and_judged_as_the_unit(
         for tray, node in faulted["nodes"].items():
             rack_check = _checks(node)["rack"]
             assert rack_check["status"] == "fail" and rack_check["action"] == "none"
-            assert rack_check["summary"].startswith("rack lab-rack: ")
+            assert rack_check["summary"].startswith(f"rack {rack_name}: ")
             if tray not in FAULTED:
                 assert _checks(node)["rack_tray"]["status"] == "pass", (tray, node)
         assert not {c["action"] for n in faulted["nodes"].values() for c in n["checks"]
