@@ -43,12 +43,13 @@ stage pytest-unit pytest -n 2 tests/unit --junitxml="$times/pytest-unit.xml" "$@
 
 # The lab tests run on two labs side by side (GPUPROV_LAB_INSTANCE, docs/lab.md), each
 # file whole and in order on one: the validation tests, which provision a rack of their
-# own, on lab 2; the rest (the lab itself, provisioning, every role's molecule scenario,
-# the simulated GPUs) on lab 1. About half of a lab test's time is waiting, so two labs on
-# two cores take less time than one (docs/install.md). Lab 2's output follows lab 1's.
+# own, and the HGX B200's (a lab of its own) on lab 2's side; the rest (the lab itself,
+# provisioning, the NVL72 rack's (a lab of its own), every role's molecule scenario, the
+# simulated GPUs) on lab 1's. About half of a lab test's time is waiting, so two labs on two
+# cores take less time than one (docs/install.md). Lab 2's output follows lab 1's.
 # (pytest-xdist's loadgroup did not keep a group on one worker here: tried, it spread one
 # file's tests over both workers.)
-LAB2_FILES=(tests/lab/test_provision_validate.py)
+LAB2_FILES=(tests/lab/test_provision_validate.py tests/lab/test_b200.py)
 lab_tests() {
   local status=0 second
   env -u GPUPROV_LAB_DIR GPUPROV_LAB_INSTANCE=2 pytest "${LAB2_FILES[@]}" -p no:cacheprovider \
