@@ -109,7 +109,8 @@ class Lab:
             rack = self.rack()
         if rack is not None and (count is not None or kind_choices):
             raise InputError("--rack brings up the rack's trays: not with --nodes or --kind")
-        plan = racks.plan(rack) if rack else plan_kinds(count or 3, kind_choices or [])
+        plan = racks.plan(rack) if rack else plan_kinds(3 if count is None else count,
+                                                          kind_choices or [])
         domain = racks.domain() if rack else None
         with_slurm = with_slurm or self.has_slurm()
         host_limits.check_room_for(len(plan) + (1 if with_slurm else 0))
