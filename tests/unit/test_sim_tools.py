@@ -359,7 +359,7 @@ def test_the_packaged_persistence_unit_turns_persistence_mode_off_as_the_real_on
     assert "--no-persistence-mode" in unit and "[Install]" not in unit
     monkeypatch.setattr(node, "PERSISTENCE_MODE", str(tmp_path / "mode"))
     monkeypatch.setattr(node, "running", lambda pid_file: True)
-    monkeypatch.setattr(daemons, "_daemonize", lambda pid_file: None)
+    monkeypatch.setattr(daemons, "daemonize", lambda pid_file: None)
     for argv, shown in ((["--user", "nvidia-persistenced", "--no-persistence-mode"], "Disabled"),
                         (["--user", "nvidia-persistenced", "--persistence-mode"], "Enabled")):
         assert daemons.persistenced(argv) == 0
@@ -600,7 +600,7 @@ def test_fabric_manager_s_start_script_starts_the_subnet_manager_on_nvlink5_only
     from gpuprov.lab.sim import daemons
     _, save = sim_node
     started = []
-    monkeypatch.setattr(daemons, "_daemonize", lambda pid_file: (
+    monkeypatch.setattr(daemons, "daemonize", lambda pid_file: (
         started.append(Path(pid_file).name), Path(pid_file).write_text(f"{os.getpid()}\n")))
     monkeypatch.setattr(daemons, "FM_LOG", str(tmp_path / "fabricmanager.log"))
     monkeypatch.setattr(daemons, "LOADED_MODULES", str(tmp_path / "modules"))

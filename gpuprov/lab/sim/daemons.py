@@ -15,14 +15,16 @@ import shutil
 import signal
 import sys
 import time
+from collections.abc import Callable
 
 from . import node
 
 FM_LOG = "/var/log/fabricmanager.log"
 
 
-def _daemonize(pid_file: str) -> None:
-    """Fork; the child records its pid and sleeps until SIGTERM; the parent returns."""
+def daemonize(pid_file: str, serving: Callable[[], None] | None = None) -> None:
+    """Fork; the child starts `serving` (its threads: a fork keeps none), records its pid
+    and sleeps until SIGTERM; the parent returns."""
     if os.fork() > 0:
         # wait for the child's pid file so `systemctl start` returns with it running
         for _ in range(50):
@@ -31,6 +33,8 @@ def _daemonize(pid_file: str) -> None:
             time.sleep(0.05)
         return
     os.setsid()
+    if serving:
+        serving()
     _serve(pid_file)
 
 
@@ -63,7 +67,7 @@ def persistenced(argv: list[str]) -> int:
     os.makedirs(os.path.dirname(node.PERSISTENCE_MODE), exist_ok=True)
     with open(node.PERSISTENCE_MODE, "w") as fh:
         fh.write("0\n" if "--no-persistence-mode" in argv else "1\n")
-    _daemonize(node.PERSISTENCED_PID)
+    daemonize(node.PERSISTENCED_PID)
     return 0
 
 
@@ -106,7 +110,7 @@ def fabricmanager(argv: list[str], version: str, nvlsm_pid: str = "") -> int:
         sys.stderr.write("request to query NVSwitch device information failed: WARNING "
                          "Nothing to do [NV_WARN_NOTHING_TO_DO]\n")
         return 1
-    _daemonize(node.FABRICMANAGER_PID)
+    daemonize(node.FABRICMANAGER_PID)
     return 0
 
 
@@ -119,7 +123,7 @@ def nvlsm(argv: list[str], pid_file: str) -> int:
         sys.stderr.write("gpuprov lab: nvlsm: cannot open /dev/infiniband/umad*: ib_umad is "
                          "not loaded\n")
         return 1
-    _daemonize(pid_file)
+    daemonize(pid_file)
     return 0
 
 
@@ -175,5 +179,5 @@ def hostengine(argv: list[str]) -> int:
         return 1
     if "-n" in argv:
         _serve(HOSTENGINE_PID)
-    _daemonize(HOSTENGINE_PID)
+    daemonize(HOSTENGINE_PID)
     return 0

@@ -25,15 +25,13 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
-import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
 
-from . import node
+from . import daemons, node
 
 LOG = "/var/log/nvidia-imex.log"
 PID_FILE = "/run/nvidia-imex/nvidia-imex.pid"
@@ -112,14 +110,9 @@ def daemon(argv: list[str], version: str, config: str, nodes: str, server_port: 
         sys.stderr.write(f"nvidia-imex: no address of {nodes_file} is this node's\n")
         return 1
     me = {"version": version, "nodes_sha256": hashlib.sha256(listed).hexdigest()}
-    if os.fork() > 0:               # Type=forking: back once the child serves
-        for _ in range(100):
-            if os.path.exists(PID_FILE):
-                return 0
-            time.sleep(0.05)
-        return 1
-    os.setsid()
-    _serve(me, members, own, port, _port(settings, "IMEX_CMD_PORT", cmd_port))
+    cmd = _port(settings, "IMEX_CMD_PORT", cmd_port)
+    # Type=forking: back once the child serves
+    daemons.daemonize(PID_FILE, lambda: _listen(me, members, own, port, cmd))
     return 0
 
 
@@ -138,7 +131,9 @@ def _accept_forever(sock: socket.socket, answer) -> None:
             conn.sendall(answer(conn).encode())
 
 
-def _serve(me: dict, members: list[str], own: str, port: int, cmd_port: int) -> None:
+def _listen(me: dict, members: list[str], own: str, port: int, cmd_port: int) -> None:
+    """The daemon's two services, each a thread: its peers' (what it is) and nvidia-imex-ctl's
+    (the domain as it sees it now)."""
     peers = _listener(own, port)
     commands = _listener("127.0.0.1", cmd_port)
     threading.Thread(target=_accept_forever, args=(peers, lambda c: json.dumps(me) + "\n"),
@@ -149,22 +144,6 @@ def _serve(me: dict, members: list[str], own: str, port: int, cmd_port: int) -> 
         return render(members, {a: probe(a, port) for a in members})
 
     threading.Thread(target=_accept_forever, args=(commands, domain), daemon=True).start()
-    os.makedirs(os.path.dirname(PID_FILE), exist_ok=True)
-    with open(PID_FILE, "w") as fh:
-        fh.write(f"{os.getpid()}\n")
-
-    def stop(*_: object) -> None:
-        try:
-            os.unlink(PID_FILE)
-        finally:
-            os._exit(0)
-
-    signal.signal(signal.SIGTERM, stop)
-    devnull = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):
-        os.dup2(devnull, fd)
-    while True:
-        signal.pause()
 
 
 def probe(address: str, port: int) -> dict | None:
