@@ -85,13 +85,14 @@ def status() -> None:
     if not rows:
         click.echo("the lab is down")
         return
-    click.echo(f"{'NODE':<8} {'KIND':<14} {'CONTAINER':<10} SYSTEMD")
+    click.echo(f"{'NODE':<8} {'KIND':<16} {'CONTAINER':<10} SYSTEMD")
     for row in rows:
-        click.echo(f"{row['node']:<8} {row['kind']:<14} {row['container']:<10} {row['systemd']}")
+        click.echo(f"{row['node']:<8} {row['kind']:<16} {row['container']:<10} {row['systemd']}")
 
 
+_WIDTH = max(len(name) for name in faults.FAULTS)
 FAULT_KINDS_HELP = "\b\nKinds:\n" + "".join(
-    f"  {f.name:<18} {f.help}\n" for f in faults.FAULTS.values())
+    f"  {f.name:<{_WIDTH}} {f.help}\n" for f in faults.FAULTS.values())
 
 
 @lab.command(epilog=FAULT_KINDS_HELP)
