@@ -101,6 +101,17 @@ def _new_baselines(ledger: Ledger, request: ProvisionRequest, run_id: str,
     ledger.record_baselines(run_id, [b for b in taken if b is not None] + carried)
 
 
+def host_inputs(request: ProvisionRequest, host: str, quick_check: str | None) -> str:
+    """What a host's run is given, as one digest (the in-sync skip's): its lock, its
+    variables, its quick check's files, and a tray's rack (its IMEX deployment and every
+    member's address: a tray added to the rack changes every tray's peer list)."""
+    rack = request.rack_of.get(host)
+    return insync.fingerprint(request.locks[host], {
+        **request.inventory.settings(host),
+        **({"quick_check": quick_check} if quick_check else {}),
+        **({"rack": request.playbook.racks[rack]} if rack else {})})
+
+
 def rack_batches(hosts: list[str], rack_of: dict[str, str]
                  ) -> list[tuple[str | None, list[str]]]:
     """The hosts as the playbook takes them: each NVL72 rack's trays together, rack after
@@ -155,9 +166,8 @@ def provision(request: ProvisionRequest, say: Say, warn: Say) -> ProvisionRun:
                                     options.hosts, ledger)
     if quick:
         options = replace(options, quick_check_dir=run_dir / "quick-check")
-    inputs = {h: insync.fingerprint(request.locks[h], {
-        **request.inventory.settings(h), **({"quick_check": quick[h]} if h in quick else {})})
-        for h in options.hosts} if request.keep_baselines else {}
+    inputs = {h: host_inputs(request, h, quick.get(h)) for h in options.hosts} \
+        if request.keep_baselines else {}
     skipped = _in_sync(ledger, request, plans, inputs, say) if request.skip_in_sync else {}
     options = replace(options, hosts=[h for h in options.hosts if h not in skipped])
     gate = None

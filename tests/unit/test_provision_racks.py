@@ -48,3 +48,20 @@ def test_a_rack_that_does_not_converge_stops_the_run_before_the_next(tmp_path, m
                                             said.append)
     assert runs == [("p2", ["a1", "a2"]), ("p2-2", ["h1"])]
     assert {o.outcome for o in outcomes} == {"converged"} and log == tmp_path / "2/artifacts"
+
+
+def test_a_tray_s_inputs_change_with_its_rack_s_members_so_it_is_not_skipped_in_sync():
+    from types import SimpleNamespace
+
+    def request(members):
+        inventory = SimpleNamespace(settings=lambda host: {"gpuprov_rack": "rack-a"})
+        racks = {"rack-a": {"imex": "domain", "members": members}}
+        return SimpleNamespace(locks={"a1": {"driver_version": "590.48.01"}},
+                               inventory=inventory, rack_of={"a1": "rack-a"},
+                               playbook=Options(inventory=Path("h"), hosts=["a1"], racks=racks))
+
+    eighteen = [f"10.0.0.{i}" for i in range(1, 19)]
+    assert service.host_inputs(request(eighteen), "a1", None) == \
+        service.host_inputs(request(list(eighteen)), "a1", None)
+    assert service.host_inputs(request(eighteen), "a1", None) != \
+        service.host_inputs(request(eighteen[:17]), "a1", None)
