@@ -328,13 +328,15 @@ def _perftest(client: FabricNode, server: FabricNode, rails: list[str],
         f"setsid timeout -k 5 {limit} {command[server.name]} -d {rail} -p {base_port + i} "
         f"{flags} > {workdir}/server-{rail}.txt 2>&1 < /dev/null & "
         f"echo $! >> {workdir}/servers.pid;" for i, rail in enumerate(rails))
-    # every server listening (ss) before a client connects, which perftest's client does
-    # once, without retrying; after 25 s the clients go anyway and fail with their own words
-    # (a loaded two-core lab starting eight servers at once has needed more than 10)
+    # every server listening (ss), or already gone (it failed: its client fails with its
+    # own words), before a client connects, which perftest's client does once, without
+    # retrying; after 25 s the clients go anyway (a loaded two-core lab starting eight
+    # servers at once has needed more than 10)
     ports = " ".join(str(base_port + i) for i in range(len(rails)))
-    ready = (f"for i in $(seq 125); do n=0; for p in {ports}; do ss -Hltn \"sport = :$p\" | "
-             f"grep -q . && n=$((n+1)); done; [ $n -ge {len(rails)} ] && exit 0; sleep 0.2; "
-             "done")
+    ready = (f"for i in $(seq 125); do n=0; k=0; for p in {ports}; do k=$((k+1)); "
+             f"pid=$(sed -n ${{k}}p {workdir}/servers.pid); if ss -Hltn \"sport = :$p\" | "
+             "grep -q . || ! kill -0 $pid 2>/dev/null; then n=$((n+1)); fi; done; "
+             f"[ $n -ge {len(rails)} ] && exit 0; sleep 0.2; done")
     _run(server.host, f"mkdir -p {workdir} && {{ {serve} {ready}; }}", 30)
     started = time.monotonic()
     ask = " ".join(
