@@ -3,6 +3,7 @@ TCP, the stage's results judge per rail, and a slow HCA is placed on its node an
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import time
@@ -11,6 +12,7 @@ import yaml
 
 from gpuprov.checks.localize import rail_findings
 from gpuprov.lab import kinds, perftest
+from gpuprov.lab.emulated_slurm import free_ports
 from gpuprov.lab.paths import NODE_LAB_DIR
 from gpuprov.parsers.fabric import BANDWIDTH, LATENCY, FabricRecord, Member, RailRun
 from gpuprov.parsers.perftest import parse_ib_write_bw, parse_ib_write_lat
@@ -150,6 +152,15 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _free_base(count: int = 16) -> int:
+    """The first of `count` consecutive free ports, below the kernel's ephemeral range: a
+    rail's server binds base + its index, and a port taken from the ephemeral range has
+    neighbours that any connection on this machine (the emulated Slurm campaign beside it on
+    the other worker makes thousands) may hold as its source port. Each worker starts its
+    search elsewhere, and the emulated clusters' own ports start at 20000."""
+    return free_ports(count, start=10000 + (os.getpid() % 90) * 100)[0]
+
+
 def _stand_in(tmp_path):
     """The lab's ib_write_bw over an H100 node's ports, its fourth rail at a quarter (the
     rail-slow fault), runnable here: (the script, the hardware description)."""
@@ -211,7 +222,7 @@ def test_the_stage_runs_every_rail_of_a_pair_at_once_over_real_processes(tmp_pat
     settings = RailSettings(f"t{_free_port()}", dict.fromkeys(("node01", "node02"), rails),
                             dict.fromkeys(("node01", "node02"), FLOOR),
                             dict.fromkeys(("node01", "node02"), str(script)), seconds=1,
-                            port=_free_port(), loopback=False)
+                            port=_free_base(), loopback=False)
     record = run_rails(nodes, settings, tmp_path / "out", lambda line: None)
     assert [(r.rail, r.ok) for r in record.rails] == [(rail, True) for rail in rails]
     slow = {r.rail: r.average_gbps for r in record.rails}
@@ -227,7 +238,7 @@ def test_the_loopback_runs_server_and_client_on_one_node_and_places_its_slow_hca
     rails = [p["ca"] for p in hw["nic_ports"]]
     node = FabricNode("node01", "127.0.0.1", "lo", _LocalHost())
     settings = RailSettings(f"t{_free_port()}", {"node01": rails}, {"node01": FLOOR},
-                            {"node01": str(script)}, seconds=1, port=_free_port(),
+                            {"node01": str(script)}, seconds=1, port=_free_base(),
                             latency_command={"node01": str(tmp_path / "ib-write-lat")},
                             ceilings={"node01": CEILING})
     record = run_rails([node], settings, tmp_path / "out", lambda line: None)
