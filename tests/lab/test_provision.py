@@ -39,6 +39,7 @@ from gpuprov.lab.faults import FAULTS
 from gpuprov.lab.inventory import LAB_LOCK
 from gpuprov.lab.mirror import KEYRING_NAME
 from gpuprov.lab.paths import NODE_MIRROR_PATH
+from gpuprov.provision.runner import PLAYBOOK
 from tests.certificates import site_key_pair
 from tests.conftest import BIN, REPO, gpuprov
 from tests.packaging import build_collection, build_wheel, fresh_virtualenv, outside_env
@@ -172,7 +173,8 @@ def test_bad_input_is_one_line_exit_2_and_touches_no_host(rack, tmp_path):
     assert nodes.returncode == 0 and nodes.stdout.startswith("no runs recorded yet")
 
 
-THIRD_PLAY = "GPUDirect settings, containers, GPU diagnostics (gpu-burn, DCGM, nccl-tests), PyTorch"
+# the play after the reboot play, as the playbook names it (the live lines name plays)
+THIRD_PLAY = yaml.safe_load(PLAYBOOK.read_text())[2]["name"]
 
 
 def test_full_provision_from_bare_nodes(rack):
