@@ -45,7 +45,11 @@ def test_an_hgx_b200_provisions_fabric_manager_with_its_subnet_manager_and_is_ac
 
         first = gpuprov("provision", "-i", hosts, "--allow-reboot", env=env, timeout=1500)
         assert first.returncode == 0, first.stdout[-3000:]
-        again = gpuprov("provision", "-i", hosts, "--full", env=env, timeout=900)
+        # idempotent where the B200 differs from the kinds the roles' scenarios converge
+        # twice: the driver's NVLink5 path and gpu-burn for compute capability 10.0 (the
+        # whole Blackwell stack converges twice in lab 2's R590 test)
+        again = gpuprov("provision", "-i", hosts, "--tags", "driver,gpu_burn", env=env,
+                        timeout=900)
         assert again.returncode == 0, again.stdout[-3000:]
         assert re.search(r"(?m)^node01\s+converged\s+\d+\s+0\s", again.stdout), again.stdout
 
