@@ -23,6 +23,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
+from gpuprov import packaging_facts
 from gpuprov.evidence import Evidence
 from gpuprov.model import Action, CheckResult, GpuRef, Status, Verdict, verdict
 from gpuprov.parsers.errors import ParseError
@@ -32,12 +33,9 @@ from gpuprov.parsers.smi_gpu import SMI_BEFORE, GpuSnapshot
 from gpuprov.parsers.system import PACKAGES, SYSTEMCTL
 from gpuprov.racks import RackProfile
 
-# IMEX's package: nvidia-imex-<branch> before R580, nvidia-imex from R580 on, the suffixed
-# name a Provides alias in NVIDIA's CUDA repository (a public provisioning note found with
-# find_string "apt install nvidia-imex": "nvidia-imex and libnvidia-nscq dropped their
-# -${driver_major} branch suffix starting with the 580 driver"; nscq's the same in
-# data/packaging.yml, fabric_names_unsuffixed_from, verified in the repository)
-IMEX_PACKAGE = re.compile(r"^nvidia-imex(-\d+)?$")
+# IMEX's package under either of its names: nvidia-imex-<branch> before R580, nvidia-imex
+# from R580 on (data/packaging.yml `imex`, with its sources)
+IMEX_PACKAGE = re.compile(rf"^{re.escape(packaging_facts.facts()['imex']['package'])}(-\d+)?$")
 COMPLETED, SUCCESS = "Completed", "Success"
 ZERO_UUID = "00000000-0000-0000-0000-000000000000"
 FABRIC_MANAGER_UNIT = "nvidia-fabricmanager"
