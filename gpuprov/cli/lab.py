@@ -1,4 +1,8 @@
-"""`gpuprov lab …`: the simulated rack."""
+"""`gpuprov lab …`: the simulated rack.
+
+The lab's machinery (the Lab, its faults: Ansible's inventory, the stand-ins) is imported
+by the commands that use it: `lab ssh`, `lab inventory` and a fault's help read only the
+lab's recorded state, and the tests call them hundreds of times."""
 
 from __future__ import annotations
 
@@ -6,12 +10,12 @@ import os
 
 import click
 
-from gpuprov.lab import faults, kinds, slurm
-from gpuprov.lab.lab import Lab
+from gpuprov.lab import kinds, recorded
 from gpuprov.lab.paths import LabPaths
 
 
-def _lab() -> Lab:
+def _lab():
+    from gpuprov.lab.lab import Lab
     return Lab(LabPaths.default(), log=lambda msg: click.echo(msg, err=True))
 
 
@@ -43,6 +47,7 @@ def up(count: int | None, kind_choices: tuple[str, ...], with_slurm: bool,
         click.echo(f"{node}\t{kind}\tup")
     click.echo(f"inventory: {lab_.paths.inventory}")
     if lab_.has_slurm():
+        from gpuprov.lab import slurm
         click.echo(f"slurm: GPUPROV_CONFIG={slurm.config_file(lab_.paths)}")
 
 
@@ -90,19 +95,26 @@ def status() -> None:
         click.echo(f"{row['node']:<8} {row['kind']:<16} {row['container']:<10} {row['systemd']}")
 
 
-_WIDTH = max(len(name) for name in faults.FAULTS)
-FAULT_KINDS_HELP = "\b\nKinds:\n" + "".join(
-    f"  {f.name:<{_WIDTH}} {f.help}\n" for f in faults.FAULTS.values())
+class _FaultCommand(click.Command):
+    """Its help lists every fault kind, read from the faults when the help is shown."""
+
+    def format_epilog(self, ctx, formatter) -> None:
+        from gpuprov.lab import faults
+        width = max(len(name) for name in faults.FAULTS)
+        self.epilog = "\b\nKinds:\n" + "".join(
+            f"  {f.name:<{width}} {f.help}\n" for f in faults.FAULTS.values())
+        super().format_epilog(ctx, formatter)
 
 
-@lab.command(epilog=FAULT_KINDS_HELP)
+@lab.command(cls=_FaultCommand)
 @click.argument("node")
 @click.argument("kind", required=False, metavar="[KIND]")
 @click.option("--gpu", "gpu", type=int, help="Index of the GPU at fault (default 0).")
 @click.option("--clear", is_flag=True, help="Undo every fault on NODE.")
 def fault(node: str, kind: str | None, gpu: int | None, clear: bool) -> None:
     """Inject a fault into NODE, or --clear them all."""
-    _lab().require_node(node)
+    from gpuprov.lab import faults
+    recorded.require_node(LabPaths.default(), node)
     if clear:
         if kind:
             raise click.UsageError("--clear takes no KIND: it undoes every fault on the node")
@@ -117,10 +129,10 @@ def fault(node: str, kind: str | None, gpu: int | None, clear: bool) -> None:
 @lab.command()
 def inventory() -> None:
     """Print the path of the lab's generated Ansible inventory."""
-    lab_ = _lab()
-    if not lab_.recorded_nodes():
+    paths = LabPaths.default()
+    if not recorded.nodes(paths):
         raise click.UsageError("the lab is not up: run `gpuprov lab up`")
-    click.echo(lab_.paths.inventory)
+    click.echo(paths.inventory)
 
 
 @lab.command(context_settings={"ignore_unknown_options": True})
@@ -128,7 +140,7 @@ def inventory() -> None:
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def ssh(node: str, command: tuple[str, ...]) -> None:
     """Open an SSH session to NODE (or run COMMAND there), with host keys checked."""
-    lab_ = _lab()
-    lab_.require_node(node)
-    argv = ["ssh", "-F", str(lab_.paths.ssh_config), node, *command]
+    paths = LabPaths.default()
+    recorded.require_node(paths, node)
+    argv = ["ssh", "-F", str(paths.ssh_config), node, *command]
     os.execvp("ssh", argv)

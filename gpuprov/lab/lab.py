@@ -24,6 +24,7 @@ from gpuprov.lab import (
     mirror,
     nodes,
     racks,
+    recorded,
     slurm,
     sshkeys,
 )
@@ -75,16 +76,10 @@ class Lab:
         return _flocked(self.paths.cache_lock_file)
 
     def recorded_nodes(self) -> dict[str, str]:
-        try:
-            return json.loads(self.paths.state_file.read_text())["nodes"]
-        except FileNotFoundError:
-            return {}
+        return recorded.nodes(self.paths)
 
     def _recorded(self, key: str):
-        try:
-            return json.loads(self.paths.state_file.read_text()).get(key)
-        except FileNotFoundError:
-            return None
+        return recorded.recorded(self.paths, key)
 
     def has_slurm(self) -> bool:
         return bool(self._recorded("slurm"))
@@ -94,11 +89,7 @@ class Lab:
         return self._recorded("rack")
 
     def require_node(self, node: str) -> None:
-        known = self.recorded_nodes()
-        if not known:
-            raise InputError("the lab is not up: run `gpuprov lab up`")
-        if node not in known:
-            raise InputError(f"unknown node {node!r} (lab nodes: {', '.join(known)})")
+        recorded.require_node(self.paths, node)
 
     def up(self, count: int | None = None, kind_choices: list[str] | None = None,
            with_slurm: bool = False, rack: str | None = None) -> dict[str, str]:
