@@ -41,25 +41,34 @@ rm -rf "$site"
 # machine take about 90 s, against 155 s in one.
 stage pytest-unit pytest -n 2 tests/unit --junitxml="$times/pytest-unit.xml" "$@"
 
-# The lab tests run on two labs side by side (GPUPROV_LAB_INSTANCE, docs/lab.md), each
-# file whole and in order on one: the validation tests, which provision a rack of their
-# own, and the HGX B200's (a lab of its own) on lab 2's side; the rest (the lab itself,
-# provisioning, the NVL72 rack's (a lab of its own), every role's molecule scenario, the
-# simulated GPUs) on lab 1's. About half of a lab test's time is waiting, so two labs on two
-# cores take less time than one (docs/install.md). Lab 2's output follows lab 1's.
-# (pytest-xdist's loadgroup did not keep a group on one worker here: tried, it spread one
-# file's tests over both workers.)
-LAB2_FILES=(tests/lab/test_provision_validate.py tests/lab/test_b200.py)
+# The lab tests run in three pytest processes side by side, each file whole and in order
+# in one, each on labs of its own (GPUPROV_LAB_INSTANCE, docs/lab.md): the validation tests,
+# which provision a rack of their own (lab 2); the racks that need a lab to themselves, the
+# HGX B200 (lab 3) and the NVL72 rack (lab 4); the rest (the lab itself, provisioning, every
+# role's molecule scenario, the role refusals, the simulated GPUs) on lab 1. A lab test
+# waits about a sixth of its time (a soak, a reboot, Slurm's interval), so a third process
+# keeps both cores busy where two leave them idle (docs/install.md). The other processes'
+# output follows lab 1's. (pytest-xdist's loadgroup did not keep a group on one worker
+# here: tried, it spread one file's tests over both workers.)
+LAB2_FILES=(tests/lab/test_provision_validate.py)
+LAB3_FILES=(tests/lab/test_b200.py tests/lab/test_rack.py)
 lab_tests() {
-  local status=0 second
+  local status=0 second third
   env -u GPUPROV_LAB_DIR GPUPROV_LAB_INSTANCE=2 pytest "${LAB2_FILES[@]}" -p no:cacheprovider \
     --junitxml="$times/pytest-lab-2.xml" "$@" > "$times/pytest-lab-2.log" 2>&1 &
   second=$!
+  # each file brings up and takes down the lab it names itself (instances 3 and 4)
+  env -u GPUPROV_LAB_DIR GPUPROV_LAB_INSTANCE=3 pytest "${LAB3_FILES[@]}" -p no:cacheprovider \
+    --junitxml="$times/pytest-lab-3.xml" "$@" > "$times/pytest-lab-3.log" 2>&1 &
+  third=$!
   GPUPROV_LAB_INSTANCE=1 pytest --ignore=tests/unit "${LAB2_FILES[@]/#/--ignore=}" \
-    --junitxml="$times/pytest-lab.xml" "$@" || status=$?
+    "${LAB3_FILES[@]/#/--ignore=}" --junitxml="$times/pytest-lab.xml" "$@" || status=$?
   wait "$second" || status=$?
+  wait "$third" || status=$?
   echo "== lab 2: ${LAB2_FILES[*]}"
   cat "$times/pytest-lab-2.log"
+  echo "== labs 3 and 4: ${LAB3_FILES[*]}"
+  cat "$times/pytest-lab-3.log"
   return "$status"
 }
 stage pytest-lab lab_tests "$@"

@@ -1,6 +1,7 @@
 """`gpuprov provision` on the lab's three nodes of different kinds, as an operator runs it
 (the CLI as a subprocess, the lab's inventory and versions lock): bad input changes no
-host; a full provision from bare nodes converges; a second run skips the hosts in sync and runs
+host; --check on the bare nodes runs every role and changes nothing; a full provision from
+bare nodes converges; a second run skips the hosts in sync and runs
 one changed by hand in full, and --check (from the wheel, installed into a fresh
 virtualenv) changes nothing; the collection, installed with
 ansible-galaxy, converges a node from a site's own playbook;
@@ -171,6 +172,24 @@ def test_bad_input_is_one_line_exit_2_and_touches_no_host(rack, tmp_path):
     assert rack.snapshot() == before
     nodes = gpuprov("nodes", env=rack.env())
     assert nodes.returncode == 0 and nodes.stdout.startswith("no runs recorded yet")
+
+
+def test_check_mode_on_bare_nodes_runs_every_role_and_changes_nothing(rack):
+    """What an operator asks first of new servers: `provision --check` walks every role of
+    the playbook on the three bare kinds (each role's tasks sound in check mode before
+    anything they depend on exists), says what it would change, and changes nothing: no
+    package, source, pin or directory, and no run in the ledger."""
+    before = rack.snapshot()
+    result = rack.provision("--check")
+    assert result.returncode == 0, result.stdout[-5000:] + result.stderr
+    assert "(check mode)" in result.stdout
+    table = summary(result.stdout)
+    assert set(table) == set(NODES)
+    for host, row in table.items():
+        assert row["failed"] == 0 and row["unreachable"] == 0 and row["changed"] > 10, \
+            (host, row)
+    assert rack.snapshot() == before
+    assert gpuprov("nodes", env=rack.env()).stdout.startswith("no runs recorded yet")
 
 
 # the play after the reboot play, as the playbook names it (the live lines name plays)

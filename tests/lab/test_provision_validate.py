@@ -432,10 +432,9 @@ def test_xid_during_the_soak_rejects_and_cleared_nodes_are_accepted_again(rack):
     assert f"NIC mlx5_0 port 1 node GUID {old} -> {new}" in history, history
     address, serials = nvswitch.split("NVSwitch ")[1].split(" replaced: serial ")
     assert f"NVSwitch {address} serial {serials}" in history, history
-    again = report_of(rack.validate("node02", "--json"))
-    assert again["node02"]["verdict"] == "accepted"
+    # (node01 is the cleared node accepted again; node02's next validation is the Slurm test's)
     history = rack.cli("nodes", "node02").stdout
-    assert history.count(" validate ") >= 5 and "rejected" in history
+    assert history.count(" validate ") >= 4 and "rejected" in history
 
 
 def test_a_node_rejected_three_times_is_quarantined_until_its_repair_is_recorded(rack):
@@ -801,9 +800,10 @@ def test_slurm_waits_for_jobs_trips_the_breaker_and_shadow_changes_nothing(slurm
 
 
 def test_slurm_provisioning_leaves_the_node_drained_until_a_validation_accepts_it(slurm):
-    # --full: a host in sync is skipped, and so never drained
+    # a tagged run, one small role: drained for it as for any run that reaches the node (a
+    # plain run would skip a host in sync, and so never drain it)
     provisioned = gpuprov("provision", "--inventory", str(slurm.rack.inventory), "-l", "node03",
-                          "--slurm", "--full", timeout=900, env=slurm.env())
+                          "--slurm", "-t", "cpu_governor", timeout=900, env=slurm.env())
     assert provisioned.returncode == 0, provisioned.stdout[-3000:]
     run_id = re.search(r"(?m)^run (p\S+):", provisioned.stdout).group(1)
     assert f"slurm: node03: drained: gpuprov: provisioning (run {run_id})" in provisioned.stdout

@@ -1,7 +1,8 @@
-"""Every molecule scenario of every role on the shared lab: prepare (bare), --check,
-converge, idempotence (changed=0), verify (testinfra). Under Mitogen's strategy, as
-`gpuprov provision` runs the roles by default. (--check on converged nodes, every role at
-once with changed=0: test_provision.py's run from the wheel.)"""
+"""Every molecule scenario of every role on the shared lab: prepare (bare), converge,
+idempotence (changed=0), verify (testinfra); --check before the upgrade scenario's change.
+Under Mitogen's strategy, as `gpuprov provision` runs the roles by default. (--check of every
+role at once: on the bare nodes and, with changed=0, on the converged ones, as operators run
+it: test_provision.py.)"""
 
 import os
 import subprocess
