@@ -81,6 +81,8 @@ SCHEMA = {
             ]
         },
         "nvswitch": {"type": "boolean"},
+        # every GPU reaches its Grace CPU over NVLink-C2C (a Grace superchip: check c2c_links)
+        "c2c": {"type": "boolean"},
         # an NVL72 compute tray: judged with its rack, this rack profile (racks.py)
         "rack_profile": {"type": "string", "minLength": 1},
         "nvswitch_count": {"type": "integer", "minimum": 1},

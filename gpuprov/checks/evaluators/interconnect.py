@@ -1,10 +1,12 @@
-"""NVLink topology, link state and error counters; the PCIe link."""
+"""NVLink topology, link state and error counters; NVLink-C2C to the Grace CPU; the PCIe
+link."""
 
 from __future__ import annotations
 
 from gpuprov.checks.context import Context
 from gpuprov.checks.registry import Results, check
 from gpuprov.model import Action, CheckResult
+from gpuprov.parsers.c2c import C2C_STATUS
 from gpuprov.parsers.nvlink import NVLINK_ERRORS_AFTER, NVLINK_ERRORS_BEFORE, NVLINK_STATUS
 from gpuprov.parsers.smi_gpu import SMI_AFTER, SMI_BEFORE
 from gpuprov.parsers.topo import TOPO
@@ -106,6 +108,44 @@ def nvlink_errors(ctx: Context, r: Results) -> CheckResult:
         return r.passed(f"no new NVLink errors during the soak (older counts on GPU "
                         f"{', '.join(map(str, old))} reported)", values)
     return r.passed("no NVLink errors", values)
+
+
+def _has_c2c(profile) -> bool:
+    return bool(profile.data.get("c2c"))
+
+
+@check("c2c_links", stage="snapshot", needs=(C2C_STATUS,), action=Action.RESEAT_OR_INSPECT,
+       applies=_has_c2c, skip_reason="no NVLink-C2C in this profile",
+       rule="every GPU reports NVLink-C2C links to its Grace CPU, as many and as fast as its "
+            "siblings' (no GB200 or GB300 link count or rate is published to hold them to); "
+            "the driver's `No Devices support C2C` on a Grace tray is the setup's")
+def c2c_links(ctx: Context, r: Results) -> CheckResult:
+    status = ctx.evidence.read(C2C_STATUS)
+    values: dict = {"links": {g.index: {"count": len(g.speeds),
+                                        "slowest_gbps": min(g.speeds.values(), default=None)}
+                              for g in status.gpus}}
+    if status.unsupported:
+        return r.unseen("`nvidia-smi c2c -s`: No Devices support C2C, on a profile whose GPUs "
+                        "reach their Grace CPU over NVLink-C2C (the driver does not report it)",
+                        values)
+    # the tray's own figure: the most links any GPU has, at the fastest rate seen
+    count = max(len(g.speeds) for g in status.gpus)
+    rate = max(max(g.speeds.values(), default=0.0) for g in status.gpus)
+    values.update({"links_per_gpu": count, "link_speed_gbps": rate})
+    if count == 0:
+        return r.unseen("`nvidia-smi c2c -s` listed the GPUs with no C2C link", values)
+    problems: list[tuple[int | None, str]] = []
+    for g in status.gpus:
+        slow = [k for k, v in g.speeds.items() if v < rate * 0.99]
+        if len(g.speeds) < count:
+            problems.append((g.index, f"{ctx.gpu_label(g.index)}: {len(g.speeds)} C2C links, "
+                                      f"its siblings {count}"))
+        elif slow:
+            problems.append((g.index, f"{ctx.gpu_label(g.index)}: C2C link(s) "
+                                      f"{', '.join(map(str, slow))} below {rate:g} GB/s"))
+    if problems:
+        return r.failed(problems, values)
+    return r.passed(f"{len(status.gpus)} GPUs x {count} C2C links at {rate:g} GB/s", values)
 
 
 REPLAYS_PER_SOAK_MAX = 80  # DCGM's pcie plugin default (validation-practice.md §3)

@@ -27,6 +27,16 @@ RC_BAD_ARGS, RC_NOT_FOUND, RC_NO_DRIVER, RC_NO_LIBRARY, RC_GPU_LOST, RC_MISMATCH
     2, 6, 9, 12, 15, 18)
 
 
+# `nvidia-smi c2c -s` where no GPU has NVLink-C2C: its words (dmlc/xgboost
+# tests/cpp/common/test_cuda_dr_utils.cc) and exit status 3 (trivialfis/dxgb_bench
+# scripts/c2cinfo.py: "If there's no C2C device, it returns 3")
+NO_C2C, RC_NO_C2C = "No Devices support C2C.\n", 3
+
+
+class NoC2c(Exception):
+    pass
+
+
 class Usage(Exception):
     pass
 
@@ -127,6 +137,12 @@ def _render(args: list[str], hw: dict, driver: str, live: render.Live) -> str:
         if flags & {"-m", "--matrix"}:
             return render.topo(hw)
         raise Usage
+    if rest[0] == "c2c":
+        if flags & {"-s", "--status"}:
+            if not hw.get("c2c"):
+                raise NoC2c
+            return render.c2c_status(hw)
+        raise Usage
     if rest[0] == "nvlink":
         if flags & {"-s", "--status"}:
             return render.nvlink_status(hw)
@@ -201,6 +217,9 @@ def main(argv: list[str] | None = None) -> int:
     except Usage:
         sys.stdout.write(BAD_ARGS)
         return RC_BAD_ARGS
+    except NoC2c:
+        sys.stdout.write(NO_C2C)
+        return RC_NO_C2C
     except LookupError:
         sys.stdout.write("No devices were found\n")
         return RC_NOT_FOUND

@@ -557,6 +557,18 @@ def nvlink_status(hw: dict) -> str:
     return _per_gpu_links(hw, _link_states)
 
 
+def c2c_status(hw: dict) -> str:
+    """`nvidia-smi c2c -s` in a real GH200's form (tests/fixtures/nvidia-smi-c2c/): a GPU
+    line, then each NVLink-C2C link at its speed, nine spaces in."""
+    spec = hw["c2c"]
+    out = []
+    for g in hw["gpus"]:
+        out.append(f"GPU {g['index']}: {hw['gpu']['name']} (UUID: {g['uuid']})")
+        out += [f"         C2C Link {k}: {spec['speed_gbps']:g} GB/s"
+                for k in range(spec["links_per_gpu"])]
+    return "\n".join(out) + "\n"
+
+
 def nvlink_errors(hw: dict) -> str:
     """`nvidia-smi nvlink -e`: replay, recovery and CRC counters per link."""
     return _per_gpu_links(hw, _link_counters)
