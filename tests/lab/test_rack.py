@@ -84,6 +84,8 @@ def test_a_gb200_nvl72_rack_is_provisioned_as_one_domain_and_judged_as_the_unit(
             checks = _checks(node)
             assert (checks["rack_tray"]["status"], checks["rack"]["status"]) == (
                 "pass", "pass"), (tray, checks["rack_tray"], checks["rack"])
+            # each GPU's NVLink-C2C links, as the tray's nvidia-smi prints them
+            assert checks["c2c_links"]["status"] == "pass", (tray, checks["c2c_links"])
             # a light tray: rejected only for the stack and settings it was not given
             # (setup and configuration findings), never with a hardware action
             bad = [c for c in node["checks"] if c["status"] in ("fail", "missing")]
