@@ -15,9 +15,8 @@ from dataclasses import dataclass, field
 
 from gpuprov.parsers.errors import ParseError
 from gpuprov.parsers.kind import GPU, EvidenceKind, Members
-from gpuprov.parsers.text import strip_ansi
+from gpuprov.parsers.text import GPU_HEADER, strip_ansi
 
-_GPU = re.compile(r"^GPU (?P<index>\d+): (?P<name>.+?) \(UUID: (?P<uuid>[^)]+)\)\s*$")
 _LINK = re.compile(r"^\s*C2C Link (?P<link>\d+): (?P<speed>\d+(?:\.\d+)?) GB/s\s*$")
 NO_C2C = "No Devices support C2C."
 
@@ -42,7 +41,7 @@ def parse_c2c_status(text: str, source: str) -> C2cStatus:
         return C2cStatus([], unsupported=True)
     gpus: list[GpuC2c] = []
     for line in lines:
-        gpu = _GPU.match(line)
+        gpu = GPU_HEADER.match(line)
         if gpu:
             gpus.append(GpuC2c(int(gpu["index"]), gpu["name"], gpu["uuid"]))
             continue

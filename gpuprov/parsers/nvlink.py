@@ -7,9 +7,8 @@ from dataclasses import dataclass, field
 
 from gpuprov.parsers.errors import ParseError
 from gpuprov.parsers.kind import GPU, EvidenceKind, Members
-from gpuprov.parsers.text import strip_ansi
+from gpuprov.parsers.text import GPU_HEADER, strip_ansi
 
-_GPU = re.compile(r"^GPU (?P<index>\d+): (?P<name>.+?) \(UUID: (?P<uuid>[^)]+)\)\s*$")
 _LINK_STATUS = re.compile(r"^\s*Link (?P<link>\d+): (?P<state><inactive>|[\d.]+ GB/s)\s*$")
 _LINK_COUNTER = re.compile(r"^\s*Link (?P<link>\d+): (?P<counter>[^:]+): (?P<value>-?\d+|N/A)\s*$")
 ALL_INACTIVE = "all links are inactive"
@@ -49,7 +48,7 @@ def _lines(text: str) -> list[str]:
 def parse_nvlink_status(text: str, source: str) -> NvlinkStatus:
     gpus: list[GpuLinks] = []
     for line in _lines(text):
-        gpu = _GPU.match(line)
+        gpu = GPU_HEADER.match(line)
         if gpu:
             gpus.append(GpuLinks(int(gpu.group("index")), gpu.group("name"), gpu.group("uuid")))
             continue
@@ -98,7 +97,7 @@ def parse_nvlink_errors(text: str, source: str) -> NvlinkErrors:
     inactive: set[int] = set()
     current: int | None = None
     for line in _lines(text):
-        gpu = _GPU.match(line)
+        gpu = GPU_HEADER.match(line)
         if gpu:
             current = int(gpu.group("index"))
             counters[current] = {}

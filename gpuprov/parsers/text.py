@@ -6,6 +6,9 @@ import re
 
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 NOT_AVAILABLE = {"", "n/a", "[n/a]", "not supported", "[not supported]", "unknown error"}
+# the line opening each GPU's block in nvidia-smi's per-GPU subcommands (`nvlink -s`,
+# `nvlink -e`, `c2c -s`): `GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-…)`
+GPU_HEADER = re.compile(r"^GPU (?P<index>\d+): (?P<name>.+?) \(UUID: (?P<uuid>[^)]+)\)\s*$")
 
 
 def strip_ansi(text: str) -> str:
