@@ -32,9 +32,10 @@ def test_junit_loads_in_a_junit_parser(recorded, tmp_path):
     text = path.read_text()
     assert '<property name="action" value="rma" />' in text
     skipped = [c.name for c in suites["node07"] if any(isinstance(r, Skipped) for r in c.result)]
-    # the H100 profile skips only NVLink5's bridges and the NVL72 tray's rack checks; no
-    # fabric stage ran, no nccl-tests or DCGM installed, and the lock sets no firmware minimum
-    assert skipped == ["firmware", "nvlink5_bridges", "nccl_bandwidth", "nvbandwidth",
+    # the H100 profile skips only C2C (no Grace), NVLink5's bridges and the NVL72 tray's rack
+    # checks; no fabric stage ran, no nccl-tests or DCGM installed, and the lock sets no
+    # firmware minimum
+    assert skipped == ["firmware", "c2c_links", "nvlink5_bridges", "nccl_bandwidth", "nvbandwidth",
                        "gdrcopy", "dcgm_diag", "dcgm_health", "fabric", "fabric_rails",
                        "rack_tray", "rack"]
 

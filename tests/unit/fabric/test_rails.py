@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
-import time
 
 import yaml
 
@@ -177,16 +176,20 @@ def _stand_in(tmp_path):
 
 def test_the_lab_stand_in_runs_server_and_client_and_prints_perftest_s_report(tmp_path):
     script, _ = _stand_in(tmp_path)
-    port = _free_port()
+    port = _free_base(1)    # below the ephemeral range, as the other rails tests' ports
 
     def run(device: str, *server: str):
         return [str(script), "-d", device, "-p", str(port), "-D", "1", "-F", "--report_gbits",
                 *server]
 
     listening = subprocess.Popen(run("mlx5_3"), stdout=subprocess.PIPE, text=True)
-    time.sleep(0.5)
+    served = ""
+    for line in listening.stdout:    # it says so once it listens (a fixed wait lost the race
+        served += line               # on a loaded machine: the client found no server)
+        if "Waiting for client to connect" in line:
+            break
     client = subprocess.run(run("mlx5_3", "127.0.0.1"), capture_output=True, text=True)
-    served, _ = listening.communicate(timeout=10)
+    served += listening.communicate(timeout=10)[0]
     assert client.returncode == 0 and listening.returncode == 0, client.stderr
     report = parse_ib_write_bw(client.stdout, "client")
     assert report.device == "mlx5_3" and report.link_type == "IB"
