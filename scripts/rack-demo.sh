@@ -4,7 +4,7 @@
 # provisioned with the whole stack, one rack at a time, then `validate --all`: every tray
 # and the rack accepted; the rack's judgement and its Slurm topology block last. The
 # ledger lives in a throw-away state directory. Not part of scripts/test.sh: the whole
-# stack on 18 trays takes about 25 minutes on a 2-core machine, so the test command's
+# stack on 18 trays takes about 20 minutes on a 2-core machine, so the test command's
 # rack (tests/lab/test_rack.py) provisions only the driver and IMEX (docs/rack.md).
 #   scripts/rack-demo.sh [--soak SECONDS]   (default 10)
 set -euo pipefail
