@@ -78,15 +78,12 @@ class Lab:
     def recorded_nodes(self) -> dict[str, str]:
         return recorded.nodes(self.paths)
 
-    def _recorded(self, key: str):
-        return recorded.recorded(self.paths, key)
-
     def has_slurm(self) -> bool:
-        return bool(self._recorded("slurm"))
+        return bool(recorded.value(self.paths, "slurm"))
 
     def rack(self) -> str | None:
         """The rack profile the lab's nodes are trays of (`up --rack`); None: no rack."""
-        return self._recorded("rack")
+        return recorded.value(self.paths, "rack")
 
     def require_node(self, node: str) -> None:
         recorded.require_node(self.paths, node)
@@ -158,12 +155,12 @@ class Lab:
     def reset(self, names: list[str]) -> list[str]:
         """Reinstall NODEs (all when none named) as bare servers: a fresh container of the
         same kind from the image, with the same host key and description."""
-        recorded = self.recorded_nodes()
-        if not recorded:
+        known = self.recorded_nodes()
+        if not known:
             raise InputError("the lab is not up: run `gpuprov lab up`")
         for node in names:
             self.require_node(node)
-        chosen = names or list(recorded)
+        chosen = names or list(known)
         docker.ensure_engine()
         with self._locked():
             for node in chosen:
@@ -173,7 +170,7 @@ class Lab:
         if rack:
             self.up(rack=rack)
         else:
-            self.up(len(recorded), [f"{node}={kind}" for node, kind in recorded.items()])
+            self.up(len(known), [f"{node}={kind}" for node, kind in known.items()])
         return chosen
 
     def power_off(self, names: list[str]) -> list[str]:

@@ -10,7 +10,8 @@ from gpuprov.errors import InputError
 from gpuprov.lab.paths import LabPaths
 
 
-def recorded(paths: LabPaths, key: str):
+def value(paths: LabPaths, key: str):
+    """What the last `lab up` recorded under KEY; None where the lab is down."""
     try:
         return json.loads(paths.state_file.read_text()).get(key)
     except FileNotFoundError:
@@ -19,7 +20,7 @@ def recorded(paths: LabPaths, key: str):
 
 def nodes(paths: LabPaths) -> dict[str, str]:
     """Node → kind, as the last `lab up` left them; empty where the lab is down."""
-    return recorded(paths, "nodes") or {}
+    return value(paths, "nodes") or {}
 
 
 def require_node(paths: LabPaths, node: str) -> None:
