@@ -35,6 +35,18 @@ def test_stages_and_files_are_summed_against_the_budget(tmp_path):
     assert over.returncode == 1 and "budget 35 min: MISSED" in over.stdout
 
 
+def test_overlapping_stages_are_held_to_the_command_s_own_time(tmp_path):
+    # the unit tests ran beside the labs: their stages sum to more than the command took
+    (tmp_path / "stages.tsv").write_text("ruff\t3\npytest-unit\t300\npytest-lab\t1900\n"
+                                         "wall\t1950\n")
+    done = _run(tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "  pytest-unit         300 s" in done.stdout and "wall " not in done.stdout
+    assert "  total              1950 s  (32.5 min; budget 35 min: met)" in done.stdout
+    (tmp_path / "stages.tsv").write_text("pytest-unit\t100\npytest-lab\t1900\nwall\t2150\n")
+    assert "budget 35 min: MISSED" in _run(tmp_path).stdout
+
+
 def test_no_recorded_run_is_one_line(tmp_path):
     done = _run(tmp_path)
     assert done.returncode == 1
