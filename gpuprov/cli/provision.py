@@ -22,7 +22,7 @@ from gpuprov.ledger import Ledger
 from gpuprov.lifecycle import rollback_target
 from gpuprov.lock import PREFIX as LOCK_PREFIX
 from gpuprov.metrics import configured_textfile_dir
-from gpuprov.model import HostOutcome
+from gpuprov.model import HostOutcome, Outcome
 from gpuprov.provision.runner import Options
 from gpuprov.provision.service import ProvisionRequest
 from gpuprov.provision.service import provision as run_provisioning
@@ -58,10 +58,16 @@ def _retry_hosts(ledger: Ledger, inventory: Path, known: list[str]) -> list[str]
     return retry
 
 
-def _summary(outcomes: list[HostOutcome]) -> str:
+# a --check run's host that ran to its end: nothing converged, CHANGED is what would change
+CHECKED = "checked"
+
+
+def _summary(outcomes: list[HostOutcome], check: bool) -> str:
+    def said(outcome: str) -> str:
+        return CHECKED if check and outcome == Outcome.CONVERGED else outcome
     return text_table(
         ("HOST", "OUTCOME", "OK", "CHANGED", "FAILED", "UNREACH", "REBOOT", "DETAIL"),
-        [(o.host, o.outcome, o.ok, o.changed, o.failed, o.unreachable,
+        [(o.host, said(o.outcome), o.ok, o.changed, o.failed, o.unreachable,
           "pending" if o.reboot_pending else "-", o.detail) for o in outcomes],
         right=("OK", "CHANGED", "FAILED", "UNREACH"))
 
@@ -167,7 +173,7 @@ def provision(rollback_nodes: tuple[str, ...], inventory_option: str | None, lim
         metrics_dir=metrics_dir, keep_baselines=not check and not tags,
         skip_in_sync=not (check or tags or full or rollback), rack_of=rack_of),
         click.echo, lambda line: click.echo(line, err=True))
-    click.echo(_summary(done.outcomes))
+    click.echo(_summary(done.outcomes, check))
     click.echo(f"log: {done.log_path}" if done.log_path.exists()
                else "log: none (no host ran the playbook)")
     if len(done.outcomes) < len(hosts):

@@ -186,8 +186,9 @@ def test_check_mode_on_bare_nodes_runs_every_role_and_changes_nothing(rack):
     table = summary(result.stdout)
     assert set(table) == set(NODES)
     for host, row in table.items():
-        assert row["failed"] == 0 and row["unreachable"] == 0 and row["changed"] > 10, \
-            (host, row)
+        # nothing converged: the outcome says it was a check, CHANGED what would change
+        assert row["outcome"] == "checked" and row["failed"] == 0 and row["unreachable"] == 0 \
+            and row["changed"] > 10, (host, row)
     assert rack.snapshot() == before
     assert gpuprov("nodes", env=rack.env()).stdout.startswith("no runs recorded yet")
 
@@ -304,7 +305,8 @@ def test_check_mode_from_the_wheel_in_a_fresh_virtualenv_reports_no_change(rack,
         capture_output=True, text=True, timeout=1500, cwd=tmp_path,
         env=outside_env({**rack.env(), "PATH": f"{bin_dir}:/usr/bin:/bin"}))
     assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-2000:]
-    assert {h: r["changed"] for h, r in summary(result.stdout).items()} == dict.fromkeys(NODES, 0)
+    assert {h: (r["outcome"], r["changed"]) for h, r in summary(result.stdout).items()} == \
+        dict.fromkeys(NODES, ("checked", 0))
 
 
 def test_the_collection_converges_a_node_from_a_site_playbook(rack, tmp_path):
