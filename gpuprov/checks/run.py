@@ -12,7 +12,7 @@ from gpuprov.checks.context import Context
 from gpuprov.errors import InputError
 from gpuprov.evidence import Evidence
 from gpuprov.lock import Lock
-from gpuprov.model import CheckResult, Status, Verdict, verdict
+from gpuprov.model import Action, CheckResult, Status, Verdict, verdict
 from gpuprov.parsers.errors import ParseError
 from gpuprov.profiles import Profile
 
@@ -96,7 +96,10 @@ def judge(evidence: Evidence, profile: Profile, lock: Lock | None,
         except ParseError as exc:
             if strict:
                 raise
-            results.append(CheckResult(spec.id, Status.FAIL, f"unreadable evidence: {exc}"))
+            # what the node's tool printed could not be read: a setup finding (DESIGN.md
+            # "Cause, then action"), never a hardware action
+            results.append(CheckResult(spec.id, Status.FAIL, f"unreadable evidence: {exc}",
+                                       action=Action.FIX_SETUP))
     results = [_observed(r) if r.blocking and r.id in observed else r for r in results]
     node = evidence.meta.get("node") or evidence.dir.name
     return Judgement(node, profile.name, verdict(results), results)

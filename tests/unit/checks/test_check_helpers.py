@@ -13,7 +13,7 @@ import pytest
 from gpuprov.checks.context import Context
 from gpuprov.checks.run import judge
 from gpuprov.evidence import Evidence
-from gpuprov.model import GpuRef, Status
+from gpuprov.model import Action, GpuRef, Status
 from gpuprov.packages import upstream
 from gpuprov.parsers.errors import ParseError
 from gpuprov.profiles import load_profile
@@ -117,7 +117,7 @@ def test_a_live_nodes_malformed_evidence_fails_its_readers_offline_it_is_refused
     replace(node, "nvidia-smi-topo.txt", "GPU0\tGPU1\n")
     judgement = judge(Evidence(node), H100, None, strict=False)
     [topology] = [c for c in judgement.checks if c.id == "nvlink_topology"]
-    assert topology.status == Status.FAIL
+    assert (topology.status, topology.action) == (Status.FAIL, Action.FIX_SETUP)   # the setup's
     assert topology.summary.startswith(f"unreadable evidence: {node}/nvidia-smi-topo.txt: ")
     assert str(judgement.verdict) == "rejected"
     with pytest.raises(ParseError, match=r"nvidia-smi-topo\.txt: "):
