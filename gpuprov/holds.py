@@ -29,6 +29,7 @@ from gpuprov.model import NodeResult, Status
 from gpuprov.resources import data_file
 
 UNKNOWN = UNKNOWN_KIND
+NODE, RACK = "node", "rack"     # what a repair kind is recorded on (repair_matrix.yml scope)
 PASSING = (Status.PASS, Status.WARN)
 
 
@@ -39,6 +40,7 @@ class RepairKind:
     voids: frozenset[str] | None      # None: every check
     grounds: str
     detected: str | None = None       # the part whose detected swap is this kind
+    scope: str = NODE                 # RACK: recorded on every tray of an NVL72 rack
 
     def voided(self, check: str) -> bool:
         return self.voids is None or check in self.voids
@@ -57,9 +59,19 @@ def kinds() -> dict[str, RepairKind]:
         if row.get("detected") is not None and row["detected"] not in PARTS:
             raise ValueError(f"repair_matrix.yml: {name}: detected: {row['detected']!r} is "
                              f"not one of {', '.join(PARTS)}")
-        found[name] = RepairKind(name, row["what"], voids, " ".join(row["grounds"].split()),
-                                 row.get("detected"))
+        scope = row.get("scope", NODE)
+        if scope not in (NODE, RACK):
+            raise ValueError(f"repair_matrix.yml: {name}: scope: {scope!r} is not "
+                             f"{NODE} or {RACK}")
+        found[name] = RepairKind(name, " ".join(row["what"].split()), voids,
+                                 " ".join(row["grounds"].split()), row.get("detected"), scope)
     return found
+
+
+def rack_wide(kind: str) -> bool:
+    """Whether repairs of this kind are a rack's (every tray's), not a node's own."""
+    found = kinds().get(kind)
+    return found is not None and found.scope == RACK
 
 
 def kind_of(text: str) -> str:

@@ -197,8 +197,10 @@ def quarantine(ledger: Ledger, now: float) -> dict[str, list[Offender]]:
 def offence_starts(ledger: Ledger, node: str | None = None) -> dict[str, float]:
     """Per repaired node (or only `node`), when its rejections start to count toward the
     offenders rule: its latest repair, unless that repeats the ones before it
-    (hardware_history.count_starts)."""
-    return count_starts(ledger.repairs(node), ledger.accepted_at)
+    (hardware_history.count_starts). A rack's repair (an NVL72 rack's switch tray) repaired
+    no part of the tray: it starts nothing anew."""
+    return count_starts([r for r in ledger.repairs(node) if not holds.rack_wide(r.kind)],
+                        ledger.accepted_at)
 
 
 def rollback_target(ledger: Ledger, host: str) -> tuple[RunRecord, dict]:

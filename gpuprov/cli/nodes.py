@@ -46,7 +46,8 @@ def _inventory_hosts(option: str | None) -> list[str]:
 @click.option("--repaired", "repair_note", metavar="KIND|NOTE",
               help="With NODE: record that a person repaired it: a KIND (gpu-swap, "
                    "gpu-reseat, nic-swap, cable, firmware, driver, reboot: "
-                   "data/repair_matrix.yml says which checks each voids) or a free-text NOTE "
+                   "data/repair_matrix.yml says which checks each voids; an NVL72 rack's "
+                   "nvlink-fabric: `gpuprov rack RACK --repaired`) or a free-text NOTE "
                    "(kind unknown: it voids every check). Ends its quarantine, unless it "
                    "repeats the repair before it (same kind and part, no acceptance between).")
 @click.option("--part", metavar="SERIAL|INDEX|PORT", default="",
@@ -159,6 +160,9 @@ def _repaired(ledger: Ledger, node: str, value: str, part: str, note_text: str) 
                          "): --part and --note go with a kind")
     if not value:
         raise InputError(f"--repaired {node}: say what was repaired (a kind, a ticket)")
+    if holds.rack_wide(kind):
+        raise InputError(f"--repaired {kind}: a repair of what every tray of an NVL72 rack "
+                         f"shares: record it on the rack, `gpuprov rack RACK --repaired {kind}`")
     if not ledger.node_results(node=node) and not ledger.outcomes_of(node):
         raise InputError(f"--repaired {node}: no run of this node is recorded ({ledger.path})")
     held = quarantine(ledger, time.time()).get(node)

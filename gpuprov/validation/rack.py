@@ -5,7 +5,8 @@ tray in the run is gathered into `rack/` of each of those trays' evidence (rack.
 the files the rack's judgement reads, copied from this run's trays and from the other
 trays' latest validations), and those trays are judged again with it (their `rack_tray`
 and `rack` checks, checks/evaluators/rack.py). `gpuprov rack` judges racks from their
-trays' latest evidence without running anything and records nothing.
+trays' latest evidence without running anything, and records a repair of what the rack's
+trays share on each of them (`gpuprov rack RACK --repaired KIND`).
 """
 
 from __future__ import annotations
@@ -16,11 +17,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpuprov import holds
 from gpuprov.checks.nvl_rack import RackJudgement, judge_rack, tray_from_evidence
 from gpuprov.errors import InputError
 from gpuprov.evidence import META, SMI_ERROR, Evidence, error_file
 from gpuprov.inventory import Inventory
 from gpuprov.ledger import Ledger
+from gpuprov.ledger.records import Repair
 from gpuprov.model import NodeResult, Verdict
 from gpuprov.parsers.imex import IMEX_DOMAIN, IMEX_NODES_CONFIG
 from gpuprov.parsers.rack_members import RACK_MEMBERS, RackMembers, RackTray
@@ -170,6 +173,18 @@ def racks_of(inventory: Inventory, names: tuple[str, ...] = ()) -> list[RackSpec
             raise InputError(f"rack {name!r}: not in {inventory.path}"
                              + (f" (did you mean {close[0]}?)" if close else ""))
     return [racks[n] for n in (names or sorted(racks))]
+
+
+def record_rack_repair(inventory: Inventory, ledger: Ledger, name: str, kind: str, note: str,
+                       recorded_by: str) -> tuple[RackSpec, list[Repair]]:
+    """A repair of what every tray of rack `name` shares (a rack-wide kind: its switch
+    trays, trunk links, cable cartridges), recorded on each of its trays: each is held on
+    the checks the kind voids until validated again."""
+    if not holds.rack_wide(holds.check_kind(kind).name):
+        raise InputError(f"--repaired {kind}: a repair of one node: record it on the tray, "
+                         f"`gpuprov nodes TRAY --repaired {kind}`")
+    [rack] = racks_of(inventory, (name,))
+    return rack, [ledger.record_repair(tray, note, recorded_by, kind) for tray in rack.trays]
 
 
 def _tray_evidence(inventory: Inventory, verdicts: dict, rack: RackSpec):

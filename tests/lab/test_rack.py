@@ -6,8 +6,9 @@ own verdict is a setup finding for what was left out (never a hardware action), 
 checks are judged on what a real rack shows: fabric registration, the IMEX domain, one driver,
 no host fabric manager.
 
-One validation of the healthy rack, then one of the rack with all eight rack faults at once,
-each on a tray of its own: each check must name its tray, or the rack where the cause is the
+One validation of the healthy rack, a recheck of every tray after a repair recorded on the
+rack (a switch tray replaced), then one validation of the rack with all eight rack faults at
+once, each on a tray of its own: each check must name its tray, or the rack where the cause is the
 rack's, in the words its declaration gives (gpuprov/lab/faults/rack.py)."""
 
 import json
@@ -96,6 +97,27 @@ def test_a_gb200_nvl72_rack_is_provisioned_as_one_domain_and_judged_as_the_unit(
         block = gpuprov("rack", "-i", hosts, "--topology", env=env)
         assert block.returncode == 0, block.stderr
         assert f"BlockName={rack_name} Nodes={','.join(TRAYS)}" in block.stdout, block.stdout
+
+        # a switch tray replaced: recorded on the rack, each tray held on its rack checks and
+        # NVLink view until a recheck runs the stages that judge them (identity, snapshot,
+        # the rack's), which clears them; a light tray's NVLink error counters are judged
+        # over a soak it cannot run (no gpu-burn): that hold stays, as the setup's
+        repaired = gpuprov("rack", rack_name, "-i", hosts, "--repaired", "nvlink-fabric",
+                           "--note", "switch tray 5 replaced", env=env)
+        assert repaired.returncode == 0, repaired.stderr
+        assert [line for line in repaired.stdout.splitlines() if ": open holds: " in line] == [
+            f"{t}: open holds: nvlink_topology, nvlink_status, nvlink_errors, rack_tray, rack"
+            for t in TRAYS], repaired.stdout
+        recheck = gpuprov("validate", "-i", hosts, "--all", "--recheck", "--json", env=env,
+                          timeout=1800)
+        assert recheck.returncode in (0, 1), recheck.stderr[-3000:]
+        rechecked = {n["node"]: _checks(n) for n in json.loads(recheck.stdout)["nodes"]}
+        assert {t: (c["rack_tray"]["status"], c["rack"]["status"])
+                for t, c in rechecked.items()} == dict.fromkeys(TRAYS, ("pass", "pass"))
+        for tray in TRAYS:
+            assert re.search(rf"(?m)^{tray}: recheck of .* \(stages identity, snapshot, soak, "
+                             rf"rack\): holds left: nvlink_errors$", recheck.stderr), \
+                recheck.stderr[-3000:]
 
         for tray, (fault, gpu) in FAULTED.items():
             injected = gpuprov("lab", "fault", tray, fault,

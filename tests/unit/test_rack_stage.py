@@ -18,12 +18,13 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from gpuprov import report
+from gpuprov import holds, report
 from gpuprov.checks.run import judge
 from gpuprov.errors import InputError
 from gpuprov.evidence import Evidence, collected
 from gpuprov.inventory import Inventory
 from gpuprov.ledger import Ledger
+from gpuprov.lifecycle import offence_starts
 from gpuprov.model import Action, Status, Verdict
 from gpuprov.parsers.imex import IMEX_DOMAIN, IMEX_NODES_CONFIG
 from gpuprov.parsers.smi_gpu import parse_smi_query
@@ -331,3 +332,50 @@ def test_the_imex_address_may_be_another_network_s(tmp_path):
         Inventory(inventory.path), ["tray01"], {"tray01": TRAY})["rack-a"], {}, {}).trays
         if t.tray == "tray01"]
     assert tray.address == "192.0.2.7"
+
+
+def test_a_rack_s_fabric_repair_holds_every_tray_and_a_recheck_runs_the_rack_stages(tmp_path):
+    """A switch tray replaced (issue 72, fleet-scale.md 2.3's NVL72 row) is recorded on the
+    rack, `gpuprov rack RACK --repaired nvlink-fabric`: every tray is held on its rack checks
+    until validated again, the recheck runs the stages that judge them, and the repair
+    starts no tray's offence count anew. Recorded on one tray, or a tray's kind on the rack,
+    it is one line, exit 2, nothing recorded."""
+    dirs = {t: _tray_dir(tmp_path / "ev", t) for t in TRAYS}
+    ledger, _ = _validated(tmp_path, dirs)
+    ledger.record_repair("tray03", "INC-1 GPU 2 reseated", "tests", "gpu-reseat", "2")
+    inventory = _inventory(tmp_path).path
+    env = {**os.environ, "GPUPROV_LEDGER": str(ledger.path), "NO_COLOR": "1",
+           "GPUPROV_STATE_DIR": str(tmp_path / "state")}
+    done = gpuprov("rack", "rack-a", "-i", str(inventory), "--repaired", "nvlink-fabric",
+                   "--note", "INC-2 switch tray 4 replaced", env=env)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("rack rack-a: repair recorded on its 18 trays by ")
+    assert ": nvlink-fabric: INC-2 switch tray 4 replaced; " in lines[0]
+    # these trays were judged on their rack checks alone: those are what is held
+    assert lines[1:] == [f"{t}: open holds: rack_tray, rack" for t in TRAYS]
+    assert {r.node for r in ledger.repairs() if r.kind == "nvlink-fabric"} == set(TRAYS)
+    assert holds.stages_for(["rack_tray", "rack"]) == ["identity", "snapshot", "rack"]
+    # tray03's offences still count from its own repair, not from the rack's
+    [own] = [r for r in ledger.repairs("tray03") if r.kind == "gpu-reseat"]
+    assert offence_starts(ledger, "tray03") == {"tray03": own.at}
+    assert offence_starts(ledger, "tray04") == {}
+    recorded = len(ledger.repairs())
+    for argv, words in [
+            (["nodes", "tray03", "--repaired", "nvlink-fabric"],
+             "--repaired nvlink-fabric: a repair of what every tray of an NVL72 rack shares: "
+             "record it on the rack, `gpuprov rack RACK --repaired nvlink-fabric`"),
+            (["rack", "rack-a", "-i", str(inventory), "--repaired", "gpu-swap"],
+             "--repaired gpu-swap: a repair of one node: record it on the tray, "
+             "`gpuprov nodes TRAY --repaired gpu-swap`"),
+            (["rack", "-i", str(inventory), "--repaired", "nvlink-fabric"],
+             "--repaired: name the one RACK that was repaired"),
+            (["rack", "rack-b", "-i", str(inventory), "--repaired", "nvlink-fabric"],
+             f"rack 'rack-b': not in {inventory} (did you mean rack-a?)"),
+            (["rack", "rack-a", "-i", str(inventory), "--repaired", "switch"],
+             "repair kind 'switch': not one of ")]:
+        refused = gpuprov(*argv, env=env)
+        assert refused.returncode == 2, (argv, refused.stdout)
+        [line] = refused.stderr.strip().splitlines()
+        assert words in line, (argv, line)
+    assert len(ledger.repairs()) == recorded
