@@ -37,6 +37,12 @@ _SCHEMA = {
                                                           "exclusiveMinimum": 0}}},
             "imex": {"enum": list(IMEX_MODES)},
             "host_fabric_manager": {"enum": list(FABRIC_MANAGER_RULES)},
+            # the rack's all-reduce over its NVLink domain (validate --fabric: its trays
+            # as one group, NCCL over MNNVL): the bus bandwidth floor
+            "all_reduce": {"type": "object", "required": ["busbw_min_gbps"],
+                           "additionalProperties": False,
+                           "properties": {"busbw_min_gbps": {"type": "number",
+                                                             "exclusiveMinimum": 0}}},
             "sources": {"type": "object", "additionalProperties": {"type": "string"}},
         },
     },
@@ -53,6 +59,8 @@ class RackProfile:
     link_speed_gbps: float
     imex: str                   # domain | per-job | none
     host_fabric_manager: str    # must-stay-off | either
+    all_reduce_floor_gbps: float | None = None   # the rack's all-reduce bus bandwidth floor
+    all_reduce_source: str = ""
 
     @property
     def gpus(self) -> int:
@@ -69,7 +77,9 @@ def rack_profiles() -> dict[str, RackProfile]:
         raise ValueError(f"rack_profiles.yml: {where}: {exc.message}") from exc
     return {name: RackProfile(name, row["description"], row["trays"], row["gpus_per_tray"],
                               row["nvlink"]["links_per_gpu"], row["nvlink"]["link_speed_gbps"],
-                              row["imex"], row["host_fabric_manager"])
+                              row["imex"], row["host_fabric_manager"],
+                              (row.get("all_reduce") or {}).get("busbw_min_gbps"),
+                              row["sources"].get("all_reduce", ""))
             for name, row in doc.items()}
 
 

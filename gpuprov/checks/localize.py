@@ -28,6 +28,8 @@ class NodeFinding:
     summary: str
     values: dict = field(default_factory=dict)
     tested: bool = True   # False: no peer was left to test this node against
+    # a fault every pair shows: the fabric's (its switches, its rack), no member's part
+    wide: bool = False
 
 
 def _gbps(value: float | None) -> str:
@@ -120,10 +122,15 @@ def _judge_pairs(record: FabricRecord, tested: list[str], why: str, values: dict
         if not own_bad:
             out[n] = NodeFinding(True, f"the group was slow or failed ({why}); every pair with "
                                    f"{n} was good ({peers(n, mine[n])})", values)
+        elif len(bad_pairs) == len(pairs) and record.rack:
+            out[n] = NodeFinding(False, f"rack {record.rack}: every pair of its trays is slow or "
+                                    f"failed ({peers(n, own_bad)}): the rack's NVLink fabric "
+                                    "(its switch trays, or a floor it cannot meet), no tray's",
+                                 values, wide=True)
         elif len(bad_pairs) == len(pairs):
             out[n] = NodeFinding(False, f"every pair is slow or failed ({peers(n, own_bad)}): a "
                                     "fabric-wide fault (switch, or a floor this fabric cannot "
-                                    "meet)", values)
+                                    "meet)", values, wide=True)
         elif n in at_fault:
             out[n] = NodeFinding(False, f"{n} is at fault: every pair with it is slow or failed "
                                     f"({peers(n, own_bad)}; {reference})",

@@ -77,6 +77,9 @@ class FabricRecord:
     node: str | None = None            # set in a member's copy: whose evidence this is
     rails: list[RailRun] = field(default_factory=list)   # `gpuprov fabric --rails`
     network_only: bool = False         # NCCL's P2P and SHM off: every byte over the NICs
+    # the NVL72 rack whose NVLink domain the group is (validate --fabric runs each rack's
+    # trays apart): a fault every pair shows is the rack's, named by it
+    rack: str | None = None
 
     def as_json(self) -> str:
         return json.dumps(asdict(self), indent=2) + "\n"
@@ -94,7 +97,7 @@ def parse_fabric_record(text: str, source: str) -> FabricRecord:
         rails = [RailRun(**{**r, "nodes": tuple(r["nodes"])}) for r in data.get("rails") or []]
         return FabricRecord(data["run_id"], data.get("floor_gbps"), data["floor_source"],
                             members, group, pairs, data.get("seconds", 0.0), data.get("node"),
-                            rails, bool(data.get("network_only")))
+                            rails, bool(data.get("network_only")), data.get("rack"))
     except (ValueError, KeyError, TypeError) as exc:
         raise ParseError(source, f"not a gpuprov fabric record: {exc}") from exc
 

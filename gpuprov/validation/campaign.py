@@ -58,7 +58,6 @@ from gpuprov.validation.campaign_return import (
     job_script,
 )
 from gpuprov.validation.collect import DCGM_TIMEOUT_S
-from gpuprov.validation.fabric_rack import floor_for
 from gpuprov.validation.pipeline import NodeJob, rejudge, unreachable
 from gpuprov.validation.rack import RackOutcome, rack_stage
 from gpuprov.validation.service import (
@@ -379,10 +378,8 @@ class Campaign:
         """The rack's fabric test over the accepted nodes, still held by the reservation (no
         other job lands on them), from this machine over SSH as `validate --fabric` runs
         it; each member judged again with it, then the accepted released."""
-        floor = floor_for(self.request.hosts, self.plan.variables, self.plan.profiles,
-                          self.request.fabric_floor)
         fabric_stage(self.ledger, self.plan, self.request.inventory.path, self.plan.jobs,
-                     floor, self.rule, self.say)
+                     self.rule, self.say)
 
     def racks(self) -> list[RackOutcome]:
         """Each NVL72 rack with a tray here gathered into its trays' evidence, which are

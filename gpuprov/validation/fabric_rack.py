@@ -5,19 +5,23 @@ Each host names its place on the compute fabric in the inventory:
 `gpuprov_fabric_interface` (the interface gloo and NCCL bootstrap over). The floor is
 `--fabric-floor` when given, else the inventory's `gpuprov_fabric_busbw_min_gbps` (a site
 knows its fabric), else the lowest of the members' profiles' `fabric.busbw_min_gbps`
-(NCCL floors: a run that fell back to gloo is then judged by its pairs only).
+(NCCL floors: a run that fell back to gloo is then judged by its pairs only). An NVL72
+rack's trays are a group of their own (fabric_groups): their all-reduce runs over the rack's
+NVLink domain, held to the rack profile's `all_reduce` floor where no site value is set.
 """
 
 from __future__ import annotations
 
 import ipaddress
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from gpuprov.errors import InputError
 from gpuprov.inventory import Inventory
 from gpuprov.parsers.fabric import FabricRecord
 from gpuprov.profiles import Profile
+from gpuprov.racks import RackSpec
 from gpuprov.remote.connect import node_host, prime_inventory
 from gpuprov.validation.fabric_stage import (
     FabricNode,
@@ -34,6 +38,9 @@ WRITE_BW_VAR = "gpuprov_fabric_ib_write_bw_command"   # perftest's ib_write_bw o
 WRITE_LAT_VAR = "gpuprov_fabric_ib_write_lat_command"  # and its ib_write_lat
 SECONDS_VAR = "gpuprov_fabric_ib_write_bw_seconds"    # each timed ib_write_bw run (-D)
 MIN_MEMBERS = 2
+# the floor sources that are NCCL figures (a profile's, a rack profile's): meaningless for
+# a gloo run, which the fabric stage then judges with no floor
+PROFILE_FLOOR, RACK_FLOOR = "profile", "rack profile"
 
 
 def fabric_place(host: str, variables: dict) -> tuple[str, str]:
@@ -53,7 +60,11 @@ def fabric_place(host: str, variables: dict) -> tuple[str, str]:
 
 
 def floor_for(hosts: list[str], variables: dict[str, dict], profiles: dict[str, Profile],
-              override: float | None) -> tuple[float | None, str]:
+              override: float | None, rack: RackSpec | None = None
+              ) -> tuple[float | None, str]:
+    """The group's all-reduce floor and where it comes from: --fabric-floor, else the
+    members' one inventory value, else (an NVL72 rack's trays) the rack profile's, else the
+    lowest of the members' profiles'."""
     if override is not None:
         return override, "--fabric-floor"
     site = {h: variables[h].get(FLOOR_VAR) for h in hosts if variables[h].get(FLOOR_VAR)}
@@ -66,6 +77,12 @@ def floor_for(hosts: list[str], variables: dict[str, dict], profiles: dict[str, 
             raise InputError(f"{FLOOR_VAR} differs between the members: "
                              + ", ".join(f"{h}={v:g}" for h, v in sorted(values.items())))
         return next(iter(values.values())), f"inventory {FLOOR_VAR}"
+    if rack is not None:
+        found = rack.profile
+        if found.all_reduce_floor_gbps is None:
+            return None, f"no floor: rack profile {found.name} sets no all_reduce floor"
+        return found.all_reduce_floor_gbps, (f"{RACK_FLOOR} {found.name}: "
+                                             f"{found.all_reduce_source}")
     members = {profiles[h].name: profiles[h] for h in hosts}
     floors = {name: p.data["fabric"]["busbw_min_gbps"] for name, p in members.items()
               if p.data.get("fabric")}
@@ -73,7 +90,39 @@ def floor_for(hosts: list[str], variables: dict[str, dict], profiles: dict[str, 
         return None, "no floor: no member's profile sets fabric.busbw_min_gbps"
     name = min(floors, key=floors.get)
     why = members[name].data.get("sources", {}).get("fabric.busbw_min_gbps", "")
-    return floors[name], f"profile {name} (the lowest of the members'){': ' + why if why else ''}"
+    return floors[name], (f"{PROFILE_FLOOR} {name} (the lowest of the members')"
+                          f"{': ' + why if why else ''}")
+
+
+def nccl_floor(source: str) -> bool:
+    """Whether a floor (by its source) is an NCCL figure, which a gloo run cannot meet."""
+    return source.startswith((PROFILE_FLOOR, RACK_FLOOR))
+
+
+@dataclass(frozen=True)
+class FabricGroup:
+    """One all-reduce of `validate --fabric`: an NVL72 rack's trays (its NVLink domain),
+    or every other member (the network), with its floor and where that comes from."""
+    rack: RackSpec | None
+    hosts: tuple[str, ...]
+    floor: tuple[float | None, str]
+
+
+def fabric_groups(hosts: list[str], variables: dict[str, dict], profiles: dict[str, Profile],
+                  override: float | None, racks: dict[str, RackSpec]) -> list[FabricGroup]:
+    """Each rack's trays among `hosts` apart, held to the rack's floor (its all-reduce runs
+    over the rack's NVLink, not the network between racks), then the other hosts together;
+    each floor read now, so a bad one stops the run before it starts."""
+    rack_of = {t: rack for rack in racks.values() for t in rack.trays}
+    groups = [FabricGroup(rack, tuple(h for h in hosts if h in rack.trays),
+                          floor_for([h for h in hosts if h in rack.trays], variables, profiles,
+                                    override, rack))
+              for rack in racks.values() if set(rack.trays) & set(hosts)]
+    rest = [h for h in hosts if h not in rack_of]
+    if rest:
+        groups.append(FabricGroup(None, tuple(rest),
+                                  floor_for(rest, variables, profiles, override)))
+    return groups
 
 
 def check_members(inventory: Inventory, hosts: list[str]) -> dict[str, tuple[str, str]]:

@@ -61,6 +61,7 @@ class FabricSettings:
     # over the NICs too (NCCL's environment variables, docs.nvidia.com/deeplearning/nccl
     # user-guide env.html: NCCL_P2P_DISABLE, NCCL_SHM_DISABLE; as Azure's IB loopback check)
     network_only: bool = False
+    rack: str | None = None        # the members are this NVL72 rack's trays (FabricRecord.rack)
 
 
 NETWORK_ONLY_ENV = "NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 "
@@ -193,7 +194,7 @@ def run_fabric(nodes: list[FabricNode], s: FabricSettings, out_dir: Path,
             progress(f"{p.node.name}: {p.member.problem}")
     usable = [p for p in prepared if not p.member.problem]
     record = FabricRecord(s.run_id, s.floor_gbps, s.floor_source, [p.member for p in prepared],
-                          network_only=s.network_only)
+                          network_only=s.network_only, rack=s.rack)
     if len(usable) >= 2:
         progress(f"fabric: all-reduce across {len(usable)} nodes")
         record.group = run_group(usable, "group", s.port, s, out_dir)

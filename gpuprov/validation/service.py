@@ -37,8 +37,11 @@ from gpuprov.slurm.gate import SlurmGate
 from gpuprov.validation.collect import NodeSettings
 from gpuprov.validation.fabric_rack import (
     MIN_MEMBERS,
+    FabricGroup,
     check_members,
+    fabric_groups,
     floor_for,
+    nccl_floor,
     rail_settings,
     run_fabric_test,
 )
@@ -111,6 +114,7 @@ class RunPlan:
     variables: dict[str, dict]
     places: dict
     racks: dict = field(default_factory=dict)   # NVL72 racks with a tray in the run
+    fabric: list[FabricGroup] = field(default_factory=list)   # validate --fabric's groups
 
 
 def plan_run(request: ValidationRequest, run_id: str | None = None) -> RunPlan:
@@ -141,6 +145,9 @@ def plan_run(request: ValidationRequest, run_id: str | None = None) -> RunPlan:
             settings = _recheck(settings, request.fabric)
         plan.jobs.append(NodeJob(settings, request.inventory.path, evidence_base / host,
                                  state_dir() / "ssh-control"))
+    if request.fabric:
+        plan.fabric = fabric_groups(request.hosts, plan.variables, plan.profiles,
+                                    request.fabric_floor, plan.racks)
     return plan
 
 
@@ -194,8 +201,7 @@ def validate(request: ValidationRequest, say: Say, warn: Say) -> ValidationRun:
         validate_all(jobs, view, request.parallel, lambda result: ledger.record_node(
             plan.run_id, escalated(ledger, result, rule)))
     if request.fabric:
-        floor = floor_for(request.hosts, plan.variables, plan.profiles, request.fabric_floor)
-        fabric_stage(ledger, plan, path, jobs, floor, rule, say)
+        fabric_stage(ledger, plan, path, jobs, rule, say)
     by_node = {job.settings.node: job for job in jobs}
     started = {r.node: r.started_at for r in ledger.node_results(plan.run_id)}
     racks = rack_stage(request.inventory, plan.racks, ledger, plan.run_id,
@@ -232,22 +238,31 @@ def escalated(ledger: Ledger, result: NodeResult, rule: tuple[int, float]) -> No
 
 
 def fabric_stage(ledger: Ledger, plan: RunPlan, inventory: Path, jobs: list[NodeJob],
-                  floor: tuple[float | None, str], rule: tuple[int, float], say: Say) -> None:
-    """The fabric test over the nodes accepted so far; each member judged again with it."""
+                 rule: tuple[int, float], say: Say) -> None:
+    """The fabric test over the nodes accepted so far, group by group (each NVL72 rack's
+    trays apart, then the rest: plan.fabric); each member judged again with it."""
     results = {r.node: r for r in ledger.node_results(plan.run_id)}
-    members = [j for j in jobs if results[j.settings.node].judged == Verdict.ACCEPTED]
-    if len(members) < MIN_MEMBERS:
-        say(f"fabric: {len(members)} node(s) accepted, the test needs {MIN_MEMBERS}: not run")
-        return
-    settings = FabricSettings(plan.run_id, floor[0], floor[1],
-                              floor_nccl_only=floor[1].startswith("profile"))
-    run_fabric_test(inventory, {j.settings.node: plan.places[j.settings.node] for j in members},
-                    settings, plan.evidence_base / "fabric",
-                    {j.settings.node: j.evidence_dir for j in members}, members[0].control_dir,
-                    say)
-    for job in members:
-        result = rejudge(job, results[job.settings.node].started_at)
-        ledger.rejudge_node(plan.run_id, escalated(ledger, result, rule))
+    for group in plan.fabric:
+        members = [j for j in jobs if j.settings.node in group.hosts
+                   and results[j.settings.node].judged == Verdict.ACCEPTED]
+        name = f"rack {group.rack.name}" if group.rack else "fabric"
+        if len(members) < MIN_MEMBERS:
+            say(f"{name}: {len(members)} node(s) accepted, the fabric test needs "
+                f"{MIN_MEMBERS}: not run")
+            continue
+        floor, source = group.floor
+        settings = FabricSettings(plan.run_id, floor, source, floor_nccl_only=nccl_floor(source),
+                                  rack=group.rack.name if group.rack else None)
+        out = plan.evidence_base / (f"fabric-{group.rack.name}" if group.rack else "fabric")
+        if group.rack:
+            say(f"{name}: all-reduce over its {len(members)} accepted trays (its NVLink domain)")
+        run_fabric_test(inventory,
+                        {j.settings.node: plan.places[j.settings.node] for j in members},
+                        settings, out, {j.settings.node: j.evidence_dir for j in members},
+                        members[0].control_dir, say)
+        for job in members:
+            result = rejudge(job, results[job.settings.node].started_at)
+            ledger.rejudge_node(plan.run_id, escalated(ledger, result, rule))
 
 
 @dataclass(frozen=True)
@@ -283,7 +298,22 @@ def fabric_test(request: FabricRequest, say: Say) -> FabricRun:
     override = load_profile(request.profile_name) if request.profile_name else None
     variables = {h: request.inventory.variables(h) for h in hosts}
     profiles = {h: node_profile(h, variables[h], override) for h in hosts}
-    floor, source = floor_for(hosts, variables, profiles, request.fabric_floor)
+    rack = None
+    if request.rails:
+        floor, source = floor_for(hosts, variables, profiles, request.fabric_floor)
+    else:
+        # an NVL72 rack's all-reduce runs over its own trays (its NVLink domain), at its
+        # floor: trays of two racks, or trays with other nodes, measure neither
+        groups = fabric_groups(hosts, variables, profiles, request.fabric_floor,
+                               run_racks(request.inventory, hosts, profiles))
+        if len(groups) > 1:
+            raise InputError("the all-reduce of an NVL72 rack runs over its own trays: "
+                             + "; ".join(f"{f'rack {g.rack.name}' if g.rack else 'other'}: "
+                                         f"{', '.join(g.hosts)}" for g in groups)
+                             + ": test each apart (validate --fabric does)")
+        [group] = groups
+        floor, source = group.floor
+        rack = group.rack.name if group.rack else None
     run_id = new_run_id("fabric")
     rails = rail_settings(run_id, hosts, variables, profiles) if request.rails else None
 
@@ -304,8 +334,8 @@ def fabric_test(request: FabricRequest, say: Say) -> FabricRun:
     say(f"run {run_id}: {what} across {len(hosts)} node(s); evidence in {base}")
     started = time.time()
     settings = rails or FabricSettings(run_id, floor, source,
-                                       floor_nccl_only=source.startswith("profile"),
-                                       network_only=request.network_only)
+                                       floor_nccl_only=nccl_floor(source),
+                                       network_only=request.network_only, rack=rack)
     record = run_fabric_test(path, places, settings, base / "fabric", node_dirs,
                              state_dir() / "ssh-control", say)
     check_id = "fabric_rails" if rails else "fabric"

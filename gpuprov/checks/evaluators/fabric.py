@@ -17,7 +17,9 @@ from gpuprov.parsers.fabric import BANDWIDTH, FABRIC, FabricRecord
        rule="the multi-node all-reduce finished at or above the inter-node bus bandwidth "
             "floor; else pairwise runs name the node in only bad pairs, or both ends of a "
             "bad link (a pair is bad: failed, below the floor, or under half the median "
-            "pair); an interface down or unaddressed fails its node")
+            "pair); every pair bad is the fabric's, no node's hardware (an NVL72 rack's trays, "
+            "a group of their own held to the rack profile's floor: the rack named); an "
+            "interface down or unaddressed fails its node")
 def fabric(ctx: Context, r: Results) -> CheckResult:
     record = ctx.evidence.read(FABRIC)
     node = record.node or ctx.evidence.meta.get("node")
@@ -99,8 +101,8 @@ def _judged(r: Results, record: FabricRecord, node: str, found: NodeFinding | No
         return r.fail(f"{node} is not a member of fabric run {record.run_id}",
                       {"members": members})
     values = {**found.values, "run_id": record.run_id, "members": members}
-    if not found.ok:
-        return r.fail(found.summary, values)
+    if not found.ok:    # a fabric-wide fault charges no member's hardware
+        return r.fail(found.summary, values, action=Action.NONE if found.wide else None)
     if not found.tested:
         return r.warn(found.summary, values, action=Action.NONE)
     return r.passed(found.summary, values)

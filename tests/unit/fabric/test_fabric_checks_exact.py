@@ -57,6 +57,28 @@ def test_a_node_left_without_a_peer_warns_and_one_outside_the_run_fails(tmp_path
         "fail", f"{C} is not a member of fabric run f3", {"members": [A, B]})
 
 
+def test_a_fault_every_pair_shows_charges_no_node_and_a_rack_s_names_the_rack(tmp_path):
+    """Below the floor everywhere: the switch's (or the floor's), never a reseat of every
+    node; an NVL72 rack's trays (their own group) name the rack."""
+    slow = [_group(pair, 0.02) for pair in ((A, B), (A, C), (B, C))]
+    written = FabricRecord("f4", 0.08, "the site's floor", _members(A, B, C),
+                           _group((A, B, C), 0.02), slow, node=B)
+    result = _judge(tmp_path / "hgx", written, "fabric")
+    assert (result.status, str(result.action)) == ("fail", "none")
+    assert "a fabric-wide fault (switch, or a floor this fabric cannot meet)" in result.summary
+    tray = load_profile("gb200-nvl72-tray")
+    result = _judge(tmp_path / "rack", FabricRecord(**{**written.__dict__, "rack": "rack-a"}),
+                    "fabric", tray)
+    assert (result.status, str(result.action)) == ("fail", "none")
+    assert result.summary.startswith("rack rack-a: every pair of its trays is slow or failed")
+    one = [_group((A, B), 0.3), _group((A, C), 0.02), _group((B, C), 0.02)]
+    at_fault = FabricRecord("f5", 0.08, "the site's floor", _members(A, B, C),
+                            _group((A, B, C), 0.02), one, node=C, rack="rack-a")
+    result = _judge(tmp_path / "tray", at_fault, "fabric", tray)
+    assert (result.status, str(result.action)) == ("fail", "reseat-or-inspect")
+    assert result.summary.startswith(f"{C} is at fault")
+
+
 def _rails(count, nodes=(A, A), gbps=390.0):
     return [RailRun(f"mlx5_{k}", nodes, True, gbps, 380.0) for k in range(count)]
 

@@ -16,7 +16,14 @@ from gpuprov.model import Status
 from gpuprov.parsers.errors import ParseError
 from gpuprov.parsers.fabric import FABRIC, FabricRecord, Member, RailRun, parse_fabric_record
 from gpuprov.profiles import load_profile
-from gpuprov.validation.fabric_rack import check_members, fabric_place, floor_for
+from gpuprov.racks import RackSpec, rack_profile
+from gpuprov.validation.fabric_rack import (
+    check_members,
+    fabric_groups,
+    fabric_place,
+    floor_for,
+    nccl_floor,
+)
 from tests.conftest import gpuprov
 from tests.evidence_builder import healthy_h100
 from tests.unit.fabric.test_localize import NODES, pairs, record, run
@@ -27,6 +34,8 @@ def test_a_record_reads_back_as_written():
     written = dataclasses.replace(record(NODES, run(NODES, 0.02), pairs(NODES, slow)),
                                   node="node02")
     assert parse_fabric_record(written.as_json(), "fabric.json") == written
+    of_a_rack = dataclasses.replace(written, rack="rack-a")
+    assert parse_fabric_record(of_a_rack.as_json(), "fabric.json").rack == "rack-a"
 
 
 @pytest.mark.parametrize("text", ["", "{}", '{"run_id": "v1", "floor_source": "x", '
@@ -52,6 +61,32 @@ def test_the_floor_comes_from_the_option_then_the_inventory_then_the_lowest_prof
     assert "0.8 x line rate" in source
     assert floor_for(["node03"], bare, PROFILES, None) == (
         None, "no floor: no member's profile sets fabric.busbw_min_gbps")
+
+
+def test_each_rack_s_trays_are_a_group_held_to_the_rack_s_floor_the_rest_another():
+    """validate --fabric over two NVL72 racks' trays and HGX nodes: three all-reduces, each
+    rack's over its own NVLink domain at its rack profile's floor (a site's inventory value
+    first), the HGX nodes' over the network at their profiles'."""
+    gb200, gb300 = rack_profile("gb200-nvl72"), rack_profile("gb300-nvl72")
+    racks = {"rack-a": RackSpec("rack-a", gb200, "domain", ("a1", "a2", "a3")),
+             "rack-b": RackSpec("rack-b", gb300, "domain", ("b1", "b2"))}
+    hosts = ["node01", "a1", "b1", "node02", "a2", "b2", "a3"]
+    profiles = {**PROFILES, **dict.fromkeys(("a1", "a2", "a3"), load_profile("gb200-nvl72-tray")),
+                **dict.fromkeys(("b1", "b2"), load_profile("gb300-nvl72-tray"))}
+    variables = {h: {} for h in hosts}
+    groups = fabric_groups(hosts, variables, profiles, None, racks)
+    assert [(g.rack.name if g.rack else None, g.hosts) for g in groups] == [
+        ("rack-a", ("a1", "a2", "a3")), ("rack-b", ("b1", "b2")), (None, ("node01", "node02"))]
+    assert groups[0].floor[0] == 648 and groups[0].floor[1].startswith(
+        "rack profile gb200-nvl72: 0.8 x 811 GB/s")
+    assert groups[1].floor[0] == 749 and nccl_floor(groups[1].floor[1])
+    assert groups[2].floor[0] == 160 and nccl_floor(groups[2].floor[1])
+    site = {**variables, **{t: {"gpuprov_fabric_busbw_min_gbps": 700} for t in ("b1", "b2")}}
+    assert fabric_groups(hosts, site, profiles, None, racks)[1].floor == (
+        700, "inventory gpuprov_fabric_busbw_min_gbps")
+    assert {g.floor for g in fabric_groups(hosts, variables, profiles, 5.0, racks)} == {
+        (5.0, "--fabric-floor")}
+    assert not nccl_floor("--fabric-floor")
 
 
 def test_members_disagreeing_on_the_site_floor_is_an_input_error():
@@ -133,6 +168,26 @@ def test_bad_fabric_input_is_one_line_exit_2_and_no_ledger(tmp_path, command, ar
     result = gpuprov(command, *args, env=env, timeout=60)
     assert result.returncode == 2, result.stderr
     assert message in result.stderr and len(result.stderr.splitlines()) == 1
+    assert not (state / "ledger.sqlite3").exists()
+
+
+def test_gpuprov_fabric_over_a_rack_s_trays_and_another_node_is_refused(tmp_path):
+    """An NVL72 rack's all-reduce is its trays' alone: with a node outside the rack the run
+    measures neither; one line naming each group, exit 2, no ledger."""
+    inventory = tmp_path / "rack.ini"
+    inventory.write_text(
+        "[rack_a]\n" + "".join(f"t{i} gpuprov_fabric_address=198.18.0.{i} "
+                               "gpuprov_fabric_interface=ib0\n" for i in (1, 2))
+        + "[rack_a:vars]\ngpuprov_rack=rack-a\ngpuprov_rack_profile=gb200-nvl72\n"
+        "gpuprov_profile=gb200-nvl72-tray\n[hgx]\nnode01 gpuprov_profile=h100-sxm-8 "
+        "gpuprov_fabric_address=198.18.0.11 gpuprov_fabric_interface=ib0\n")
+    state = tmp_path / "state"
+    env = {**os.environ, "GPUPROV_STATE_DIR": str(state), "GPUPROV_INVENTORY": str(inventory)}
+    result = gpuprov("fabric", "t1", "t2", "node01", env=env, timeout=60)
+    assert result.returncode == 2, result.stderr
+    [line] = result.stderr.splitlines()
+    assert ("the all-reduce of an NVL72 rack runs over its own trays: rack rack-a: t1, t2; "
+            "other: node01: test each apart (validate --fabric does)") in line
     assert not (state / "ledger.sqlite3").exists()
 
 

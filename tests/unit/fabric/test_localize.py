@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import pytest
@@ -98,7 +99,25 @@ def test_every_pair_bad_is_a_fabric_wide_fault_on_every_node():
     every = {frozenset(p) for p in itertools.combinations(NODES, 2)}
     found = findings(record(NODES, run(NODES, 0.02), pairs(NODES, every)))
     assert not any(f.ok for f in found.values())
-    assert all("fabric-wide fault" in f.summary for f in found.values())
+    assert all("fabric-wide fault" in f.summary and f.wide for f in found.values())
+
+
+def test_every_pair_of_a_rack_s_trays_bad_names_the_rack_and_one_slow_tray_names_it():
+    """An NVL72 rack's trays, a group of their own (FabricRecord.rack): a fault every pair
+    shows is the rack's NVLink fabric, named by the rack; a tray in only bad pairs, itself."""
+    every = {frozenset(p) for p in itertools.combinations(NODES, 2)}
+    rack = dataclasses.replace(record(NODES, run(NODES, 0.02), pairs(NODES, every)),
+                               rack="rack-a")
+    found = findings(rack)
+    assert all(not f.ok and f.wide and f.summary.startswith(
+        "rack rack-a: every pair of its trays is slow or failed (") and f.summary.endswith(
+        "): the rack's NVLink fabric (its switch trays, or a floor it cannot meet), no "
+        "tray's") for f in found.values()), found
+    slow = {frozenset(("node02", "node01")), frozenset(("node02", "node03"))}
+    one = findings(dataclasses.replace(rack, pairs=pairs(NODES, slow)))
+    assert not one["node02"].ok and not one["node02"].wide
+    assert one["node02"].summary.startswith("node02 is at fault")
+    assert one["node01"].ok and one["node03"].ok
 
 
 def test_a_failed_pair_counts_as_bad():

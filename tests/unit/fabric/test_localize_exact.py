@@ -103,7 +103,7 @@ def test_every_pair_failed_is_fabric_wide_with_no_best_pair():
                             group((A, B, C), None, ok=False, error="timed out"), pairs))
     assert found[A] == NodeFinding(
         False, f"every pair is slow or failed ({B}: failed, {C}: failed): a fabric-wide fault "
-               "(switch, or a floor this fabric cannot meet)", found[A].values)
+               "(switch, or a floor this fabric cannot meet)", found[A].values, wide=True)
     assert found[A].values["best_pair_busbw_gbps"] is None
     assert [p["bad"] for p in found[A].values["pairs"]] == [True, True, True]
 
