@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Issue 72's whole-rack acceptance on the lab: a GB200 NVL72 rack's 18 compute trays
 # (`gpuprov lab up --rack gb200-nvl72`, lab 4 unless GPUPROV_LAB_INSTANCE says otherwise)
-# provisioned with the whole stack, one rack at a time, then `validate --all`: every tray
-# and the rack accepted; the rack's judgement and its Slurm topology block last. The
+# provisioned with the whole stack, one rack at a time, then `validate --all --fabric`: every
+# tray and the rack accepted, the rack's all-reduce over its 18 trays (gloo on the lab: no
+# NVLink, no floor); the rack's judgement and its Slurm topology block last. The
 # ledger lives in a throw-away state directory. Not part of scripts/test.sh: the whole
 # stack on 18 trays takes about 20 minutes on a 2-core machine, so the test command's
 # rack (tests/lab/test_rack.py) provisions only the driver and IMEX (docs/rack.md).
@@ -28,7 +29,7 @@ gpuprov provision --inventory "$inventory" --allow-reboot
 echo "provisioned in ${SECONDS} s"
 SECONDS=0
 status=0
-gpuprov validate --inventory "$inventory" --all --soak "$soak" || status=$?
+gpuprov validate --inventory "$inventory" --all --fabric --soak "$soak" || status=$?
 echo "validated in ${SECONDS} s (exit ${status})"
 gpuprov rack --inventory "$inventory"
 gpuprov rack --inventory "$inventory" --topology
