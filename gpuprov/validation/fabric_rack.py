@@ -19,6 +19,7 @@ from pathlib import Path
 
 from gpuprov.errors import InputError
 from gpuprov.inventory import Inventory
+from gpuprov.model import NodeResult, Status, Verdict
 from gpuprov.parsers.fabric import FabricRecord
 from gpuprov.profiles import Profile
 from gpuprov.racks import RackSpec
@@ -106,6 +107,21 @@ class FabricGroup:
     rack: RackSpec | None
     hosts: tuple[str, ...]
     floor: tuple[float | None, str]
+
+
+# a tray's checks that wait for the rack's stage, after the fabric's: `missing` until then
+RACK_PENDING = frozenset({"rack_tray", "rack"})
+
+
+def fabric_member(result: NodeResult, group: FabricGroup) -> bool:
+    """Whether a node joins its group's all-reduce: accepted so far, or (a rack's tray)
+    failing nothing but its rack checks, which are judged only after the fabric test."""
+    if result.judged == Verdict.ACCEPTED:
+        return True
+    blocking = {c.id for c in result.checks if c.blocking}
+    return (group.rack is not None and result.judged == Verdict.REJECTED
+            and bool(blocking) and blocking <= RACK_PENDING
+            and all(c.status == Status.MISSING for c in result.checks if c.id in blocking))
 
 
 def fabric_groups(hosts: list[str], variables: dict[str, dict], profiles: dict[str, Profile],

@@ -40,6 +40,7 @@ from gpuprov.validation.fabric_rack import (
     FabricGroup,
     check_members,
     fabric_groups,
+    fabric_member,
     floor_for,
     nccl_floor,
     rail_settings,
@@ -244,7 +245,7 @@ def fabric_stage(ledger: Ledger, plan: RunPlan, inventory: Path, jobs: list[Node
     results = {r.node: r for r in ledger.node_results(plan.run_id)}
     for group in plan.fabric:
         members = [j for j in jobs if j.settings.node in group.hosts
-                   and results[j.settings.node].judged == Verdict.ACCEPTED]
+                   and fabric_member(results[j.settings.node], group)]
         name = f"rack {group.rack.name}" if group.rack else "fabric"
         if len(members) < MIN_MEMBERS:
             say(f"{name}: {len(members)} node(s) accepted, the fabric test needs "

@@ -31,6 +31,7 @@ from gpuprov.parsers.smi_gpu import parse_smi_query
 from gpuprov.profiles import load_profile
 from gpuprov.validation import node_request
 from gpuprov.validation.collect import NodeSettings
+from gpuprov.validation.fabric_rack import FabricGroup, fabric_member
 from gpuprov.validation.pipeline import NodeJob, _result
 from gpuprov.validation.rack import gather, imex_asked, rack_stage, run_racks
 from tests import evidence_builder as eb
@@ -379,3 +380,23 @@ def test_a_rack_s_fabric_repair_holds_every_tray_and_a_recheck_runs_the_rack_sta
         [line] = refused.stderr.strip().splitlines()
         assert words in line, (argv, line)
     assert len(ledger.repairs()) == recorded
+
+
+def test_a_tray_waiting_only_for_its_rack_checks_joins_the_rack_s_all_reduce(tmp_path):
+    """validate --fabric runs before the rack's stage: a tray whose only failures are its
+    rack checks (missing until then) is a member of its rack's all-reduce; one failing
+    anything else, or a node of no rack in that state, is not."""
+    directory = _tray_dir(tmp_path / "ev", "tray01")
+    job = NodeJob(NodeSettings(node="tray01", profile=TRAY, lock=None, run_id="v1",
+                               soak_seconds=30), directory, directory, directory)
+
+    def result(*checks: str):
+        judged = judge(Evidence(directory), TRAY, None, only=checks)
+        return _result(job, 1.0, judged.verdict, judged.reason(), judged)
+    rack = run_racks(_inventory(tmp_path), ["tray01"], {"tray01": TRAY})["rack-a"]
+    waiting = result(*RACK_CHECKS)        # no rack/ yet: both missing
+    assert waiting.judged == Verdict.REJECTED
+    assert fabric_member(waiting, FabricGroup(rack, ("tray01",), (None, "")))
+    assert not fabric_member(waiting, FabricGroup(None, ("tray01",), (None, "")))
+    unseen = result(*RACK_CHECKS, "c2c_links")     # its C2C output not collected either
+    assert not fabric_member(unseen, FabricGroup(rack, ("tray01",), (None, "")))
