@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpuprov.checks.catalog import stage_checks
 from gpuprov.errors import InputError
 from gpuprov.inventory import Inventory
 from gpuprov.model import NodeResult, Status, Verdict
@@ -110,7 +111,8 @@ class FabricGroup:
 
 
 # a tray's checks that wait for the rack's stage, after the fabric's: `missing` until then
-RACK_PENDING = frozenset({"rack_tray", "rack"})
+# (the registry's checks of stage `rack`)
+RACK_PENDING = frozenset(stage_checks("rack"))
 
 
 def fabric_member(result: NodeResult, group: FabricGroup) -> bool:
