@@ -13,12 +13,21 @@ from gpuprov.model import Verdict
 class RepairsRepository(LedgerBase):
     def record_repair(self, node: str, note: str, recorded_by: str, kind: str = UNKNOWN_KIND,
                       part: str = "") -> Repair:
-        repair = Repair(node, time.time(), note, recorded_by, kind, part)
-        with self._transaction() as db:
-            db.execute("INSERT INTO repairs (node, at, note, recorded_by, kind, part) "
-                       "VALUES (?, ?, ?, ?, ?, ?)", (repair.node, repair.at, repair.note,
-                                                     repair.recorded_by, repair.kind, repair.part))
+        [repair] = self.record_repairs([node], note, recorded_by, kind, part)
         return repair
+
+    def record_repairs(self, nodes: list[str], note: str, recorded_by: str,
+                       kind: str = UNKNOWN_KIND, part: str = "") -> list[Repair]:
+        """One repair on each of `nodes` (an NVL72 rack's trays), all or none: an
+        interrupted record leaves no tray repaired and another not."""
+        at = time.time()
+        repairs = [Repair(node, at, note, recorded_by, kind, part) for node in nodes]
+        with self._transaction() as db:
+            for r in repairs:
+                db.execute("INSERT INTO repairs (node, at, note, recorded_by, kind, part) "
+                           "VALUES (?, ?, ?, ?, ?, ?)",
+                           (r.node, r.at, r.note, r.recorded_by, r.kind, r.part))
+        return repairs
 
     def repairs(self, node: str | None = None) -> list[Repair]:
         """One node's repairs, or every node's (node None), oldest first."""

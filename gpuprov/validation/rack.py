@@ -184,7 +184,7 @@ def record_rack_repair(inventory: Inventory, ledger: Ledger, name: str, kind: st
         raise InputError(f"--repaired {kind}: a repair of one node: record it on the tray, "
                          f"`gpuprov nodes TRAY --repaired {kind}`")
     [rack] = racks_of(inventory, (name,))
-    return rack, [ledger.record_repair(tray, note, recorded_by, kind) for tray in rack.trays]
+    return rack, ledger.record_repairs(list(rack.trays), note, recorded_by, kind)
 
 
 def _tray_evidence(inventory: Inventory, verdicts: dict, rack: RackSpec):
