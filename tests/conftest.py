@@ -69,16 +69,23 @@ class RunningLab:
                               check=False, env=env)
 
 
+def bare_lab_up(*args: str, env: dict | None = None, timeout: float = 1800):
+    """`gpuprov lab up ARGS` on bare nodes. `lab up` keeps the containers its lab already
+    has (an operator's second `up` changes nothing), so a lab an earlier run left behind (a
+    killed test session, a machine's stopped containers) would come back with that run's
+    packages and loaded modules: brought down first, which costs nothing where none is."""
+    down = gpuprov("lab", "down", env=env, timeout=600)
+    assert down.returncode == 0, down.stderr
+    return gpuprov("lab", "up", *args, env=env, timeout=timeout)
+
+
 @pytest.fixture(scope="session")
 def lab():
-    """`gpuprov lab up` (and `reset`: bare nodes) once per session; the last test
-    (lab_teardown) takes it down, or, where the session has no such test (lab 2's, in
-    scripts/test.sh) or it did not run, the session's end does."""
-    up = gpuprov("lab", "up")
+    """`gpuprov lab up` on bare nodes once per session; the last test (lab_teardown) takes
+    it down, or, where the session has no such test (lab 2's, in scripts/test.sh) or it did
+    not run, the session's end does."""
+    up = bare_lab_up()
     assert up.returncode == 0, up.stderr
-    # a lab left from an earlier session may carry its roles' packages: start from bare
-    reset = gpuprov("lab", "reset")
-    assert reset.returncode == 0, reset.stderr
     inventory = Path(gpuprov("lab", "inventory", check=True).stdout.strip())
     nodes = dict(line.split("\t")[:2] for line in up.stdout.splitlines() if "\t" in line)
     ssh_config = inventory.parent.parent / "ssh" / "config"

@@ -15,7 +15,7 @@ import pytest
 
 from gpuprov.lab.inventory import NEWER_STACK
 from gpuprov.lab.kernel_view import IBSTAT, LSMOD
-from tests.conftest import gpuprov
+from tests.conftest import bare_lab_up, gpuprov
 
 pytestmark = pytest.mark.lab
 
@@ -28,8 +28,7 @@ def test_an_hgx_b200_provisions_fabric_manager_with_its_subnet_manager_and_is_ac
     env = {**os.environ, "GPUPROV_LAB_INSTANCE": "3", "NO_COLOR": "1",
            "GPUPROV_STATE_DIR": str(state), "GPUPROV_LEDGER": str(state / "ledger.db")}
     env.pop("GPUPROV_LAB_DIR", None)
-    up = gpuprov("lab", "up", "--nodes", "1", "--kind", "node01=b200-sxm-8", env=env,
-                 timeout=1200)
+    up = bare_lab_up("--nodes", "1", "--kind", "node01=b200-sxm-8", env=env, timeout=1200)
     try:
         assert up.returncode == 0, up.stderr
         # the lab's own inventory, as `lab up` wrote it (issue 66): its lock is the lab's,

@@ -21,7 +21,7 @@ import pytest
 
 from gpuprov.lab.faults import FAULTS
 from gpuprov.parsers.imex import parse_imex_domain
-from tests.conftest import gpuprov
+from tests.conftest import bare_lab_up, gpuprov
 
 pytestmark = pytest.mark.lab
 
@@ -46,7 +46,7 @@ def test_a_gb200_nvl72_rack_is_provisioned_as_one_domain_and_judged_as_the_unit(
     env = {**os.environ, "GPUPROV_LAB_INSTANCE": "4", "NO_COLOR": "1",
            "GPUPROV_STATE_DIR": str(state), "GPUPROV_LEDGER": str(state / "ledger.db")}
     env.pop("GPUPROV_LAB_DIR", None)
-    up = gpuprov("lab", "up", "--rack", "gb200-nvl72", env=env, timeout=1800)
+    up = bare_lab_up("--rack", "gb200-nvl72", env=env, timeout=1800)
     try:
         assert up.returncode == 0, up.stderr[-3000:]
         assert [line.split("\t")[:2] for line in up.stdout.splitlines() if "\t" in line] == [
