@@ -1,7 +1,7 @@
 """Every molecule scenario of every role on the shared lab: prepare (bare), converge,
 idempotence (changed=0), verify (testinfra); --check before the upgrade scenario's change.
 Under Mitogen's strategy, as `gpuprov provision` runs the roles by default. (--check of every
-role at once: on the bare nodes and, with changed=0, on the converged ones, as operators run
+role at once: on the bare nodes and, with changed=0, on a converged one, as operators run
 it: test_provision.py.)"""
 
 import os
