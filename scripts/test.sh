@@ -49,10 +49,10 @@ rm -rf "$site"
 #
 # The unit tests share nothing with the labs: they run in the third process once its racks
 # are done (about ten minutes in, when the labs' provisioning is over). That process runs
-# at a lower CPU priority (nice 10) throughout, and the unit tests in one worker (alone,
-# `pytest -n 2 tests/unit` is twice as fast): measured with two workers, the two cores
-# stayed saturated until the unit tests ended (the 20th minute) and were a fifth idle
-# after, so one worker spreads the same CPU into the minutes labs 1 and 2 leave idle.
+# at a lower CPU priority (nice 10) throughout, and the unit tests in one worker: measured
+# with two, the two cores stayed saturated until the unit tests ended (the 20th minute) and
+# were a fifth idle after; one worker spreads the same CPU into the minutes labs 1 and 2
+# leave idle (the unit tests took 597 s so, 556 with two; labs 1 and 2 ended sooner).
 LAB2_FILES=(tests/lab/test_provision_validate.py)
 LAB3_FILES=(tests/lab/test_b200.py tests/lab/test_rack.py)
 third_process() {
